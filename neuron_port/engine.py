@@ -1,0 +1,226 @@
+"""The codemod engine: parse once, run every enabled rule in one batched pass, apply the allowed
+replacements and needed imports, and repeat until a pass finds nothing to change.
+
+Rules report; this module is the only place that edits a tree. The loop ends when a pass proposes no
+allowed fix, which is exactly the "second run changes nothing" guarantee; if that does not happen
+within MAX_PASSES the file is left alone and reported as an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider
+
+from neuron_port.results import Finding, Fix
+from neuron_port.rules.base import Report, Rule
+from neuron_port.rules.context import FileContext, ImportTracker
+
+MAX_PASSES = 4
+
+SUPPRESSION_RE = re.compile(r"#\s*neuron-port:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s-]*)\])?")
+
+
+class RewriteError(Exception):
+    """A file the engine cannot handle; the message names the line where it can."""
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    target: str = "neuron"
+    unsafe_fixes: bool = False
+
+
+@dataclass
+class SourceOutcome:
+    code: str
+    findings: list[Finding] = field(default_factory=list)
+    fixes_applied: int = 0
+    skipped: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.fixes_applied > 0
+
+
+def triggers_for(rules: Iterable[type[Rule]]) -> tuple[str, ...]:
+    out: set[str] = set()
+    for rule in rules:
+        out.update(rule.TRIGGERS)
+    return tuple(sorted(out))
+
+
+def could_match(source: str, triggers: Sequence[str]) -> bool:
+    """The cheap pre-filter: a file that contains no trigger substring cannot produce a finding."""
+    return any(t in source for t in triggers)
+
+
+def _suppressions(lines: Sequence[str]) -> dict[int, Optional[set[str]]]:
+    """line number -> suppressed codes (None = every code) for lines with an ignore comment."""
+    out: dict[int, Optional[set[str]]] = {}
+    for number, line in enumerate(lines, start=1):
+        if "neuron-port" not in line:
+            continue
+        match = SUPPRESSION_RE.search(line)
+        if not match:
+            continue
+        codes = match.group("codes")
+        out[number] = None if codes is None else {c.strip().upper() for c in codes.split(",") if c.strip()}
+    return out
+
+
+def _is_suppressed(code: str, start: int, end: int, suppressions: dict[int, Optional[set[str]]]) -> bool:
+    for line in {start, end}:
+        if line in suppressions:
+            codes = suppressions[line]
+            if codes is None or code in codes or any(code.startswith(c) for c in codes):
+                return True
+    return False
+
+
+class _ApplyReplacements(cst.CSTTransformer):
+    """Swap reported nodes for their replacements; a replaced node's children are not visited, so of
+    two nested fixes the outer one wins in this pass and the inner one is found again in the next."""
+
+    def __init__(self, replacements: dict[cst.CSTNode, cst.CSTNode]) -> None:
+        super().__init__()
+        self.replacements = replacements
+        self.applied: set[cst.CSTNode] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return node not in self.replacements
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        replacement = self.replacements.get(original_node)
+        if replacement is None:
+            return updated_node
+        self.applied.add(original_node)
+        return replacement
+
+
+def _run_rules(module: cst.Module, rules: Sequence[type[Rule]], options: EngineOptions, path: str):
+    context = FileContext(target=options.target, path=path)
+    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
+    visitors: list[cst.BatchableCSTVisitor] = [ImportTracker(context)]
+    visitors.extend(rule(context) for rule in rules)
+    wrapper.visit_batched(visitors)
+    positions = wrapper.resolve(PositionProvider) if context.reports else {}
+    return context.reports, positions
+
+
+def _allowed(report: Report, options: EngineOptions) -> bool:
+    if report.replacement is None:
+        return False
+    return report.safety == "safe" or (report.safety == "unsafe" and options.unsafe_fixes)
+
+
+def _apply(module: cst.Module, reports: Sequence[Report]) -> tuple[cst.Module, int]:
+    replacements: dict[cst.CSTNode, cst.CSTNode] = {}
+    imports: list[tuple[str, Optional[str], Optional[str]]] = []
+    for report in reports:
+        assert report.replacement is not None
+        if report.node in replacements:
+            continue  # two rules fixing the same node: the first one wins this pass
+        replacements[report.node] = report.replacement
+    applier = _ApplyReplacements(replacements)
+    new_module = module.visit(applier)
+    for report in reports:
+        if report.node in applier.applied:
+            imports.extend(report.imports)
+    if imports:
+        context = CodemodContext()
+        for module_name, obj, asname in dict.fromkeys(imports):
+            AddImportsVisitor.add_needed_import(context, module_name, obj, asname)
+        new_module = AddImportsVisitor(context).transform_module(new_module)
+    return new_module, len(applier.applied)
+
+
+def _parse(code: str, path: str) -> cst.Module:
+    try:
+        return cst.parse_module(code)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}") from None
+    except RecursionError:
+        raise RewriteError(f"{path}: nested too deeply to parse") from None
+
+
+def transform_source(
+    source: str,
+    rules: Sequence[type[Rule]],
+    options: EngineOptions = EngineOptions(),
+    path: str = "<string>",
+    triggers: Optional[Sequence[str]] = None,
+    line_offset: int = 0,
+    cell: Optional[int] = None,
+) -> SourceOutcome:
+    """Rewrite one module's source. Raises RewriteError for input it cannot handle."""
+    if triggers is None:
+        triggers = triggers_for(rules)
+    if not rules or not could_match(source, triggers):
+        return SourceOutcome(code=source, skipped=True)
+
+    code = source
+    module = _parse(code, path)
+    first_findings: list[Finding] = []
+    first_allowed = 0
+    for pass_number in range(MAX_PASSES + 1):
+        reports, positions = _run_rules(module, rules, options, path)
+        suppressions = _suppressions(code.splitlines()) if reports else {}
+        kept: list[Report] = []
+        for report in reports:
+            rng = positions[report.node]
+            if _is_suppressed(report.rule.CODE, rng.start.line, rng.end.line, suppressions):
+                continue
+            kept.append(report)
+            if pass_number == 0:
+                allowed = _allowed(report, options)
+                first_allowed += allowed
+                first_findings.append(
+                    Finding(
+                        code=report.rule.CODE,
+                        name=report.rule.NAME,
+                        severity=report.severity or report.rule.SEVERITY,
+                        path=path,
+                        line=rng.start.line + line_offset,
+                        column=rng.start.column + 1,
+                        end_line=rng.end.line + line_offset,
+                        end_column=rng.end.column + 1,
+                        message=report.message,
+                        fix=Fix(available=report.replacement is not None, applied=allowed, safety=report.safety),
+                        effort=report.effort,
+                        cell=cell,
+                    )
+                )
+        to_apply = [r for r in kept if _allowed(r, options)]
+        if not to_apply:
+            break
+        if pass_number == MAX_PASSES:
+            raise RewriteError(
+                f"{path}: the rewrite did not settle after {MAX_PASSES} passes; file left unchanged "
+                f"(please report this with the file)"
+            )
+        new_module, applied = _apply(module, to_apply)
+        new_code = new_module.code
+        if applied == 0 or new_code == code:
+            break
+        code = new_code
+        try:
+            module = _parse(code, path)  # the output must parse: re-parse it from text
+        except RewriteError as exc:
+            raise RewriteError(f"{path}: internal error, a fix produced code that does not parse ({exc})")
+
+    if code != source:
+        try:
+            ast.parse(code)
+        except SyntaxError as exc:
+            raise RewriteError(
+                f"{path}:{exc.lineno}: internal error, the rewritten file is not valid Python ({exc.msg}); "
+                "file left unchanged"
+            ) from None
+    return SourceOutcome(code=code, findings=first_findings, fixes_applied=first_allowed if code != source else 0)

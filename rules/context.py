@@ -1,0 +1,146 @@
+"""Per-file state shared by the rules of one batched pass: target, import aliases, collected reports.
+
+Name resolution is deliberately cheap: an import tracker (the first visitor of the batch) records what
+each imported name stands for, in traversal order, so ``import torch as th``, ``from torch import cuda``
+and ``from torch.cuda import amp`` resolve without LibCST's full scope analysis (which costs 5-10x a
+parse, see shared/peers.md section 4.3).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_port.rules.base import Report
+
+
+def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    """``a.b.c`` for Name/Attribute chains, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+class FileContext:
+    """What the rules of one file share. Created by the engine per file and pass."""
+
+    def __init__(self, target: str = "neuron", path: str = "<string>") -> None:
+        self.target = target
+        self.path = path
+        self.reports: list["Report"] = []
+        # local name -> fully qualified name it is bound to by an import
+        self.aliases: dict[str, str] = {}
+        # names bound to the torch module itself (import torch / import torch as th)
+        self.torch_names: set[str] = set()
+        # Name/Attribute nodes that are not uses of a binding (import statements, attribute names,
+        # keywords, definitions): qualname() is None for them
+        self.non_references: set[cst.CSTNode] = set()
+
+    def is_reference(self, node: cst.CSTNode) -> bool:
+        """False for names that are part of an import, an attribute name, a keyword or a definition."""
+        return node not in self.non_references
+
+    # -- name resolution -------------------------------------------------------------------------
+    def qualname(self, node: cst.CSTNode) -> Optional[str]:
+        """The fully qualified name an expression refers to, following imports; None if unknown."""
+        if isinstance(node, cst.Call) or node in self.non_references:
+            return None
+        name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.aliases:
+            base = self.aliases[head]
+        elif head == "torch":  # e.g. a notebook cell whose import lives in an earlier cell
+            base = "torch"
+        else:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+    def torch_module_name(self) -> tuple[str, tuple[tuple[str, Optional[str], Optional[str]], ...]]:
+        """How to spell the torch module here, and the import needed if it is not imported yet."""
+        if "torch" in self.torch_names:
+            return "torch", ()
+        if self.torch_names:
+            return sorted(self.torch_names)[0], ()
+        return "torch", (("torch", None, None),)
+
+    def bind_import(self, local: str, qualified: str) -> None:
+        self.aliases[local] = qualified
+        if qualified == "torch":
+            self.torch_names.add(local)
+        elif local in self.torch_names:
+            self.torch_names.discard(local)
+
+
+class ImportTracker(cst.BatchableCSTVisitor):
+    """Records import aliases into the FileContext; always the first visitor of a batch."""
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__()
+        self.context = context
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+        self._mark(node.name)
+        if node.asname is not None:
+            self._mark(node.asname.name)
+
+    def visit_ImportFrom_module(self, node: cst.ImportFrom) -> None:
+        if node.module is not None:
+            self._mark(node.module)
+
+    # Names that are not references to a binding: attribute names, keywords, definitions, parameters.
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.context.non_references.add(node.attr)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.context.non_references.add(node.keyword)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.context.non_references.add(node.name)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.context.non_references.add(node.name)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.context.non_references.add(node.name)
+
+    def _mark(self, node: cst.CSTNode) -> None:
+        while isinstance(node, cst.Attribute):
+            self.context.non_references.add(node)
+            self.context.non_references.add(node.attr)
+            node = node.value
+        self.context.non_references.add(node)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.context.bind_import(alias.asname.name.value, full)
+            else:
+                head = full.split(".")[0]
+                self.context.bind_import(head, head)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted_name(node.module)
+        if module is None:
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            local = alias.name.value
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.context.bind_import(local, f"{module}.{alias.name.value}")

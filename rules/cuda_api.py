@@ -1,0 +1,228 @@
+"""NP2xx: the ``torch.cuda`` API.
+
+Both rules are driven by the tables in ``mappings.py``; the classes only find the references.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.context import dotted_name
+from neuron_port.rules.helpers import expr, replace_attr_chain_head
+from neuron_port.rules.mappings import OTHER_NO_EQUIVALENT, TORCH_CUDA_API, TORCH_CUDA_NO_EQUIVALENT
+
+PREFIX = "torch.cuda."
+
+
+def cuda_api_key(qualname: Optional[str], table: dict) -> Optional[str]:
+    if qualname is None or not qualname.startswith(PREFIX):
+        return None
+    key = qualname[len(PREFIX):]
+    return key if key in table else None
+
+
+class _TorchCudaReference(Rule):
+    """Shared matching: the outermost Name/Attribute whose qualified name is a table entry."""
+
+    TABLE: dict = {}
+
+    def _key(self, node: cst.BaseExpression) -> Optional[str]:
+        if not self.context.is_reference(node):
+            return None
+        return cuda_api_key(self.context.qualname(node), self.TABLE)
+
+
+class CudaApiCall(_TorchCudaReference):
+    """Rewrites ``torch.cuda.<api>`` to its ``torch.neuron`` (or ``torch.accelerator``) equivalent.
+
+    ## What it does
+    Finds references to ``torch.cuda`` functions and classes that TorchNeuron's ``torch.neuron`` module
+    provides with the same meaning (device selection and count, synchronisation, seeds, memory
+    statistics, streams and events, device name and properties, ``is_bf16_supported``) and renames them.
+    Aliases are followed: ``import torch as th``, ``from torch import cuda`` and
+    ``from torch.cuda import synchronize`` are all found. With ``--target accelerator`` the
+    device-agnostic ``torch.accelerator`` spelling is used where one exists.
+
+    ## Why is this bad?
+    On a Trainium host ``torch.cuda.is_available()`` is False and most other ``torch.cuda`` calls raise
+    "Torch not compiled with CUDA enabled", so CUDA-gated code silently takes its CPU path.
+
+    ## Example
+    ```python
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    ```
+    Use instead:
+    ```python
+    if torch.neuron.is_available():
+        torch.neuron.synchronize()
+    ```
+
+    ## Fix safety
+    Safe: the ``torch.neuron`` functions have the CUDA signatures and semantics. Note that
+    ``device_count()`` counts logical NeuronCores (4 per Trainium2 chip at the default LNC=2), and
+    memory statistics are asynchronous (call ``torch.neuron.synchronize()`` before reading them).
+
+    ## References
+    - TorchNeuron ``torch.neuron`` module: shared/torchneuron.md section 1.2
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
+    - https://docs.pytorch.org/docs/stable/accelerator.html
+    """
+
+    CODE = "NP201"
+    NAME = "cuda-api-call"
+    SEVERITY = "error"
+    FIX = "safe"
+    MESSAGE = "`torch.cuda.{api}` has a neuron equivalent: `{new}`"
+    TRIGGERS = ("cuda",)
+    TABLE = TORCH_CUDA_API
+
+    VALID = [
+        Valid("import torch\nif torch.neuron.is_available():\n    torch.neuron.synchronize()\n"),
+        Valid("import torch\ntorch.accelerator.synchronize()\n"),
+        Valid("import torch\nscaler = torch.cuda.amp.GradScaler()\n"),  # NP3xx's business
+        Valid("from torch.cuda import synchronize\n"),  # the import itself is left alone
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
+            "import torch\nif torch.neuron.is_available():\n    torch.neuron.synchronize()\n",
+        ),
+        Invalid(
+            "import torch as th\nn = th.cuda.device_count()\nth.cuda.manual_seed_all(0)\n",
+            "import torch as th\nn = th.neuron.device_count()\nth.neuron.manual_seed_all(0)\n",
+        ),
+        Invalid(
+            "from torch import cuda\ncuda.empty_cache()\n",
+            "from torch import cuda\nimport torch\n\ntorch.neuron.empty_cache()\n",
+        ),
+        Invalid(
+            "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated() / 2**20)\n",
+            "from torch.cuda import max_memory_allocated\nimport torch\n\n"
+            "print(torch.neuron.max_memory_allocated() / 2**20)\n",
+        ),
+        Invalid(
+            "import torch\nstart = torch.cuda.Event(enable_timing=True)\ntorch.cuda.set_device(rank)\n",
+            "import torch\nstart = torch.Event(enable_timing=True)\ntorch.accelerator.set_device_index(rank)\n",
+            target="accelerator",
+        ),
+        Invalid(
+            "import torch\nprops = torch.cuda.get_device_properties(0)\n",
+            None,  # no device-agnostic equivalent: reported only
+            target="accelerator",
+        ),
+    ]
+
+    def _check(self, node: cst.BaseExpression) -> None:
+        key = self._key(node)
+        if key is None:
+            return
+        mapping = TORCH_CUDA_API[key]
+        if self.context.target == "accelerator":
+            if mapping.accelerator is None:
+                self.report(
+                    node,
+                    f"`torch.cuda.{key}` has no torch.accelerator equivalent; it is `torch.neuron.{mapping.neuron}` "
+                    "on Trainium: guard it by device type",
+                    effort="low",
+                )
+                return
+            torch_name, imports = self.context.torch_module_name()
+            new = mapping.accelerator.replace("torch.", f"{torch_name}.", 1)
+            self.report(node, self.MESSAGE.format(api=key, new=mapping.accelerator),
+                        replacement=expr(new), imports=imports)
+            return
+        new_name = f"torch.neuron.{mapping.neuron}"
+        message = self.MESSAGE.format(api=key, new=new_name) + (f" ({mapping.note})" if mapping.note else "")
+        head = dotted_name(node)
+        if head is not None and head.split(".")[0] in self.context.torch_names and mapping.neuron == key:
+            # keep the user's spelling of torch: th.cuda.x -> th.neuron.x
+            replacement = replace_attr_chain_head(node, "cuda", "neuron")
+            if replacement is not None:
+                self.report(node, message, replacement=replacement)
+                return
+        torch_name, imports = self.context.torch_module_name()
+        self.report(node, message, replacement=expr(f"{torch_name}.neuron.{mapping.neuron}"), imports=imports)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._check(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check(node)
+
+
+class CudaApiNoEquivalent(_TorchCudaReference):
+    """Reports CUDA-only APIs that have no Trainium equivalent, with what to do instead.
+
+    ## What it does
+    Finds ``torch.cuda.get_device_capability``, ``torch.cuda.nvtx``, memory snapshots and history
+    recording, ``mem_get_info``, NVML telemetry (``utilization``, ``temperature``), ``torch.version.cuda``
+    and similar calls, and reports each with advice and an effort level.
+
+    ## Why is this bad?
+    These calls either raise on a Trainium host or return values (``None``, a compute capability) that
+    send the program down a path written for GPUs.
+
+    ## Example
+    ```python
+    if torch.cuda.get_device_capability()[0] >= 8:
+        dtype = torch.bfloat16
+    ```
+    Use instead:
+    ```python
+    dtype = torch.bfloat16  # always supported on Trainium
+    ```
+
+    ## Fix safety
+    No automatic fix: the right replacement depends on what the code does with the value.
+
+    ## References
+    - shared/torchneuron.md sections 1.2, 7 and 10
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html
+    """
+
+    CODE = "NP202"
+    NAME = "cuda-api-no-equivalent"
+    SEVERITY = "warning"
+    FIX = "none"
+    EFFORT = "low"
+    MESSAGE = "`{api}` has no Trainium equivalent: {advice}"
+    TRIGGERS = ("cuda",)
+    TABLE = TORCH_CUDA_NO_EQUIVALENT
+
+    VALID = [
+        Valid("import torch\nname = torch.neuron.get_device_name(0)\n"),
+        Valid("import torch\nv = torch.version.git_version\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\nmajor, minor = torch.cuda.get_device_capability()\n"),
+        Invalid("import torch as t\nt.cuda.nvtx.range_push('fwd')\n", message_contains="NVTX"),
+        Invalid("from torch.cuda import nvtx\nnvtx.range_pop()\n"),
+        Invalid("import torch\nprint(torch.version.cuda)\n", message_contains="None on a Trainium host"),
+        Invalid("import torch\ntorch.cuda.memory._record_memory_history(max_entries=100000)\n"),
+    ]
+
+    def _check(self, node: cst.BaseExpression) -> None:
+        if not self.context.is_reference(node):
+            return
+        qualname = self.context.qualname(node)
+        if qualname is None:
+            return
+        if qualname in OTHER_NO_EQUIVALENT:
+            advice, effort = OTHER_NO_EQUIVALENT[qualname]
+            self.report(node, self.MESSAGE.format(api=qualname, advice=advice), effort=effort)
+            return
+        key = cuda_api_key(qualname, TORCH_CUDA_NO_EQUIVALENT)
+        if key is None:
+            return
+        advice, effort = TORCH_CUDA_NO_EQUIVALENT[key]
+        self.report(node, self.MESSAGE.format(api=qualname, advice=advice), effort=effort)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._check(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check(node)
