@@ -1,0 +1,3 @@
+from neuron_port.cli import main
+
+main()

@@ -1,0 +1,324 @@
+"""The `neuron-port` command line. The only module that prints and decides exit codes.
+
+Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
+1 findings at or above it, pending changes under --check, or files that could not be processed;
+2 usage or configuration errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from neuron_port import __version__
+from neuron_port.config import ConfigError, Settings, load_settings
+from neuron_port.files import SourceError, atomic_write, check_writable, discover
+from neuron_port.reporters import json_report, text
+from neuron_port.results import SEVERITY_RANK, FileError, Report
+from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code, select_rules, validate_patterns
+from neuron_port.runner import RunOptions, run_files
+
+app = typer.Typer(
+    name="neuron-port",
+    help=(
+        "Move a PyTorch project from NVIDIA GPUs to AWS Trainium (TorchNeuron, device 'neuron').\n\n"
+        "`rewrite` fixes CUDA-specific code in place (safe fixes only by default) and lists what it "
+        "could not fix; `rules` and `explain` document every rule."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class TargetChoice(str, Enum):
+    neuron = "neuron"
+    accelerator = "accelerator"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
+def _out() -> Console:
+    return Console(soft_wrap=True, highlight=False)
+
+
+def _err() -> Console:
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def _fail_usage(message: str) -> "typer.Exit":
+    _err().print(f"neuron-port: error: {message}", style="bold red", markup=False)
+    return typer.Exit(2)
+
+
+def _split_codes(values: Optional[List[str]]) -> Optional[tuple[str, ...]]:
+    if values is None:
+        return None
+    out: list[str] = []
+    for value in values:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return tuple(out)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        _out().print(f"neuron-port {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True,
+                                 help="Show the version and exit."),
+) -> None:
+    pass
+
+
+def load_project_settings(paths: List[Path], config: Optional[Path]) -> Settings:
+    start = paths[0] if paths else Path.cwd()
+    try:
+        return load_settings(start, explicit=config)
+    except ConfigError as exc:
+        raise _fail_usage(str(exc))
+
+
+def run_static(
+    paths: List[Path],
+    settings: Settings,
+    *,
+    command: str,
+    write: bool,
+    want_diff: bool,
+    jobs: Optional[int],
+    progress: bool,
+) -> Report:
+    """Discover, run the engine in workers, write results atomically when ``write``. Shared with `check`."""
+    try:
+        validate_patterns(settings.select + settings.ignore)
+    except UnknownCodeError as exc:
+        raise _fail_usage(str(exc))
+    rules = select_rules(settings.select or None, settings.ignore or None, settings.target)
+    files, problems = discover([str(p) for p in paths], exclude=settings.exclude)
+    missing = [p for p, reason in problems if reason == "no such file or directory"]
+    if missing:
+        raise _fail_usage(f"{missing[0]}: no such file or directory")
+    report = Report(command=command, target=settings.target)
+    for path, reason in problems:
+        report.errors.append(FileError(path=path, message=f"{path}: {reason}"))
+    options = RunOptions(
+        rule_codes=tuple(r.CODE for r in rules),
+        target=settings.target,
+        unsafe_fixes=settings.unsafe_fixes,
+        want_diff=want_diff,
+    )
+
+    if progress and len(files) > 1:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=_err(), transient=True) as bar:
+            task = bar.add_task("scan", total=len(files))
+            results = run_files(files, options, jobs=jobs, on_result=lambda _r: bar.advance(task))
+    else:
+        results = run_files(files, options, jobs=jobs)
+
+    for result in results:
+        if result.error:
+            report.errors.append(FileError(path=result.path, message=result.error))
+        if result.changed and write:
+            try:
+                check_writable(Path(result.real_path), result.path)
+                atomic_write(Path(result.real_path), result.new_bytes or b"")
+            except (SourceError, OSError) as exc:
+                message = str(exc) if isinstance(exc, SourceError) else f"{result.path}: cannot write: {exc}"
+                report.errors.append(FileError(path=result.path, message=message))
+                result.new_bytes = None
+                result.fixes_applied = 0
+                result.findings = [dataclasses.replace(f, fix=dataclasses.replace(f.fix, applied=False))
+                                   for f in result.findings]
+        elif not write:
+            result.findings = [dataclasses.replace(f, fix=dataclasses.replace(f.fix, applied=False))
+                               for f in result.findings]
+    report.files = results
+    return report
+
+
+def exit_code(report: Report, fail_on: str, pending_fails: bool) -> int:
+    if report.errors:
+        return 1
+    if pending_fails and any(r.changed for r in report.files):
+        return 1
+    if fail_on == "never":
+        return 0
+    threshold = SEVERITY_RANK[fail_on]
+    for f in report.findings:
+        if not f.fix.applied and SEVERITY_RANK[f.severity] >= threshold:
+            # under --check, a finding whose safe fix is merely pending still counts
+            return 1
+    return 0
+
+
+@app.command()
+def rewrite(
+    paths: List[Path] = typer.Argument(..., help="Files or folders to rewrite (.py files; .gitignore is honoured)."),
+    diff: bool = typer.Option(False, "--diff", help="Print a unified diff of the fixes to stdout; write nothing."),
+    check: bool = typer.Option(False, "--check",
+                               help="Write nothing; exit 1 if a file would change or a finding at or above "
+                                    "--fail-on remains."),
+    unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
+                                                help="Also apply fixes marked unsafe (they may change behaviour "
+                                                     "on CUDA, or need review)."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these codes or prefixes (NP1, NP201, ALL); comma-separated or repeated."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
+    target: Optional[TargetChoice] = typer.Option(None, "--target",
+                                                  help="neuron: rewrite to the 'neuron' device and torch.neuron "
+                                                       "(default). accelerator: rewrite to torch.accelerator, so "
+                                                       "the result runs on CUDA and Trainium alike."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json (stdout)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable)."),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 "
+                                                                     "(error, warning, info, never). Default: error."),
+    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.neuron-port] from "
+                                                                 "(default: the nearest one above the first path)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only findings and errors."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list fixed findings and skipped paths."),
+) -> None:
+    """Rewrite CUDA-specific code for Trainium in place and report what could not be rewritten.
+
+    Findings are printed as `path:line:col CODE message`; `[*]` marks a fix that was not applied (use
+    --unsafe-fixes for unsafe ones). Suppress a finding with `# neuron-port: ignore[NP101]` on its line.
+    """
+    settings = load_project_settings(paths, config).merged(
+        select=_split_codes(select),
+        ignore=_split_codes(ignore),
+        exclude=exclude,
+        target=target.value if target else None,
+        unsafe_fixes=unsafe_fixes,
+        fail_on=fail_on.value if fail_on else None,
+    )
+    write = not (diff or check)
+    show_progress = sys.stderr.isatty() and not quiet and output_format == OutputFormat.text
+    report = run_static(paths, settings, command="rewrite", write=write, want_diff=diff, jobs=jobs,
+                        progress=show_progress)
+    code = exit_code(report, settings.fail_on, pending_fails=check)
+
+    if output_format == OutputFormat.json:
+        sys.stdout.write(json_report.render(report, wrote=write))
+        if diff:
+            for result in report.files:
+                if result.diff:
+                    sys.stderr.write(result.diff)
+        raise typer.Exit(code)
+
+    out = _out()
+    info = _err() if diff else out  # with --diff, stdout carries only the patch
+    if diff:
+        for result in report.files:
+            if result.diff:
+                sys.stdout.write(result.diff)
+        sys.stdout.flush()
+    text.render_errors(_err(), report)
+    text.render_findings(info, report, include_fixed=verbose)
+    if not quiet:
+        text.render_summary(info, report, mode="write" if write else ("diff" if diff else "check"))
+    raise typer.Exit(code)
+
+
+@app.command("rules")
+def list_rules(
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json."),
+) -> None:
+    """List every rule: code, name, severity, fix safety and message."""
+    rules = all_rules()
+    if output_format == OutputFormat.json:
+        sys.stdout.write(json.dumps([r.summary() for r in rules], indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold", box=None)
+    for column in ("code", "name", "severity", "fix", "effort", "targets"):
+        table.add_column(column)
+    for r in rules:
+        table.add_row(r.CODE, r.NAME, r.SEVERITY, r.FIX, r.EFFORT or "-", ",".join(r.TARGETS))
+    console = _out()
+    console.print(table)
+    console.print(f"{len(rules)} rules. `neuron-port explain CODE` shows a rule's documentation.")
+
+
+@app.command()
+def explain(code: str = typer.Argument(..., help="A rule code (NP101) or name.")) -> None:
+    """Print a rule's documentation: what it does, why, an example, fix safety, references."""
+    try:
+        rule = rule_by_code(code)
+    except UnknownCodeError as exc:
+        raise _fail_usage(str(exc))
+    console = _out()
+    header = (f"# {rule.CODE} {rule.NAME}\n\nseverity: {rule.SEVERITY} · fix: {rule.FIX}"
+              + (f" · effort: {rule.EFFORT}" if rule.EFFORT else "") + "\n\n")
+    if console.is_terminal:
+        from rich.markdown import Markdown
+
+        console.print(Markdown(header + rule.docs()))
+    else:
+        sys.stdout.write(header + rule.docs() + "\n")
+
+
+@app.command()
+def doctor(
+    build: bool = typer.Option(False, "--build", help="Build (or rebuild with --force) the simulator's C++ extension now."),
+    force: bool = typer.Option(False, "--force", help="With --build: rebuild even if a cached build exists."),
+) -> None:
+    """Check what the simulator needs (torch, a C++ compiler, ninja) and optionally prebuild it."""
+    import importlib.util
+    import shutil
+
+    console = _out()
+    ok = True
+    torch_spec = importlib.util.find_spec("torch")
+    console.print(f"torch: {'found' if torch_spec else 'missing: pip install torch==2.13.0 (the `sim` extra)'}")
+    ok &= torch_spec is not None
+    for tool, hint in (("g++", "install a C++ compiler (e.g. apt-get install g++)"), ("ninja", "pip install ninja")):
+        path = shutil.which(tool) or (shutil.which(tool, path=os.path.dirname(sys.executable)))
+        console.print(f"{tool}: {path or 'missing: ' + hint}")
+        ok &= path is not None
+    if importlib.util.find_spec("torch_neuronx") is not None:
+        console.print("torch_neuronx: installed: this is a real Trainium setup; the simulator will not register")
+    if build:
+        if not ok:
+            raise typer.Exit(1)
+        from neuron_backend import build as backend_build
+
+        try:
+            path = backend_build.build(force=force)
+        except Exception as exc:  # build errors carry their own explanation
+            _err().print(f"neuron-port: simulator build failed: {exc}", style="bold red", markup=False)
+            raise typer.Exit(1)
+        console.print(f"simulator extension: {path}")
+    raise typer.Exit(0 if ok else 1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
