@@ -1,0 +1,94 @@
+"""neuron-port's simulated TorchNeuron ``neuron`` device.
+
+The package is found by PyTorch's backend autoload (``torch.backends`` entry point ->
+``_autoload``), exactly like real TorchNeuron, but it only switches the device on when
+``NEURON_PORT_SIMULATE=1`` is set or ``enable()`` is called. An ordinary ``import torch`` is
+unaffected. Importing this package is cheap: torch and the C++ core load only on ``enable()``.
+
+Public API:
+    enable() -> bool          register the simulated device (idempotent)
+    is_enabled() -> bool
+    stats() -> dict           every recorded datum (same content as the events file)
+    events.record(kind, **f)  append an event with the user's source line (compile / distributed modules)
+    events.flush()            write the events file now
+    build.build(force=False)  prebuild the C++ core (``neuron-port doctor --build``)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+
+__all__ = ["enable", "is_enabled", "stats", "SIMULATE_ENV"]
+
+SIMULATE_ENV = "NEURON_PORT_SIMULATE"
+_enabled = False
+_refused: str | None = None
+
+
+def _real_torch_neuronx() -> bool:
+    try:
+        return importlib.util.find_spec("torch_neuronx") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _autoload() -> None:
+    """``torch.backends`` entry point: enables the simulator only when NEURON_PORT_SIMULATE=1."""
+    if os.environ.get(SIMULATE_ENV, "").strip() != "1":
+        return
+    enable()
+
+
+def enable() -> bool:
+    """Register the simulated ``neuron`` device with torch. Returns False if it refused to."""
+    global _enabled, _refused
+    if _enabled:
+        return True
+    if _real_torch_neuronx():
+        _refused = (
+            "the real torch_neuronx package is installed in this environment; the neuron-port simulator "
+            "does not register a second `neuron` device. Run on Trainium, or use an environment without "
+            "torch-neuronx to simulate."
+        )
+        warnings.warn("neuron-port: " + _refused, RuntimeWarning, stacklevel=2)
+        return False
+    import torch
+
+    name = torch._C._get_privateuse1_backend_name()
+    if name not in ("privateuseone", "neuron"):
+        _refused = f"PrivateUse1 is already registered as {name!r} by another backend"
+        warnings.warn("neuron-port: " + _refused, RuntimeWarning, stacklevel=2)
+        return False
+
+    from . import device, events, policy, unsupported
+
+    mod = device.register()
+    c = device._C
+    c.set_policy(policy.native_ops(), policy.no_neff_ops())
+    c.route_through_fallback("aten", "_foreach_")
+    events.install(c)
+    unsupported.install()
+    _enabled = True
+    return mod is not None
+
+
+def is_enabled() -> bool:
+    return _enabled
+
+
+def stats() -> dict:
+    """Everything recorded so far (ops, fallbacks, eager compiles, demotions, unsupported, events)."""
+    from . import events
+
+    return events.snapshot()
+
+
+def __getattr__(name):  # lazy submodules: neuron_backend.events, .build, .policy ...
+    if name in ("events", "build", "policy", "device", "unsupported", "compile_backend"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

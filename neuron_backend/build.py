@@ -1,0 +1,150 @@
+"""Build and load the C++ core of the simulated neuron device.
+
+The extension is compiled on first use with ``torch.utils.cpp_extension.load`` into a cache folder
+per torch version and source hash::
+
+    ${NEURON_PORT_CACHE_DIR:-~/.cache/neuron-port}/torch-extensions/<torch version>-<hash>/
+
+Later imports load the cached ``.so`` directly (about 0.1 s). Concurrent first builds (several
+ranks) are serialised by torch's own file baton (``lock`` file in the build folder): one process
+builds, the others wait and then load the result. ``build(force=True)`` rebuilds;
+``neuron-port doctor --build`` calls ``build()`` to prebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+_CSRC = Path(__file__).resolve().parent / "csrc"
+_SOURCES = ("neuron_device.cpp", "neuron_dispatch.cpp")
+_HEADERS = ("neuron.h",)
+_NAME = "neuron_port_sim"
+_module = None
+
+
+class BuildError(RuntimeError):
+    """The C++ core could not be built; the message says what to install or fix."""
+
+
+def source_hash() -> str:
+    h = hashlib.sha256()
+    for name in sorted(_SOURCES + _HEADERS):
+        h.update(name.encode())
+        h.update((_CSRC / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    root = os.environ.get("NEURON_PORT_CACHE_DIR")
+    if root:
+        return Path(root).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "neuron-port"
+
+
+def build_dir() -> Path:
+    import torch
+
+    version = torch.__version__.replace("+", "_")
+    return cache_root() / "torch-extensions" / f"{version}-{source_hash()}"
+
+
+def _built_library(d: Path) -> Path | None:
+    so = d / f"{_NAME}.so"
+    return so if so.exists() else None
+
+
+def _check_toolchain() -> None:
+    cxx = os.environ.get("CXX", "c++")
+    if shutil.which(cxx) is None and shutil.which("g++") is None:
+        raise BuildError(
+            "neuron-port: building the simulated neuron device needs a C++ compiler, and none was found "
+            f"({cxx!r} / 'g++' not on PATH). Install one, e.g. `sudo apt-get install g++` "
+            "(Debian/Ubuntu) or `xcode-select --install` (macOS), then retry."
+        )
+    from torch.utils.cpp_extension import is_ninja_available
+
+    if not is_ninja_available():
+        bin_dir = Path(sys.executable).parent
+        if (bin_dir / "ninja").exists() and str(bin_dir) not in os.environ.get("PATH", "").split(os.pathsep):
+            # pip's ninja lives next to the interpreter of a venv that is not activated
+            os.environ["PATH"] = str(bin_dir) + os.pathsep + os.environ.get("PATH", "")
+            if is_ninja_available():
+                return
+        raise BuildError(
+            "neuron-port: building the simulated neuron device needs ninja, and it was not found. "
+            "Install it with `pip install ninja` (it is a dependency of neuron-port), then retry."
+        )
+
+
+def _load_prebuilt(so: Path):
+    spec = importlib.util.spec_from_file_location(_NAME, so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build(force: bool = False, verbose: bool = False) -> Path:
+    """Build the extension if needed (or always with ``force``) and return the path of the library."""
+    import torch  # noqa: F401  (the extension links against libtorch)
+
+    d = build_dir()
+    so = _built_library(d)
+    if so is not None and not force:
+        return so
+    _check_toolchain()
+    d.mkdir(parents=True, exist_ok=True)
+    if force and so is not None:
+        so.unlink()
+    from torch.utils.cpp_extension import load
+
+    print(
+        "neuron-port: building the simulated neuron device (first use, about a minute)...",
+        file=sys.stderr,
+        flush=True,
+    )
+    t0 = time.monotonic()
+    try:
+        load(
+            name=_NAME,
+            sources=[str(_CSRC / s) for s in _SOURCES],
+            extra_cflags=["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"],
+            build_directory=str(d),
+            verbose=verbose,
+            is_python_module=True,
+        )
+    except Exception as e:  # noqa: BLE001 - turned into a clear error
+        raise BuildError(
+            f"neuron-port: building the simulated neuron device failed in {d}: {e}\n"
+            "Re-run with `neuron-port doctor --build` (or neuron_backend.build.build(force=True, verbose=True)) "
+            "to see the compiler output."
+        ) from e
+    print(f"neuron-port: built in {time.monotonic() - t0:.0f} s ({d})", file=sys.stderr, flush=True)
+    so = _built_library(d)
+    if so is None:
+        raise BuildError(f"neuron-port: the build finished but {d}/{_NAME}.so is missing")
+    return so
+
+
+def load_extension():
+    """Return the loaded C++ module, building it on first use."""
+    global _module
+    if _module is not None:
+        return _module
+    name = f"{__package__}._C"
+    if name in sys.modules:
+        _module = sys.modules[name]
+        return _module
+    so = build()
+    if _NAME in sys.modules:  # loaded by torch's builder in this process
+        _module = sys.modules[_NAME]
+    else:
+        _module = _load_prebuilt(so)
+    sys.modules[name] = _module
+    return _module

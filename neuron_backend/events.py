@@ -1,0 +1,403 @@
+"""Runtime events of the simulated neuron device: user sites, the public record() API and the
+per-process JSON-lines file. The format is documented in EVENTS.md.
+
+Hot path: none of this runs per op. The C++ core calls ``_site_callback`` once per new
+(op, signature) and ``_unsupported_callback`` when an unsupported feature is hit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import linecache
+import os
+import signal
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+FLUSH_INTERVAL_S = 1.0  # at most one snapshot per second while new signatures appear
+
+_lock = threading.RLock()
+_sites: list[dict] = []
+_site_ids: dict[tuple, int] = {}
+_records: list[dict] = []  # compile / distributed / other events from record()
+_unsupported: dict[tuple, dict] = {}  # (feature, op, site id) -> event
+_started = time.time()
+_last_flush = 0.0
+_status = "running"
+_exception: dict | None = None
+_installed = False
+_C = None
+
+
+def _skip_prefixes() -> tuple[str, ...]:
+    import torch
+
+    prefixes = [
+        os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        "<frozen ",
+    ]
+    for key in ("stdlib", "platstdlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            prefixes.append(os.path.abspath(p) + os.sep)
+    return tuple(prefixes)
+
+
+_SKIP: tuple[str, ...] | None = None
+# Extra prefixes (e.g. a colleague's wrapper package) that must not count as user code.
+extra_skip_prefixes: list[str] = []
+
+
+def _is_internal(filename: str) -> bool:
+    global _SKIP
+    if _SKIP is None:
+        _SKIP = _skip_prefixes()
+    if filename.startswith(_SKIP):
+        return True
+    if filename.startswith("<") and filename not in ("<string>", "<stdin>") and not filename.startswith("<ipython"):
+        return True
+    return any(filename.startswith(p) for p in extra_skip_prefixes)
+
+
+def _user_frame(frame) -> Any:
+    while frame is not None:
+        fn = frame.f_code.co_filename
+        if not os.path.isabs(fn) and not fn.startswith("<"):
+            fn = os.path.abspath(fn)
+        if not _is_internal(fn):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_site(frame=None) -> dict | None:
+    """The first frame outside torch, neuron_backend and the standard library, as a site dict.
+
+    In a thread without user frames (autograd's device threads run backward ops), the main thread's
+    stack is used instead (it is blocked in ``loss.backward()``) and the site says ``"thread"``.
+    """
+    thread = None
+    f = _user_frame(frame if frame is not None else sys._getframe(1))
+    if f is None and threading.current_thread() is not threading.main_thread():
+        main = sys._current_frames().get(threading.main_thread().ident)
+        f = _user_frame(main)
+        thread = "autograd" if f is not None else None
+    if f is None:
+        return None
+    fn = f.f_code.co_filename
+    if not fn.startswith("<"):
+        fn = os.path.abspath(fn)
+    line = f.f_lineno
+    site = {"file": fn, "line": line, "function": f.f_code.co_name,
+            "code": linecache.getline(fn, line).strip() if not fn.startswith("<") else ""}
+    if thread:
+        site["thread"] = thread
+    return site
+
+
+def _site_id(site: dict | None) -> int:
+    if site is None:
+        return -1
+    key = (site["file"], site["line"], site["function"], site.get("thread"))
+    with _lock:
+        i = _site_ids.get(key)
+        if i is None:
+            i = len(_sites)
+            _sites.append(site)
+            _site_ids[key] = i
+        return i
+
+
+def site_by_id(i: int) -> dict | None:
+    return _sites[i] if 0 <= i < len(_sites) else None
+
+
+# ---------------------------------------------------------------- callbacks from C++
+def _site_callback() -> int:
+    try:
+        i = _site_id(user_site(sys._getframe(1)))
+        _maybe_flush()
+        return i
+    except Exception:  # noqa: BLE001 - never break an op because of accounting
+        return -1
+
+
+def unsupported_mode() -> str:
+    m = os.environ.get("NEURON_PORT_UNSUPPORTED", "raise").strip().lower()
+    return "record" if m in ("record", "record-only", "record_only", "warn", "0", "off") else "raise"
+
+
+def _unsupported_callback(feature: str, op: str, message: str) -> bool:
+    """Record an unsupported-feature event; return True if the caller must raise."""
+    try:
+        from . import policy
+
+        site = user_site(sys._getframe(1))
+        sid = _site_id(site)
+        raise_ = unsupported_mode() == "raise"
+        err = policy.unsupported_feature(feature).get("error", "RuntimeError")
+        with _lock:
+            ev = _unsupported.get((feature, op, sid))
+            if ev is None:
+                ev = {"kind": "unsupported", "feature": feature, "op": op,
+                      "message": "[neuron-port simulator] " + message, "error": err,
+                      "action": "raised" if raise_ else "recorded", "count": 0, "site": site}
+                _unsupported[(feature, op, sid)] = ev
+            ev["count"] += 1
+        flush()
+        return raise_
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def unsupported(feature: str, op: str, message: str, error: type[BaseException] = NotImplementedError) -> None:
+    """Python-level unsupported feature (forward AD, nested tensors, ...): record, then raise unless record mode."""
+    if _unsupported_callback(feature, op, message):
+        raise error("[neuron-port simulator] " + message)
+
+
+# ---------------------------------------------------------------- public API for other modules
+def record(kind: str, *, site: dict | None = None, frame=None, **fields) -> dict:
+    """Append an event (e.g. kind="compile" or "distributed") with the user site; returns it.
+
+    ``fields`` must be JSON-serialisable. Pass ``site=`` to override the captured site, or
+    ``frame=`` to start the user-frame search from a given frame.
+    """
+    ev = {"kind": kind, **fields}
+    ev["site"] = site if site is not None else user_site(frame if frame is not None else sys._getframe(1))
+    ev["time"] = round(time.time() - _started, 6)
+    with _lock:
+        _records.append(ev)
+    _maybe_flush()
+    return ev
+
+
+def records(kind: str | None = None) -> list[dict]:
+    with _lock:
+        return [dict(r) for r in _records if kind is None or r["kind"] == kind]
+
+
+# ---------------------------------------------------------------- aggregation
+_POLICY_NAMES = {0: "native", 1: "native_no_neff", 2: "fallback"}
+F64, I64, COMPLEX = 1, 2, 4
+
+
+def _raw_ops() -> list:
+    return _C.op_stats() if _C is not None else []
+
+
+def op_table(raw=None) -> list[dict]:
+    out = []
+    for name, pol, calls, sigs in (raw if raw is not None else _raw_ops()):
+        if calls == 0:
+            continue
+        out.append({"kind": "op", "op": name, "policy": _POLICY_NAMES.get(pol, str(pol)), "calls": calls,
+                    "unique_signatures": len(sigs)})
+    return out
+
+
+def snapshot() -> dict:
+    """All data as one dict (what stats() returns and what the events file contains)."""
+    raw = _raw_ops()
+    ops = op_table(raw)
+    fallbacks, compiles, demotions = [], [], []
+    i64: dict[str, dict] = {}
+    for name, pol, calls, sigs in raw:
+        if calls == 0:
+            continue
+        policy = _POLICY_NAMES.get(pol, str(pol))
+        if policy == "fallback":
+            per_site: dict[int, int] = {}
+            for c, site, _flags, _u, _d in sigs:
+                per_site[site] = per_site.get(site, 0) + c
+            fallbacks.append({"kind": "fallback", "op": name, "calls": calls,
+                              "sites": [{"site": site_by_id(s), "calls": c}
+                                        for s, c in sorted(per_site.items(), key=lambda kv: -kv[1])]})
+        if policy == "native":
+            for c, site, _flags, _u, desc in sigs:
+                compiles.append({"kind": "eager_compile", "op": name, "signature": desc, "calls": c,
+                                 "cache_hits": c - 1, "site": site_by_id(site)})
+        f64_sites: dict[int, list[int]] = {}
+        for c, site, flags, _u, desc in sigs:
+            if flags & F64:
+                f64_sites.setdefault(site, [0, 0])
+                f64_sites[site][0] += c
+                f64_sites[site][1] += 1
+            if flags & I64:
+                e = i64.setdefault(name, {"kind": "demotion", "dtype": "int64", "op": name, "calls": 0,
+                                          "aggregated": True, "sites": []})
+                e["calls"] += c
+                s = site_by_id(site)
+                if s is not None and s not in e["sites"] and len(e["sites"]) < 5:
+                    e["sites"].append(s)
+        for s, (c, n) in f64_sites.items():
+            demotions.append({"kind": "demotion", "dtype": "float64", "computed_as": "float32", "op": name,
+                              "calls": c, "signatures": n, "site": site_by_id(s)})
+    demotions.extend(i64.values())
+    with _lock:
+        unsupported = [dict(e) for e in _unsupported.values()]
+        recs = [dict(r) for r in _records]
+    return {
+        "process": _process_info(),
+        "ops": ops,
+        "fallbacks": fallbacks,
+        "eager_compiles": compiles,
+        "demotions": demotions,
+        "unsupported": unsupported,
+        "events": recs,
+        "explicit_ops": dict(_C.explicit_counts()) if _C is not None else {},
+        "summary": _summary(ops, compiles, fallbacks),
+    }
+
+
+def _summary(ops, compiles, fallbacks) -> dict:
+    return {
+        "kind": "summary",
+        "op_calls": sum(o["calls"] for o in ops),
+        "native_calls": sum(o["calls"] for o in ops if o["policy"] != "fallback"),
+        "fallback_calls": sum(o["calls"] for o in ops if o["policy"] == "fallback"),
+        "fallback_ops": len(fallbacks),
+        "eager_compiles": len(compiles),
+        "eager_cache_hits": sum(c["cache_hits"] for c in compiles),
+    }
+
+
+def _process_info() -> dict:
+    from . import policy
+
+    try:
+        rel = policy.release()
+    except Exception:  # noqa: BLE001
+        rel = {}
+    info = {
+        "kind": "process", "schema": SCHEMA_VERSION, "simulator": "neuron-port", "pid": os.getpid(),
+        "rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"), "world_size": _env_int("WORLD_SIZE"),
+        "argv": list(sys.argv), "cwd": os.getcwd(), "started": _started, "written": time.time(),
+        "status": _status, "torchneuron_release": rel, "unsupported_mode": unsupported_mode(),
+    }
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    if _exception:
+        info["exception"] = _exception
+    return info
+
+
+def _env_int(name: str) -> int | None:
+    v = os.environ.get(name)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- the events file
+def events_path() -> Path | None:
+    d = os.environ.get("NEURON_PORT_EVENTS_DIR")
+    if not d:
+        return None
+    rank = os.environ.get("RANK")
+    tag = f"rank{rank}" if rank is not None else "norank"
+    return Path(d) / f"neuron-events-{tag}-pid{os.getpid()}.jsonl"
+
+
+def to_lines(snap: dict) -> list[dict]:
+    lines = [snap["process"]]
+    for key in ("ops", "fallbacks", "eager_compiles", "demotions", "unsupported", "events"):
+        lines.extend(snap[key])
+    lines.append({"kind": "explicit_ops", "counts": snap["explicit_ops"]})
+    lines.append({**snap["summary"], "complete": snap["process"]["status"] != "running"})
+    return lines
+
+
+def flush(status: str | None = None) -> Path | None:
+    """Write the current snapshot atomically (temp file + rename). Safe to call at any time."""
+    global _status, _last_flush
+    if status is not None:
+        _status = status
+    path = events_path()
+    if path is None:
+        return None
+    with _lock:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + f".tmp{threading.get_ident()}")
+            with open(tmp, "w", encoding="utf-8") as f:
+                for line in to_lines(snapshot()):
+                    f.write(json.dumps(line, default=str) + "\n")
+            os.replace(tmp, path)
+            _last_flush = time.monotonic()
+        except Exception as e:  # noqa: BLE001
+            print(f"neuron-port: could not write events to {path}: {e}", file=sys.stderr)
+    return path
+
+
+def _maybe_flush() -> None:
+    if time.monotonic() - _last_flush >= FLUSH_INTERVAL_S and events_path() is not None:
+        flush()
+
+
+# ---------------------------------------------------------------- process hooks
+def _atexit() -> None:
+    flush("exited" if _status == "running" else _status)
+
+
+def _excepthook(exc_type, exc, tb):
+    global _exception
+    import traceback
+
+    frames = traceback.extract_tb(tb)
+    user = next((fr for fr in reversed(frames) if not _is_internal(os.path.abspath(fr.filename))), None)
+    _exception = {"type": exc_type.__name__, "message": str(exc)[:2000]}
+    if user is not None:
+        _exception["site"] = {"file": os.path.abspath(user.filename), "line": user.lineno,
+                              "function": user.name, "code": (user.line or "").strip()}
+    flush("exception")
+    _prev_excepthook(exc_type, exc, tb)
+
+
+_prev_excepthook = sys.excepthook
+_prev_sigterm = None
+
+
+def _sigterm(signum, frame):
+    flush("sigterm")
+    prev = _prev_sigterm
+    if callable(prev):
+        prev(signum, frame)
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def install(c_module) -> None:
+    """Connect to the C++ core and install the exit / exception / SIGTERM hooks (idempotent)."""
+    global _C, _installed, _prev_excepthook, _prev_sigterm
+    _C = c_module
+    _C.set_callbacks(_site_callback, _unsupported_callback)
+    if _installed:
+        return
+    _installed = True
+    atexit.register(_atexit)
+    _prev_excepthook = sys.excepthook
+    sys.excepthook = _excepthook
+    if threading.current_thread() is threading.main_thread():
+        try:
+            prev = signal.getsignal(signal.SIGTERM)
+            if prev in (signal.SIG_DFL, None) or callable(prev):
+                _prev_sigterm = prev if callable(prev) else None
+                signal.signal(signal.SIGTERM, _sigterm)
+        except (ValueError, OSError):
+            pass
+    if events_path() is not None:
+        flush()
