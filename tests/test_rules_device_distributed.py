@@ -1,0 +1,160 @@
+"""NP1xx / NP5xx beyond the per-rule examples: interplay with NP201, aliasing, idempotency."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from neuron_port.engine import EngineOptions, transform_source
+from neuron_port.rules.registry import all_rules, rule_by_code
+
+
+def _rules(*codes):
+    return [rule_by_code(c) for c in codes]
+
+
+def _run(source, rules, **options):
+    return transform_source(textwrap.dedent(source), rules, EngineOptions(**options))
+
+
+def test_ternary_with_np201_neuron():
+    out = _run("import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n", _rules("NP101", "NP201"))
+    assert out.code == "import torch\ndevice = 'neuron' if torch.neuron.is_available() else 'cpu'\n"
+
+
+def test_ternary_with_np201_accelerator():
+    out = _run(
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
+        _rules("NP101", "NP201"),
+        target="accelerator",
+    )
+    assert out.code == (
+        "import torch\ndevice = torch.accelerator.current_accelerator().type "
+        "if torch.accelerator.is_available() else 'cpu'\n"
+    )
+
+
+def test_ternary_with_all_rules():
+    out = _run("import torch as th\ndev = th.device('cuda' if th.cuda.is_available() else 'cpu')\n", all_rules())
+    assert out.code == "import torch as th\ndev = th.device('neuron' if th.neuron.is_available() else 'cpu')\n"
+
+
+def test_alias_guard_from_import():
+    src = "from torch.cuda import is_available\ndevice = 'cuda' if is_available() else 'cpu'\n"
+    out = _run(src, _rules("NP101"), target="accelerator")
+    assert "current_accelerator().type if is_available()" in out.code
+    assert not any(f.fix.safety == "unsafe" for f in out.findings if f.code == "NP101")
+
+
+def test_legacy_type_through_alias():
+    out = _run("from torch import cuda\nx = cuda.FloatTensor([1.0])\n", _rules("NP105"))
+    assert 'torch.tensor([1.0], dtype=torch.float32, device="neuron")' in out.code
+    assert "import torch" in out.code
+
+
+def test_p2p_through_aliases():
+    src = "import torch.distributed as d\nfrom torch.distributed import irecv as r\nd.isend(t, 1)\nr(t, 0)\n"
+    codes = [f.code for f in _run(src, _rules("NP509")).findings]
+    assert codes == ["NP509", "NP509"]
+
+
+def test_multibackend_chain_untouched_by_all_rules():
+    src = """\
+    if device.type == 'cuda':
+        a()
+    elif device.type == 'neuron':
+        b()
+    """
+    out = _run(src, all_rules())
+    assert out.code == textwrap.dedent(src)
+    assert any(f.code == "NP102" and not f.fix.applied for f in out.findings)
+
+
+def test_prose_untouched():
+    src = '''\
+    """Train on cuda; see CUDA_VISIBLE_DEVICES and nccl."""
+    import logging
+    log = logging.getLogger(__name__)
+    log.warning("cuda")
+    print("cuda is not available", "nccl")
+    msg = "falling back from cuda to cpu"
+    '''
+    out = _run(src, all_rules(), unsafe_fixes=True)
+    assert out.code == textwrap.dedent(src)
+
+
+REALISTIC = '''\
+"""DDP trainer (CUDA)."""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])  # where to run
+parser.add_argument("--dist-backend", default="nccl", type=str)
+args = parser.parse_args()
+
+
+def main(local_rank, world_size):
+    os.environ["NCCL_DEBUG"] = "INFO"
+    dist.init_process_group(backend=args.dist_backend, rank=local_rank, world_size=world_size)
+    torch.cuda.set_device(local_rank)
+    device = torch.device(f"cuda:{local_rank}")
+    model = Net().cuda(local_rank)
+    model = DDP(model, device_ids=[local_rank], output_device=local_rank)
+    ckpt = torch.load("ckpt.pt", map_location=lambda storage, loc: storage.cuda(local_rank))
+    for x, y in loader:
+        x, y = x.cuda(non_blocking=True), y.to(device)
+        if x.is_cuda and device.type == 'cuda':
+            torch.cuda.synchronize()
+    mask = torch.cuda.LongTensor([0, 1])
+
+
+if __name__ == "__main__":
+    world_size = torch.cuda.device_count()
+    mp.spawn(main, args=(world_size,), nprocs=world_size)
+'''
+
+
+@pytest.mark.parametrize("target", ["neuron", "accelerator"])
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_realistic_idempotent_and_parses(target, unsafe):
+    options = EngineOptions(target=target, unsafe_fixes=unsafe)
+    first = transform_source(REALISTIC, all_rules(), options)
+    ast.parse(first.code)
+    second = transform_source(first.code, all_rules(), options)
+    assert second.code == first.code
+    assert not any(f.fix.applied for f in second.findings)
+
+
+def test_realistic_neuron_rewrite():
+    out = transform_source(REALISTIC, all_rules(), EngineOptions())
+    code = out.code
+    assert 'default="neuron", choices=["cpu", "neuron"])  # where to run' in code
+    assert 'default="neuron", type=str' in code
+    assert 'torch.device(f"neuron:{local_rank}")' in code
+    assert "Net().to(local_rank)" in code
+    assert 'x.to("neuron", non_blocking=True)' in code
+    assert "x.is_neuron and device.type == 'neuron'" in code
+    assert 'map_location=f"neuron:{local_rank}"' in code
+    assert 'torch.tensor([0, 1], dtype=torch.int64, device="neuron")' in code
+    assert "torch.neuron.synchronize()" in code
+    assert "device_ids=[local_rank]" in code  # NP503 is unsafe
+    codes = {f.code for f in out.findings}
+    assert {"NP502", "NP503", "NP506", "NP507"} <= codes
+    unsafe = transform_source(REALISTIC, all_rules(), EngineOptions(unsafe_fixes=True)).code
+    assert "model = DDP(model)" in unsafe
+
+
+def test_docs_and_metadata():
+    for rule in all_rules():
+        if rule.CODE[:3] in ("NP1", "NP5"):
+            assert rule.__module__.endswith(("device_placement", "distributed"))
+            assert rule.docs().startswith(rule.docs().splitlines()[0])
+            assert all(t for t in rule.TRIGGERS)
