@@ -68,6 +68,7 @@ def enable() -> bool:
     c = device._C
     c.set_policy(policy.native_ops(), policy.no_neff_ops())
     c.route_through_fallback("aten", "_foreach_")
+    c.route_through_fallback("aten", "*structured*")
     events.install(c)
     unsupported.install()
     _enabled = True

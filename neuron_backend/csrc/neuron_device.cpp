@@ -228,7 +228,6 @@ at::Generator cpu_generator_of(const at::Generator& g) {
 static at::Generator make_neuron_generator(c10::DeviceIndex d) {
   return at::make_generator<NeuronGenerator>(d < 0 ? current_device() : d);
 }
-REGISTER_GENERATOR_PRIVATEUSE1(make_neuron_generator)
 
 // ------------------------------------------------------------------ device guard
 static std::atomic<int64_t> g_stream_counter{0};
@@ -480,16 +479,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 // Unsupported layouts: sparse and nested tensors on neuron.
 static void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
   report_unsupported("sparse", op.schema().name(),
-                     "Sparse tensors are not supported on Neuron: " + op.schema().name() +
-                         " was called on a sparse neuron tensor",
+                     "Sparse tensors are not supported on Neuron (" + op.schema().name() + ")",
                      1);
   TORCH_CHECK_NOT_IMPLEMENTED(false, "[neuron-port simulator] sparse neuron tensors cannot run in record mode (",
                               op.schema().name(), ")");
 }
 static void nested_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
   report_unsupported("nested_tensor", op.schema().name(),
-                     "NestedTensor is not supported on Neuron: " + op.schema().name() +
-                         " was called on a nested neuron tensor",
+                     "NestedTensor is not supported on Neuron (" + op.schema().name() + ")",
                      1);
   TORCH_CHECK_NOT_IMPLEMENTED(false, "[neuron-port simulator] nested neuron tensors cannot run in record mode (",
                               op.schema().name(), ")");

@@ -157,7 +157,7 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
   o->write_arg.resize(args.size(), false);
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
-    const auto& ty = a.type();
+    const auto& ty = a.real_type();
     auto kind = ty->kind();
     if (kind == c10::TypeKind::OptionalType) kind = ty->castRaw<c10::OptionalType>()->getElementType()->kind();
     if (kind == c10::TypeKind::GeneratorType) o->gen_arg = static_cast<int>(i);
@@ -184,7 +184,7 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
   return o;
 }
 
-static OpInfo* get_op_info(const c10::OperatorHandle& op) {
+static OpInfo* get_op_info_locked(const c10::OperatorHandle& op) {
   const void* key = &op.schema();
   std::lock_guard<std::mutex> l(g_mu);
   auto it = g_ops.find(key);
@@ -192,6 +192,17 @@ static OpInfo* get_op_info(const c10::OperatorHandle& op) {
   OpInfo* o = make_op_info(op);
   g_ops.emplace(key, o);
   g_op_list.push_back(o);
+  return o;
+}
+
+// OpInfo objects live forever, so each thread keeps a lock-free lookup cache.
+static OpInfo* get_op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, OpInfo*> cache;
+  const void* key = &op.schema();
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  OpInfo* o = get_op_info_locked(op);
+  cache.emplace(key, o);
   return o;
 }
 
@@ -213,6 +224,13 @@ static inline uint32_t dtype_flags(c10::ScalarType st) {
 static uint64_t hash_tensor(uint64_t h, const at::Tensor& t, uint32_t& flags) {
   if (!t.defined()) return mix(h, 0x11);
   auto st = t.scalar_type();
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    // A Python scalar (x * 0.5): hash its value like a Scalar argument; its double/long dtype is not
+    // a 64-bit tensor reaching the device.
+    uint64_t b = 0;
+    std::memcpy(&b, t.const_data_ptr(), std::min<size_t>(t.element_size(), sizeof b));
+    return mix(mix(h, 0x12 + static_cast<uint64_t>(st)), b);
+  }
   flags |= dtype_flags(st);
   if (t.device().type() == kNeuron) flags |= kNeuronArg;
   h = mix(h, static_cast<uint64_t>(st) + 0x100);
@@ -590,7 +608,7 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
       if (ci == r.unsafeGetTensorImpl()) return r;
     if (explicit_cpu) return r;
     if (r.layout() != c10::kStrided) {
-      report_unsupported("sparse", o->name, o->name + ": sparse layouts are not supported on Neuron", 1);
+      report_unsupported("sparse", o->name, "Sparse tensors are not supported on Neuron (" + o->name + ")", 1);
       return r;  // record mode: the sparse result stays on the CPU
     }
     return wrap_cpu_result(r, dev);
@@ -637,10 +655,18 @@ static int route_through_fallback(const std::string& ns, const std::string& pref
   for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
     auto full = name.name;
     if (full.rfind(ns + "::", 0) != 0) continue;
-    if (!prefix.empty() && full.rfind(ns + "::" + prefix, 0) != 0) continue;
+    if (!prefix.empty() && prefix != "*structured*" && full.rfind(ns + "::" + prefix, 0) != 0) continue;
     auto handle = c10::Dispatcher::singleton().findOp(name);
     if (!handle || !handle->hasSchema()) continue;
     if (handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    if (prefix == "*structured*") {
+      // ops whose PrivateUse1 entry would be the CompositeExplicitAutogradNonFunctional wrapper of a
+      // structured CPU kernel: run the CPU functional / in-place kernel directly (one dispatch, no
+      // second meta pass, no separate output allocation)
+      if (!handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU))
+        continue;
+    }
     std::string qual = full + (name.overload_name.empty() ? "" : "." + name.overload_name);
     lib->impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
     ++n;
