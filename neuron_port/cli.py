@@ -35,6 +35,7 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -128,6 +129,7 @@ def run_static(
         target=settings.target,
         unsafe_fixes=settings.unsafe_fixes,
         want_diff=want_diff,
+        max_bytes=int(settings.max_file_size * 2**20),
     )
 
     if progress and len(files) > 1:
@@ -197,6 +199,9 @@ def rewrite(
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable)."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 "
                                                                      "(error, warning, info, never). Default: error."),
+    max_file_size: Optional[float] = typer.Option(None, "--max-file-size", min=0,
+                                                  help="Skip (and report) files larger than this many MB; "
+                                                       "0 = no limit. Default: 2."),
     config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.neuron-port] from "
                                                                  "(default: the nearest one above the first path)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only findings and errors."),
@@ -214,6 +219,7 @@ def rewrite(
         target=target.value if target else None,
         unsafe_fixes=unsafe_fixes,
         fail_on=fail_on.value if fail_on else None,
+        max_file_size=max_file_size,
     )
     write = not (diff or check)
     show_progress = sys.stderr.isatty() and not quiet and output_format == OutputFormat.text
@@ -317,7 +323,18 @@ def doctor(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        _err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
+        sys.exit(130)
+    except Exception as exc:  # never show users a traceback for our own bugs, unless they ask
+        if os.environ.get("NEURON_PORT_DEBUG"):
+            raise
+        _err().print(f"neuron-port: internal error: {type(exc).__name__}: {exc} "
+                     "(set NEURON_PORT_DEBUG=1 for the traceback, and please report it)",
+                     style="bold red", markup=False)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ class Settings:
     fail_on: str = "error"
     unsafe_fixes: bool = False
     check_command: Optional[str] = None
+    # Files above this size (MB) are reported and skipped: LibCST needs ~1 GB of memory per MB of source,
+    # and files that large are nearly always generated. 0 = no limit.
+    max_file_size: float = 2.0
     source: Optional[str] = None  # the pyproject.toml the settings came from
 
     def merged(self, **cli: Any) -> "Settings":
@@ -49,7 +52,8 @@ class Settings:
         return replace(self, **changes)
 
 
-KEYS = {"select", "ignore", "exclude", "target", "fail-on", "unsafe-fixes", "check-command", "extend-exclude"}
+KEYS = {"select", "ignore", "exclude", "target", "fail-on", "unsafe-fixes", "check-command", "extend-exclude",
+        "max-file-size"}
 
 
 def find_pyproject(start: Path) -> Optional[Path]:
@@ -115,6 +119,11 @@ def load_settings(start: Path, explicit: Optional[Path] = None) -> Settings:
         if not isinstance(table["unsafe-fixes"], bool):
             raise ConfigError(f"{where}: [tool.neuron-port] unsafe-fixes must be true or false")
         settings = replace(settings, unsafe_fixes=table["unsafe-fixes"])
+    if "max-file-size" in table:
+        value = table["max-file-size"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{where}: [tool.neuron-port] max-file-size must be a number of MB (0 = no limit)")
+        settings = replace(settings, max_file_size=float(value))
     if "check-command" in table:
         if not isinstance(table["check-command"], str):
             raise ConfigError(f"{where}: [tool.neuron-port] check-command must be a string")

@@ -174,10 +174,14 @@ def discover(
             problems.append((given, "broken symlink"))
             continue
         root = p.resolve()
-        for file in _walk(root, exclude, suffixes, problems, given):
+        for file in _walk(root, exclude, suffixes, problems, cwd):
             rel = file.relative_to(root)
             shown = _display(p.absolute() / rel, cwd) if not p.is_absolute() else str(p / rel)
-            real = file.resolve()
+            try:
+                real = file.resolve(strict=True)
+            except (OSError, RuntimeError):
+                problems.append((shown, "cannot resolve symlink; not followed"))
+                continue
             if file.is_symlink():
                 try:
                     real.relative_to(root)
@@ -188,7 +192,7 @@ def discover(
     return sorted(found.values(), key=lambda f: f.display), problems
 
 
-def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems, given: str) -> Iterator[Path]:
+def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems, cwd: Path) -> Iterator[Path]:
     ignores: list[tuple[Path, pathspec.PathSpec]] = []
     # .gitignore files of parent folders inside the repository also apply
     parent = root
@@ -222,7 +226,7 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
             try:
                 entries = sorted(os.scandir(folder), key=lambda e: e.name)
             except OSError as exc:
-                problems.append((str(folder), f"cannot list: {exc.strerror or exc}"))
+                problems.append((_display(folder, cwd), f"cannot list: {exc.strerror or exc}"))
                 return
             for entry in entries:
                 path = Path(entry.path)
@@ -232,8 +236,13 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
                         continue
                     yield from walk(path)
                 elif entry.name.endswith(tuple(suffixes)):
-                    if entry.is_symlink() and not entry.is_file():
-                        continue  # broken link or a link to a folder
+                    if entry.is_symlink():
+                        try:
+                            if not entry.is_file():
+                                continue  # broken link or a link to a folder
+                        except OSError:
+                            problems.append((_display(path, cwd), "symlink loop; not followed"))
+                            continue
                     if _excluded(rel, entry.name, exclude) or ignored(path, False):
                         continue
                     yield path

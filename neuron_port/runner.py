@@ -29,6 +29,7 @@ class RunOptions:
     target: str = "neuron"
     unsafe_fixes: bool = False
     want_diff: bool = False
+    max_bytes: int = 0  # 0 = no limit
 
 
 _rules_cache: dict[tuple[str, ...], tuple] = {}
@@ -56,6 +57,13 @@ def process_file(source: SourceFile, options: RunOptions) -> FileResult:
     result = FileResult(path=source.display, real_path=str(source.real))
     rules, triggers = _rules_for(options.rule_codes)
     try:
+        if options.max_bytes:
+            size = source.real.stat().st_size
+            if size > options.max_bytes:
+                raise SourceError(
+                    f"{source.display}: {size / 2**20:.1f} MB is larger than the {options.max_bytes / 2**20:g} MB "
+                    "limit (usually a generated file); skipped. Raise --max-file-size to process it"
+                )
         decoded = read_source(source.real, source.display)
         if not could_match(decoded.text, triggers):
             result.skipped = True
