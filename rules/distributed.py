@@ -10,7 +10,7 @@ Codes (stable):
 - NP506 ``gpu-count-world-size``: ``torch.cuda.device_count()`` as a world size / ``nprocs`` (advice).
 - NP507 ``cuda-env-var``: ``NCCL_*`` / ``PYTORCH_CUDA_ALLOC_CONF`` / ``CUDA_LAUNCH_BLOCKING`` settings.
 - NP508 ``data-parallel``: ``nn.DataParallel``.
-- NP509 ``point-to-point-communication``: ``dist.send/recv/isend/irecv/batch_isend_irecv``.
+- NP509 ``p2p-communication``: ``dist.send/recv/isend/irecv/batch_isend_irecv``.
 - NP510 ``barrier-non-default-group``: ``dist.barrier(group=...)``.
 - NP511 ``uneven-all-to-all``: ``all_to_all_single`` with split sizes.
 
@@ -709,7 +709,7 @@ class PointToPoint(Rule):
     """
 
     CODE = "NP509"
-    NAME = "point-to-point-communication"
+    NAME = "p2p-communication"
     SEVERITY = "error"
     FIX = "none"
     EFFORT = "high"
