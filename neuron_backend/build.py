@@ -26,6 +26,7 @@ _SOURCES = ("neuron_device.cpp", "neuron_dispatch.cpp")
 _HEADERS = ("neuron.h",)
 _NAME = "neuron_port_sim"
 _module = None
+STALE_LOCK_S = 20 * 60
 
 
 class BuildError(RuntimeError):
@@ -96,7 +97,12 @@ def build(force: bool = False, verbose: bool = False) -> Path:
 
     d = build_dir()
     so = _built_library(d)
-    if so is not None and not force:
+    lock = d / "lock"  # torch's FileBaton: present while another process builds here
+    if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+        print(f"neuron-port: removing a stale build lock {lock} (older than {STALE_LOCK_S // 60} min)",
+              file=sys.stderr)
+        lock.unlink(missing_ok=True)
+    if so is not None and not force and not lock.exists():
         return so
     _check_toolchain()
     d.mkdir(parents=True, exist_ok=True)
@@ -104,14 +110,16 @@ def build(force: bool = False, verbose: bool = False) -> Path:
         so.unlink()
     from torch.utils.cpp_extension import load
 
-    print(
-        "neuron-port: building the simulated neuron device (first use, about a minute)...",
-        file=sys.stderr,
-        flush=True,
-    )
+    if lock.exists():
+        print("neuron-port: another process is building the simulated neuron device; waiting...",
+              file=sys.stderr, flush=True)
+    else:
+        print("neuron-port: building the simulated neuron device (first use, about a minute)...",
+              file=sys.stderr, flush=True)
     t0 = time.monotonic()
+    global _module
     try:
-        load(
+        mod = load(
             name=_NAME,
             sources=[str(_CSRC / s) for s in _SOURCES],
             extra_cflags=["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"],
@@ -125,7 +133,10 @@ def build(force: bool = False, verbose: bool = False) -> Path:
             "Re-run with `neuron-port doctor --build` (or neuron_backend.build.build(force=True, verbose=True)) "
             "to see the compiler output."
         ) from e
-    print(f"neuron-port: built in {time.monotonic() - t0:.0f} s ({d})", file=sys.stderr, flush=True)
+    if _module is None:
+        _module = mod
+    print(f"neuron-port: simulated neuron device ready in {time.monotonic() - t0:.0f} s ({d})", file=sys.stderr,
+          flush=True)
     so = _built_library(d)
     if so is None:
         raise BuildError(f"neuron-port: the build finished but {d}/{_NAME}.so is missing")
@@ -141,10 +152,8 @@ def load_extension():
     if name in sys.modules:
         _module = sys.modules[name]
         return _module
-    so = build()
-    if _NAME in sys.modules:  # loaded by torch's builder in this process
-        _module = sys.modules[_NAME]
-    else:
+    so = build()  # sets _module when it had to build (torch's builder imports the module)
+    if _module is None:
         _module = _load_prebuilt(so)
     sys.modules[name] = _module
     return _module

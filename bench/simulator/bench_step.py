@@ -14,7 +14,6 @@ simulator on (cached build) vs plain `import torch`, in fresh subprocesses.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import platform
@@ -97,8 +96,6 @@ def time_steps(step, n_steps: int) -> float:
     t = time.perf_counter()
     for _ in range(n_steps):
         step()
-    if step.__dict__.get("sync"):
-        step.sync()
     return (time.perf_counter() - t) / n_steps
 
 

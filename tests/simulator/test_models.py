@@ -68,4 +68,6 @@ def test_conv_net_and_sdpa_transformer(run_sim):
     assert explicit["aten::convolution_overrideable"] >= 3
     assert explicit["aten::convolution_backward_overrideable"] >= 3
     ops = {e["op"] for e in r.kind("op")}
-    assert any("scaled_dot_product" in op for op in ops)
+    # like TorchNeuron, SDPA runs through the "overrideable" fused-attention op (forward and backward)
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in ops
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops
