@@ -24,6 +24,7 @@ from neuron_port.files import SourceError, atomic_write, check_writable, discove
 from neuron_port.reporters import json_report, text
 from neuron_port.results import SEVERITY_RANK, FileError, Report
 from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code, select_rules, validate_patterns
+from neuron_port.check_runner import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.runner import RunOptions, run_files
 
 app = typer.Typer(
@@ -31,11 +32,13 @@ app = typer.Typer(
     help=(
         "Move a PyTorch project from NVIDIA GPUs to AWS Trainium (TorchNeuron, device 'neuron').\n\n"
         "`rewrite` fixes CUDA-specific code in place (safe fixes only by default) and lists what it "
-        "could not fix; `rules` and `explain` document every rule."
+        "could not fix; `check` runs the project on a simulated neuron device and reports CPU fallbacks, "
+        "recompiles, float64 demotion and unsupported features; `rules` and `explain` document every rule."
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -110,6 +113,7 @@ def run_static(
     want_diff: bool,
     jobs: Optional[int],
     progress: bool,
+    relative_to: Optional[Path] = None,
 ) -> Report:
     """Discover, run the engine in workers, write results atomically when ``write``. Shared with `check`."""
     try:
@@ -117,7 +121,11 @@ def run_static(
     except UnknownCodeError as exc:
         raise _fail_usage(str(exc))
     rules = select_rules(settings.select or None, settings.ignore or None, settings.target)
-    files, problems = discover([str(p) for p in paths], exclude=settings.exclude)
+    if relative_to is not None:  # `check`: every path in the report is relative to the checked folder
+        files, problems = discover([str(relative_to.resolve())], exclude=settings.exclude,
+                                   cwd=relative_to.resolve())
+    else:
+        files, problems = discover([str(p) for p in paths], exclude=settings.exclude)
     missing = [p for p, reason in problems if reason == "no such file or directory"]
     if missing:
         raise _fail_usage(f"{missing[0]}: no such file or directory")
@@ -249,6 +257,122 @@ def rewrite(
     raise typer.Exit(code)
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def check(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., help="The project folder; the command runs from here."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", min=1,
+                                        help="Run the command under torchrun with N processes (one per NeuronCore)."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_SECONDS, "--timeout", min=1,
+                                  help="Seconds before the command is stopped (SIGTERM, then SIGKILL). "
+                                       f"Default: {DEFAULT_TIMEOUT_SECONDS} (30 minutes)."),
+    preview: bool = typer.Option(False, "--preview",
+                                 help="Run on a temporary rewritten copy (safe fixes applied); the project is "
+                                      "not changed. Without it the tree runs as it is."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json (stdout)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these codes or prefixes."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
+    target: Optional[TargetChoice] = typer.Option(None, "--target", help="neuron (default) or accelerator."),
+    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.neuron-port] from."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary panel and errors."),
+) -> None:
+    """Run the project on the simulated neuron device and report what Trainium would do.
+
+    Usage: neuron-port check PATH [OPTIONS] -- python train.py --steps 4
+
+    The command after `--` (or `check-command` from [tool.neuron-port]) runs from PATH with the simulator
+    switched on (`python` means the interpreter neuron-port runs in). The report lists CPU fallbacks,
+    shapes that recompile, torch.compile recompiles, float64 demotions, unsupported features and
+    distributed constraints, each at the user line that caused it, plus the static findings for PATH.
+    Exit code 0 when the command succeeded and nothing at or above --fail-on was found; 1 otherwise;
+    2 for usage errors.
+    """
+    import shlex
+    import shutil
+    import tempfile
+
+    from neuron_port.check_runner import CommandError, build_command, run_command
+    from neuron_port.preview import make_preview
+    from neuron_port.reporters import check_text
+    from neuron_port.runtime_report import SiteMapper, build_runtime, read_events
+
+    if not path.is_dir():
+        raise _fail_usage(f"{path}: not a folder")
+    settings = load_project_settings([path], config).merged(
+        select=_split_codes(select), ignore=_split_codes(ignore),
+        target=target.value if target else None, fail_on=fail_on.value if fail_on else None)
+    command = list(ctx.args)
+    if not command and settings.check_command:
+        command = shlex.split(settings.check_command)
+    if not command:
+        raise _fail_usage("no command to run: give one after `--` (neuron-port check PATH -- python train.py) "
+                          "or set check-command in [tool.neuron-port]")
+    try:
+        argv = build_command(command, nproc)
+    except CommandError as exc:
+        raise _fail_usage(str(exc))
+
+    report = run_static([path], settings, command="check", write=False, want_diff=False, jobs=None, progress=False,
+                        relative_to=path)
+    scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
+    try:
+        tree = None
+        cwd = path.resolve()
+        if preview:
+            rewritten = {Path(r.real_path): r.new_bytes for r in report.files if r.changed and r.new_bytes}
+            tree = make_preview(path, rewritten, scratch / "tree")
+            cwd = tree.root
+        events_dir = scratch / "events"
+        events_dir.mkdir()
+        err = _err()
+        if sys.stderr.isatty() and not quiet:
+            with err.status(f"running {shlex.join(command)} on the simulated neuron device") as spinner:
+                status = run_command(argv, cwd, events_dir, timeout, on_tick=lambda t: spinner.update(
+                    f"running {shlex.join(command)} on the simulated neuron device ({t:.0f} s)"))
+        else:
+            status = run_command(argv, cwd, events_dir, timeout)
+        status.command = command if not nproc else ["torchrun", f"--nproc_per_node={nproc}", *command]
+        processes = read_events(events_dir)
+        runtime, findings = build_runtime(processes, status, SiteMapper(path, tree))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report.runtime = runtime
+    report.runtime_findings = [f for f in findings if _selected(f.code, settings)]
+
+    document = json_report.render(report, wrote=False)
+    if output is not None:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            tmp = output.with_name(f".{output.name}.tmp")
+            tmp.write_text(document)
+            os.replace(tmp, output)
+        except OSError as exc:
+            _err().print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
+    code = exit_code(report, settings.fail_on, pending_fails=False)
+    if not status.succeeded:
+        code = 1
+    if output_format == OutputFormat.json:
+        sys.stdout.write(document)
+        raise typer.Exit(code)
+    console = _out()
+    text.render_errors(_err(), report)
+    check_text.render_check(console, report)
+    if not quiet:
+        text.render_findings(console, report)
+    raise typer.Exit(code)
+
+
+def _selected(code: str, settings: Settings) -> bool:
+    def hit(patterns):
+        return any(code.startswith(p.upper()) or p.upper() == "ALL" for p in patterns)
+
+    if settings.select and not hit(settings.select):
+        return False
+    return not (settings.ignore and hit(settings.ignore))
+
+
 @app.command("rules")
 def list_rules(
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json."),
@@ -258,16 +382,13 @@ def list_rules(
     if output_format == OutputFormat.json:
         sys.stdout.write(json.dumps([r.summary() for r in rules], indent=2) + "\n")
         return
-    from rich.table import Table
-
-    table = Table(show_header=True, header_style="bold", box=None)
-    for column in ("code", "name", "severity", "fix", "effort", "targets"):
-        table.add_column(column)
+    width = max(len(r.NAME) for r in rules)
+    lines = [f"{'code':<6} {'name':<{width}} {'severity':<8} {'fix':<6} {'effort':<6} scope"]
     for r in rules:
-        table.add_row(r.CODE, r.NAME, r.SEVERITY, r.FIX, r.EFFORT or "-", ",".join(r.TARGETS))
-    console = _out()
-    console.print(table)
-    console.print(f"{len(rules)} rules. `neuron-port explain CODE` shows a rule's documentation.")
+        scope = "runtime (check)" if getattr(r, "RUNTIME", False) else ",".join(r.TARGETS)
+        lines.append(f"{r.CODE:<6} {r.NAME:<{width}} {r.SEVERITY:<8} {r.FIX:<6} {r.EFFORT or '-':<6} {scope}")
+    lines.append(f"{len(rules)} rules. `neuron-port explain CODE` shows a rule's documentation.")
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 @app.command()

@@ -118,8 +118,11 @@ class SourceFile:
 
 
 def _display(path: Path, cwd: Path) -> str:
+    """Relative to the working directory when the path is inside it, else absolute."""
+    if not path.is_absolute():
+        return str(path)
     try:
-        return os.path.relpath(path, cwd) if path.is_absolute() else str(path)
+        return path.relative_to(cwd).as_posix()
     except ValueError:
         return str(path)
 
@@ -168,7 +171,7 @@ def discover(
             real = p.resolve()
             if _excluded(_display(p, cwd), p.name, exclude):
                 continue
-            found.setdefault(real, SourceFile(_display(p if p.is_absolute() else cwd / p, cwd), real))
+            found.setdefault(real, SourceFile(_display(p.absolute(), cwd), real))
             continue
         if p.is_symlink() and not p.exists():
             problems.append((given, "broken symlink"))
@@ -176,7 +179,7 @@ def discover(
         root = p.resolve()
         for file in _walk(root, exclude, suffixes, problems, cwd):
             rel = file.relative_to(root)
-            shown = _display(p.absolute() / rel, cwd) if not p.is_absolute() else str(p / rel)
+            shown = _display(p.absolute() / rel, cwd)
             try:
                 real = file.resolve(strict=True)
             except (OSError, RuntimeError):

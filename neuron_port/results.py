@@ -76,9 +76,10 @@ class Report:
     files: list[FileResult] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     runtime: Optional[dict] = None
+    runtime_findings: list[Finding] = field(default_factory=list)  # NP9xx from `check`
 
     @property
     def findings(self) -> list[Finding]:
-        out = [f for r in self.files for f in r.findings]
+        out = [f for r in self.files for f in r.findings] + list(self.runtime_findings)
         out.sort(key=Finding.sort_key)
         return out

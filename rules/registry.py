@@ -18,6 +18,7 @@ RULE_MODULES: tuple[str, ...] = (
     "neuron_port.rules.mixed_precision",  # NP3xx
     "neuron_port.rules.compile",  # NP4xx
     "neuron_port.rules.distributed",  # NP5xx
+    "neuron_port.rules.runtime",  # NP9xx, found by `check` on the simulated device
 )
 
 REGISTRY_VERSION = 1  # bump when a rule's behaviour changes (part of the cache key later)
@@ -36,6 +37,7 @@ def _rule_classes_in(module) -> list[type[Rule]]:
             and value is not Rule
             and value.__module__ == module.__name__
             and "CODE" in vars(value)
+            and not value.__name__.startswith("_")
         ):
             found.append(value)
     return found

@@ -11,6 +11,8 @@ from neuron_port.rules.registry import all_rules, check_rule_metadata
 
 def _cases(kind):
     for rule in all_rules():
+        if getattr(rule, "RUNTIME", False):
+            continue  # NP9xx examples are scripts, run under the simulator in test_runtime_rules.py
         for i, example in enumerate(getattr(rule, kind)):
             yield pytest.param(rule, example, id=f"{rule.CODE}-{rule.NAME}-{kind.lower()}{i}")
 
