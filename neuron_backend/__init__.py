@@ -71,6 +71,7 @@ def enable() -> bool:
     c.route_through_fallback("aten", "*structured*")
     events.install(c)
     unsupported.install()
+    from . import compile_backend, distributed, neff_cache; neff_cache.register(); compile_backend.register(); distributed.register()  # items 7-9 (torch.compile, NEFF cache, distributed): owned by compile_backend/neff_cache/distributed.py
     _enabled = True
     return mod is not None
 

@@ -1,0 +1,199 @@
+"""Simulated on-disk NEFF cache of the neuron device (``TORCH_NEURONX_NEFF_CACHE_DIR``).
+
+On Trainium every new eager op signature and every ``torch.compile`` graph is compiled to a NEFF by
+neuronx-cc and stored in a persistent cache, so a second run of the same program loads NEFFs instead
+of compiling (torchneuron.md section 2.3). The simulator keeps the same bookkeeping without the
+NEFFs: one small file per cache key, so a second run reports cache hits where the first reported
+compiles.
+
+Layout and behaviour follow TorchNeuron's PersistentCacheBackend:
+
+* root: ``TORCH_NEURONX_NEFF_CACHE_DIR``; default ``<neuron-port cache>/neff-cache``
+  (``$NEURON_PORT_CACHE_DIR`` or ``~/.cache/neuron-port``), not the real ``/tmp/neff_cache``;
+* two-level sharding ``root/ab/cd/abcd....neff``;
+* written atomically (temporary file + ``os.replace``), so concurrent ranks sharing the folder
+  never see a partial entry (the last writer of an identical entry wins);
+* ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` / ``TORCH_NEURONX_DISABLE_NEFF_CACHE`` = 1/true/yes
+  disables it (every compile is a miss and nothing is written);
+* key: a 128-bit hash (BLAKE2b here, XXH3-128 on Trainium) of the simulator version string, the
+  kind (eager op / compiled graph) and the op or graph text with shapes and dtypes.
+
+Cost: compiled graphs are looked up when they are compiled (rare). Eager signatures are looked up
+once, at process exit, from the C++ core's signature table: nothing runs per op.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import logging
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["cache_dir", "enabled", "cache_key", "lookup_or_store", "compiled_graph", "counters", "register"]
+
+CACHE_DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
+DISABLE_ENVS = ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")
+FORMAT = 1  # bump when the key text changes, so old simulator entries stop matching
+
+log = logging.getLogger("neuron_backend.neff_cache")
+_lock = threading.Lock()
+_counts = {"eager": {"signatures": 0, "hits": 0, "misses": 0},
+           "compiled": {"graphs": 0, "hits": 0, "misses": 0}}
+_registered = False
+_done_at_exit = False
+
+
+def enabled() -> bool:
+    return not any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes") for v in DISABLE_ENVS)
+
+
+def cache_dir() -> Path:
+    d = os.environ.get(CACHE_DIR_ENV, "").strip()
+    if d:
+        return Path(d).expanduser()
+    from .build import cache_root
+
+    return cache_root() / "neff-cache"
+
+
+@lru_cache(maxsize=1)
+def sim_version() -> str:
+    """What a key depends on besides the op or graph: simulator format, TorchNeuron release, torch."""
+    import torch
+
+    try:
+        from .policy import release
+
+        rel = release().get("torch_neuronx", "?")
+    except Exception:  # noqa: BLE001 - the policy file is optional for the key
+        rel = "?"
+    return f"neuron-port-neff/{FORMAT};torch_neuronx={rel};torch={torch.__version__}"
+
+
+def cache_key(kind: str, text: str) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(sim_version().encode())
+    h.update(b"\0" + kind.encode() + b"\0")
+    h.update(text.encode())
+    return h.hexdigest()
+
+
+def entry_path(key: str, root: Path | None = None) -> Path:
+    root = cache_dir() if root is None else root
+    return root / key[:2] / key[2:4] / f"{key}.neff"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+def lookup_or_store(key: str, meta: dict, root: Path | None = None) -> bool:
+    """True on a cache hit; on a miss, store the entry (atomically) and return False."""
+    path = entry_path(key, root)
+    if path.is_file():
+        log.info("[NEFF_CACHE] Cache HIT for key: %s", key)
+        return True
+    log.info("[NEFF_CACHE] Cache MISS for key: %s", key)
+    try:
+        payload = {"key": key, "simulator": sim_version(), "pid": os.getpid(), "rank": os.environ.get("RANK"), **meta}
+        _atomic_write(path, (json.dumps(payload, default=str) + "\n").encode())
+        log.info("[NEFF_CACHE] Storing NEFF for key: %s", key)
+    except OSError as e:  # a read-only or full cache folder must not break the run
+        log.warning("neuron-port: could not write the NEFF cache entry %s: %s", path, e)
+    return False
+
+
+def compiled_graph(kind: str, graph_text: str, meta: dict) -> dict:
+    """Look up one compiled (torch.compile) graph; returns what the compile event records."""
+    key = cache_key("graph", graph_text)
+    if not enabled():
+        with _lock:
+            _counts["compiled"]["graphs"] += 1
+            _counts["compiled"]["misses"] += 1
+        return {"graph": kind, "key": key, "neff_cache": "disabled"}
+    hit = lookup_or_store(key, {"kind": "graph", "graph": kind, **meta})
+    with _lock:
+        _counts["compiled"]["graphs"] += 1
+        _counts["compiled"]["hits" if hit else "misses"] += 1
+    return {"graph": kind, "key": key, "neff_cache": "hit" if hit else "miss"}
+
+
+def _eager_signatures() -> list[tuple[str, str]]:
+    """(op, signature text) of every native (NEFF-compiling) eager signature seen by the C++ core."""
+    from . import device
+
+    c = device._C
+    if c is None:
+        return []
+    out = []
+    for name, pol, calls, sigs in c.op_stats():
+        if pol != 0 or calls == 0:  # 0 = native: a new signature is an eager NEFF compile
+            continue
+        for _calls, _site, _flags, _unsupported, desc in sigs:
+            out.append((name, ", ".join(desc)))
+    return out
+
+
+def check_eager() -> dict:
+    """Look up every eager signature of this process (once, at exit)."""
+    sigs = _eager_signatures()
+    hits = misses = 0
+    if enabled():
+        root = cache_dir()
+        for op, desc in sigs:
+            if lookup_or_store(cache_key("eager", f"{op}({desc})"), {"kind": "eager", "op": op, "signature": desc}, root):
+                hits += 1
+            else:
+                misses += 1
+    else:
+        misses = len(sigs)
+    with _lock:
+        _counts["eager"] = {"signatures": len(sigs), "hits": hits, "misses": misses}
+    return dict(_counts["eager"])
+
+
+def counters() -> dict:
+    with _lock:
+        return {k: dict(v) for k, v in _counts.items()}
+
+
+def _at_exit() -> None:
+    """Runs before the events module's own exit flush (atexit is LIFO and register() runs after it)."""
+    global _done_at_exit
+    if _done_at_exit:
+        return
+    _done_at_exit = True
+    try:
+        check_eager()
+        from . import events
+
+        c = counters()
+        events.record("neff_cache", site=None, dir=str(cache_dir()), enabled=enabled(), eager=c["eager"],
+                      compiled=c["compiled"], hits=c["eager"]["hits"] + c["compiled"]["hits"],
+                      misses=c["eager"]["misses"] + c["compiled"]["misses"])
+    except Exception as e:  # noqa: BLE001 - never break interpreter shutdown
+        log.warning("neuron-port: NEFF cache bookkeeping failed at exit: %s", e)
+
+
+def register() -> None:
+    """Called by neuron_backend.enable() after events.install(): check eager signatures at exit."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    atexit.register(_at_exit)
