@@ -104,13 +104,15 @@ class _ApplyReplacements(cst.CSTTransformer):
         return replacement
 
 
-def _run_rules(module: cst.Module, rules: Sequence[type[Rule]], options: EngineOptions, path: str):
+def _run_rules(module: cst.Module, rules: Sequence[type[Rule]], options: EngineOptions, path: str,
+               need_positions: bool = True):
     context = FileContext(target=options.target, path=path)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     visitors: list[cst.BatchableCSTVisitor] = [ImportTracker(context)]
     visitors.extend(rule(context) for rule in rules)
     wrapper.visit_batched(visitors)
-    positions = wrapper.resolve(PositionProvider) if context.reports else {}
+    # Positions cost about as much as the parse: only resolve them when someone needs a line number.
+    positions = wrapper.resolve(PositionProvider) if context.reports and need_positions else None
     return context.reports, positions
 
 
@@ -169,11 +171,17 @@ def transform_source(
     module = _parse(code, path)
     first_findings: list[Finding] = []
     first_allowed = 0
+    has_suppressions = "neuron-port" in source
     for pass_number in range(MAX_PASSES + 1):
-        reports, positions = _run_rules(module, rules, options, path)
-        suppressions = _suppressions(code.splitlines()) if reports else {}
+        # later passes only need positions to honour suppression comments
+        reports, positions = _run_rules(module, rules, options, path,
+                                        need_positions=pass_number == 0 or has_suppressions)
+        suppressions = _suppressions(code.splitlines()) if reports and has_suppressions else {}
         kept: list[Report] = []
         for report in reports:
+            if positions is None:
+                kept.append(report)
+                continue
             rng = positions[report.node]
             if _is_suppressed(report.rule.CODE, rng.start.line, rng.end.line, suppressions):
                 continue

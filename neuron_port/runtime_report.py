@@ -237,26 +237,37 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus, mapper: Sit
                     "error": ev.get("error"), "action": ev.get("action"), "count": 0, "site": site})
                 entry["count"] += int(ev.get("count", 1))
             elif kind == "compile":
+                # keyed by the call site, which compile, recompile and recompile-limit events share
                 site = mapper(ev.get("site"))
-                function = ev.get("function") or ev.get("name") or "<compiled>"
-                entry = compiles.setdefault((function, _site_key(site)), {
-                    "function": function, "site": site, "count": 0, "reasons": [], "recompile_limit_hits": 0,
-                    "failures": [], "shapes": []})
-                event_type = ev.get("event") or ev.get("type") or "compile"
-                if event_type in ("recompile_limit", "limit") or ev.get("recompile_limit_hit"):
+                fn = ev.get("function")
+                entry = compiles.setdefault(_site_key(site), {
+                    "function": None, "definition": None, "site": site, "count": 0, "reasons": [],
+                    "recompile_limit_hits": 0, "failures": [], "shapes": [], "ranks": set()})
+                entry["ranks"].add(rank)
+                if isinstance(fn, dict):
+                    entry["function"] = fn.get("name") or entry["function"]
+                    if entry["definition"] is None and fn.get("file"):
+                        entry["definition"] = mapper({"file": fn["file"], "line": fn.get("line") or 0,
+                                                      "function": fn.get("name"), "code": ""})
+                elif fn and entry["function"] is None:
+                    entry["function"] = str(fn)
+                event_type = ev.get("event") or "compile"
+                if event_type == "recompile_limit":
                     entry["recompile_limit_hits"] += 1
                     if ev.get("reason"):
                         entry["reasons"].append(ev["reason"])
                     continue
-                if event_type in ("failure", "failed", "compile_failed") or ev.get("failed"):
-                    entry["failures"].append({"reason": ev.get("reason") or ev.get("error"),
-                                              "action": ev.get("action")})
+                state = ev.get("status")
+                if state in ("failed", "fallback", "rejected"):
+                    entry["failures"].append({"status": state, "reason": ev.get("message") or ev.get("error"),
+                                              "action": "fell back to eager" if state == "fallback" else "raised"})
                     continue
                 entry["count"] += 1
                 if ev.get("reason") and ev["reason"] not in entry["reasons"]:
                     entry["reasons"].append(ev["reason"])
-                if ev.get("shapes") is not None and len(entry["shapes"]) < 10:
-                    entry["shapes"].append(ev["shapes"])
+                inputs = ev.get("inputs")
+                if inputs is not None and len(entry["shapes"]) < 10:
+                    entry["shapes"].append([i.get("shape") for i in inputs if isinstance(i, dict)])
             elif kind == "distributed":
                 site = mapper(ev.get("site"))
                 name = ev.get("op") or ev.get("collective") or ev.get("name") or "?"
@@ -268,8 +279,13 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus, mapper: Sit
                 entry["bytes"] += int(ev.get("bytes", 0) or 0)
                 entry["ranks"].add(rank)
             elif kind == "neff_cache":
-                neff["hits"] += int(ev.get("hits", 0))
-                neff["misses"] += int(ev.get("misses", 0))
+                neff["hits"] += int(ev.get("hits", 0) or 0)
+                neff["misses"] += int(ev.get("misses", 0) or 0)
+                for part in ("eager", "compiled"):
+                    if isinstance(ev.get(part), dict):
+                        slot = neff.setdefault(part, {"hits": 0, "misses": 0})
+                        slot["hits"] += int(ev[part].get("hits", 0) or 0)
+                        slot["misses"] += int(ev[part].get("misses", 0) or 0)
 
     # -- sections ------------------------------------------------------------------------------------
     fallback_list = []
@@ -315,7 +331,8 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus, mapper: Sit
 
     compile_list = []
     for entry in sorted(compiles.values(), key=lambda e: -e["count"]):
-        compile_list.append({**entry})
+        entry["function"] = entry["function"] or "<compiled function>"
+        compile_list.append({**entry, "ranks": sorted(r for r in entry["ranks"] if r is not None)})
         reason = entry["reasons"][-1] if entry["reasons"] else "new input shapes"
         if entry["count"] > 1:
             findings.append(_finding("NP903", rule_by_code("NP903").MESSAGE.format(

@@ -8,6 +8,7 @@ which replacements are applied (safe by default, unsafe with --unsafe-fixes) and
 
 from __future__ import annotations
 
+import inspect
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -139,7 +140,7 @@ class Rule(cst.BatchableCSTVisitor):
     # -- registry metadata -------------------------------------------------------------------------
     @classmethod
     def docs(cls) -> str:
-        return textwrap.dedent(cls.__doc__ or "").strip()
+        return inspect.cleandoc(cls.__doc__ or "")
 
     @classmethod
     def summary(cls) -> dict:
