@@ -122,7 +122,8 @@ def site_by_id(i: int) -> dict | None:
 # ---------------------------------------------------------------- callbacks from C++
 def _site_callback() -> int:
     try:
-        i = _site_id(user_site(sys._getframe(1)))
+        # called from C++: in autograd's device thread there is no Python caller frame at all
+        i = _site_id(user_site(sys._getframe(0)))
         _maybe_flush()
         return i
     except Exception:  # noqa: BLE001 - never break an op because of accounting
@@ -139,7 +140,7 @@ def _unsupported_callback(feature: str, op: str, message: str) -> bool:
     try:
         from . import policy
 
-        site = user_site(sys._getframe(1))
+        site = user_site(sys._getframe(0))
         sid = _site_id(site)
         raise_ = unsupported_mode() == "raise"
         err = policy.unsupported_feature(feature).get("error", "RuntimeError")

@@ -21,6 +21,9 @@ e = d * 3                                          # MARK-mul64
 f = a * 0.5                                        # MARK-pyscalar
 idx = torch.arange(4, device="neuron")             # MARK-int64
 neuron_backend.events.record("compile", function="fwd", graph=1, reason="first call")   # MARK-record
+w = torch.randn(5, 5, device="neuron", requires_grad=True)
+loss = torch.tanh(w @ w).sum()
+loss.backward()                                    # MARK-backward
 st = neuron_backend.stats()
 result({"summary": st["summary"], "n_fallbacks": len(st["fallbacks"]),
         "fallback_ops": torch.neuron.get_fallback_ops()})
@@ -90,3 +93,10 @@ def test_record_api_event(acc):
     rec = acc.kind("compile")
     assert len(rec) == 1
     assert rec[0]["function"] == "fwd" and rec[0]["site"]["line"] == acc.line_of("MARK-record")
+
+
+def test_backward_ops_attributed_to_backward_call(acc):
+    tb = [e for e in acc.kind("eager_compile") if e["op"].startswith("aten::tanh_backward")]
+    assert tb, [e["op"] for e in acc.kind("eager_compile")]
+    site = tb[0]["site"]
+    assert site["line"] == acc.line_of("MARK-backward") and "backward" in site["code"]
