@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 from typing import Any
@@ -116,8 +117,12 @@ class _RecompileLimitHandler(logging.Handler):
             limit_type, limit, func, reason = (list(args) + [None] * 4)[:4]
             from . import events
 
+            fn: dict[str, Any] = {"name": str(func)}
+            m = re.fullmatch(r"'(.*)' \((.*):(\d+)\)", str(func))
+            if m:
+                fn = {"name": m.group(1), "file": m.group(2), "line": int(m.group(3))}
             events.record("compile", event="recompile_limit", backend="neuron", limit_type=limit_type,
-                          limit=limit, function=str(func), reason=str(reason) if reason is not None else None,
+                          limit=limit, function=fn, reason=str(reason) if reason is not None else None,
                           message=f"{PREFIX}torch._dynamo hit config.{limit_type} ({limit}) for {func}: the "
                                   "function now runs eagerly (no NEFF); on Trainium every op of it becomes an "
                                   "eager op")
@@ -351,7 +356,7 @@ def _dynamic_dims(gm, example_inputs) -> list[str]:
     for i, x in enumerate(example_inputs):
         name = names[i] if i < len(names) else f"arg{i}"
         if isinstance(x, torch.SymInt):
-            dims.append(f"{name}={x}")
+            dims.append(name if name == str(x) else f"{name}={x}")
         elif isinstance(x, torch.Tensor):
             for j, s in enumerate(x.shape):
                 if isinstance(s, torch.SymInt):

@@ -146,6 +146,21 @@ def _pg_index(op) -> int:
     return -1
 
 
+_cpu_ready: set[str] = set()
+
+
+def _ensure_cpu_backend(pg) -> None:
+    """The CPU (gloo) kernels look up the group's CPU backend. A group created for the neuron device
+    only (``init_process_group()`` without a backend, ``init_device_mesh("neuron", ...)``) has none:
+    register its neuron backend, which is gloo, for CPU too."""
+    import torch
+
+    cpu = torch.device("cpu")
+    if cpu not in pg._device_types:
+        pg._register_backend(cpu, pg.BackendType.CUSTOM, pg._get_backend(torch.device(BACKEND_NAME)))
+    _cpu_ready.add(pg.group_name)
+
+
 def _make_kernel(name: str):
     import torch
 
@@ -156,6 +171,8 @@ def _make_kernel(name: str):
     def kernel(*args):
         pg = _unbox(args[pg_i]) if pg_i >= 0 else None
         _check(coll, name, args, pg)
+        if pg is not None and pg.group_name not in _cpu_ready:
+            _ensure_cpu_backend(pg)
         if coll != "barrier":
             _count(coll, pg, _nbytes(args[bytes_arg]) if bytes_arg is not None else 0)
         r = op(*[_to_cpu(a) for a in args])
@@ -254,7 +271,7 @@ def _violation(coll: str, message: str, error: type[BaseException], pg) -> None:
     from . import events
 
     raise_ = events.unsupported_mode() == "raise"
-    site = events.user_site(sys._getframe(1))
+    site = events.user_site()
     key = (coll, message, None if site is None else (site["file"], site["line"]))
     with _lock:
         ev = _violations.get(key)
@@ -273,7 +290,7 @@ def _violation(coll: str, message: str, error: type[BaseException], pg) -> None:
 def _count(coll: str, pg, nbytes: int) -> None:
     from . import events
 
-    site = events.user_site(sys._getframe(2))
+    site = events.user_site()
     group = getattr(pg, "group_name", None) if pg is not None else None
     key = (coll, group, None if site is None else (site["file"], site["line"], site.get("thread")))
     with _lock:

@@ -151,7 +151,9 @@ def _eager_signatures() -> list[tuple[str, str]]:
 
 def check_eager() -> dict:
     """Look up every eager signature of this process (once, at exit)."""
-    sigs = _eager_signatures()
+    # signatures whose printed form is identical (e.g. they differ only in a scalar value the core
+    # hashes but does not print) share one key
+    sigs = sorted(set(_eager_signatures()))
     hits = misses = 0
     if enabled():
         root = cache_dir()

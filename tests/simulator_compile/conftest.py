@@ -1,0 +1,78 @@
+"""Helpers for the torch.compile / NEFF cache tests: user-style scripts run in subprocesses with
+NEURON_PORT_SIMULATE=1, their own events folder and their own NEFF cache folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RESULT = "RESULT:"
+
+
+def base_env(events_dir: Path, neff_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
+    env.pop("RANK", None)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["OMP_NUM_THREADS"] = "1"
+    env["NEURON_PORT_SIMULATE"] = "1"
+    env["NEURON_PORT_EVENTS_DIR"] = str(events_dir)
+    env["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(neff_dir)
+    if os.environ.get("NEURON_PORT_CACHE_DIR"):
+        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
+    return env
+
+
+class Run:
+    def __init__(self, proc, events_dir: Path, script: Path):
+        self.proc, self.events_dir, self.script = proc, events_dir, script
+
+    def results(self) -> dict:
+        out = {}
+        for line in self.proc.stdout.splitlines():
+            if line.startswith(RESULT):
+                out.update(json.loads(line[len(RESULT):]))
+        assert out, f"no result\nstdout:\n{self.proc.stdout[-3000:]}\nstderr:\n{self.proc.stderr[-5000:]}"
+        return out
+
+    def events(self) -> list[dict]:
+        files = sorted(self.events_dir.glob("neuron-events-*.jsonl"))
+        assert len(files) == 1, (files, self.proc.stderr[-3000:])
+        return [json.loads(line) for line in files[0].read_text().splitlines()]
+
+    def kind(self, kind: str) -> list[dict]:
+        return [e for e in self.events() if e["kind"] == kind]
+
+    def line_of(self, marker: str) -> int:
+        return next(i for i, line in enumerate(self.script.read_text().splitlines(), 1) if marker in line)
+
+
+@pytest.fixture(scope="session")
+def sim_build():
+    """Build (or find in the cache) the C++ core once, before any timed run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
+    env["PYTHONPATH"] = str(REPO)
+    if os.environ.get("NEURON_PORT_CACHE_DIR"):
+        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
+    proc = subprocess.run([sys.executable, "-c", "import neuron_backend.build as b; print(b.build())"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def run_script(code: str, workdir: Path, neff_dir: Path, env: dict | None = None, tag: str = "run",
+               timeout: int = 300) -> Run:
+    workdir.mkdir(parents=True, exist_ok=True)
+    script = workdir / "user_script.py"
+    script.write_text(textwrap.dedent(code))
+    events_dir = workdir / f"events-{tag}"
+    e = base_env(events_dir, neff_dir)
+    e.update(env or {})
+    proc = subprocess.run([sys.executable, str(script)], cwd=workdir, env=e, capture_output=True, text=True,
+                          timeout=timeout)
+    return Run(proc, events_dir, script)
