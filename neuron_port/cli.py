@@ -269,6 +269,8 @@ def check(
     preview: bool = typer.Option(False, "--preview",
                                  help="Run on a temporary rewritten copy (safe fixes applied); the project is "
                                       "not changed. Without it the tree runs as it is."),
+    unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
+                                                help="With --preview: also apply unsafe fixes in the copy."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json (stdout)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
@@ -302,7 +304,8 @@ def check(
         raise _fail_usage(f"{path}: not a folder")
     settings = load_project_settings([path], config).merged(
         select=_split_codes(select), ignore=_split_codes(ignore),
-        target=target.value if target else None, fail_on=fail_on.value if fail_on else None)
+        target=target.value if target else None, fail_on=fail_on.value if fail_on else None,
+        unsafe_fixes=unsafe_fixes)
     command = list(ctx.args)
     if not command and settings.check_command:
         command = shlex.split(settings.check_command)
@@ -333,7 +336,8 @@ def check(
                     f"running {shlex.join(command)} on the simulated neuron device ({t:.0f} s)"))
         else:
             status = run_command(argv, cwd, events_dir, timeout)
-        status.command = command if not nproc else ["torchrun", f"--nproc_per_node={nproc}", *command]
+        shown = command[1:] if command[0] in ("python", "python3") else command
+        status.command = command if not nproc else ["torchrun", f"--nproc_per_node={nproc}", *shown]
         processes = read_events(events_dir)
         runtime, findings = build_runtime(processes, status, SiteMapper(path, tree))
     finally:
@@ -358,7 +362,7 @@ def check(
         raise typer.Exit(code)
     console = _out()
     text.render_errors(_err(), report)
-    check_text.render_check(console, report)
+    check_text.render_check(Console(highlight=False), report)  # wraps, unlike the findings console
     if not quiet:
         text.render_findings(console, report)
     raise typer.Exit(code)
