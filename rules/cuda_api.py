@@ -11,7 +11,8 @@ import libcst as cst
 
 from neuron_port.rules.base import Invalid, Rule, Valid
 from neuron_port.rules.context import dotted_name
-from neuron_port.rules.helpers import expr, replace_attr_chain_head
+from neuron_port.rules.device_placement import is_rank_expression
+from neuron_port.rules.helpers import arg_named, expr, replace_attr_chain_head
 from neuron_port.rules.mappings import OTHER_NO_EQUIVALENT, TORCH_CUDA_API, TORCH_CUDA_NO_EQUIVALENT
 
 PREFIX = "torch.cuda."
@@ -66,8 +67,15 @@ class CudaApiCall(_TorchCudaReference):
     ``device_count()`` counts logical NeuronCores (4 per Trainium2 chip at the default LNC=2), and
     memory statistics are asynchronous (call ``torch.neuron.synchronize()`` before reading them).
 
+    One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
+    renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
+    process exactly one visible NeuronCore, so ``torch.neuron.set_device(local_rank)`` raises
+    ``ValueError("Invalid device id")`` on every rank but 0; NP502 removes the call instead. A
+    non-rank argument (``set_device(device)`` with ``device = torch.device("neuron")``) is renamed.
+
     ## References
     - TorchNeuron ``torch.neuron`` module: shared/torchneuron.md section 1.2
+    - One NeuronCore per process under torchrun: shared/torchneuron.md section 6
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
     - https://docs.pytorch.org/docs/stable/accelerator.html
     """
@@ -83,6 +91,9 @@ class CudaApiCall(_TorchCudaReference):
     VALID = [
         Valid("import torch\nif torch.neuron.is_available():\n    torch.neuron.synchronize()\n"),
         Valid("import torch\ntorch.accelerator.synchronize()\n"),
+        # a rank argument: NP502 removes the call (neuron:<local_rank> is invalid for rank >= 1)
+        Valid("import torch\ntorch.cuda.set_device(local_rank)\ntorch.cuda.set_device(args.gpu)\n"),
+        Valid("import os, torch\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"),
         Valid("import torch\nscaler = torch.cuda.amp.GradScaler()\n"),  # NP3xx's business
         Valid("from torch.cuda import synchronize\n"),  # the import itself is left alone
     ]
@@ -110,13 +121,36 @@ class CudaApiCall(_TorchCudaReference):
             target="accelerator",
         ),
         Invalid(
+            "import torch\ndevice = torch.device('neuron')\ntorch.cuda.set_device(device)\n",
+            "import torch\ndevice = torch.device('neuron')\ntorch.neuron.set_device(device)\n",
+        ),
+        Invalid(
+            "import torch\ntorch.cuda.set_device(local_rank)\n",
+            "import torch\ntorch.accelerator.set_device_index(local_rank)\n",
+            target="accelerator",
+        ),
+        Invalid(
             "import torch\nprops = torch.cuda.get_device_properties(0)\n",
             None,  # no device-agnostic equivalent: reported only
             target="accelerator",
         ),
     ]
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._skip: set[cst.CSTNode] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # set_device(<rank>) on the neuron target is NP502's (removed, not renamed)
+        if self.context.target != "neuron" or self._key(node.func) != "set_device":
+            return
+        arg = arg_named(node, "device", 0)
+        if arg is not None and not arg.star and is_rank_expression(arg.value):
+            self._skip.add(node.func)
+
     def _check(self, node: cst.BaseExpression) -> None:
+        if node in self._skip:
+            return
         key = self._key(node)
         if key is None:
             return

@@ -32,8 +32,12 @@ from neuron_port.rules.device_tables import (
     LEGACY_CUDA_TYPE_STRINGS,
     LOG_METHODS,
     NAME_ARG_FUNCS,
+    ONE_CORE_PER_PROCESS,
     PERCENT_TEMPLATE_RE,
     PLUS_TEMPLATE,
+    RANK_CALLS,
+    RANK_ENV_VARS,
+    RANK_NAME_RE,
 )
 from neuron_port.rules.helpers import CUDA_DEVICE_RE, arg_named, expr, replace_string, string_value
 
@@ -49,6 +53,48 @@ def _last_segment(node: cst.BaseExpression) -> Optional[str]:
     if isinstance(node, cst.Attribute):
         return node.attr.value
     return None
+
+
+def is_rank_expression(node: cst.BaseExpression, loop_names: frozenset[str] | set[str] = frozenset()) -> bool:
+    """True for a process's rank used as a device index: ``local_rank``, ``args.gpu``, ``self.rank``,
+    ``int(os.environ["LOCAL_RANK"])``, ``os.environ.get("LOCAL_RANK", 0)``, ``dist.get_rank()``.
+
+    A plain name bound by a ``for`` loop or comprehension (``for gpu in range(n)``) iterates over
+    devices and is not a rank.
+    """
+    if isinstance(node, cst.Name):
+        return node.value not in loop_names and bool(RANK_NAME_RE.match(node.value))
+    if isinstance(node, cst.Attribute):
+        return bool(RANK_NAME_RE.match(node.attr.value))
+    if isinstance(node, cst.Call):
+        func = node.func
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if isinstance(func, cst.Name) and func.value in ("int", "str") and len(node.args) == 1 and positional:
+            return is_rank_expression(positional[0].value, loop_names)
+        if _last_segment(func) in RANK_CALLS:
+            return True
+        name = dotted_name(func) or ""
+        if (name.endswith("environ.get") or name.endswith("getenv")) and positional:
+            return string_value(positional[0].value) in RANK_ENV_VARS
+        return False
+    if isinstance(node, cst.Subscript):
+        if not (dotted_name(node.value) or "").endswith("environ") or len(node.slice) != 1:
+            return False
+        index = node.slice[0].slice
+        return isinstance(index, cst.Index) and string_value(index.value) in RANK_ENV_VARS
+    return False
+
+
+def loop_target_names(target: cst.BaseExpression) -> set[str]:
+    """The plain names a ``for`` target binds (``i``, ``(i, gpu)``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for element in target.elements:
+            out |= loop_target_names(element.value)
+        return out
+    return set()
 
 
 def _is_neuron_device_string(node: cst.CSTNode) -> bool:
@@ -102,6 +148,16 @@ class _DeviceStringRule(_AvailabilityMixin, Rule):
         self._guarded_nodes: set[cst.CSTNode] = set()
         self._guarded_blocks: set[cst.CSTNode] = set()
         self._guard_depth = 0
+        # names bound by for loops / comprehensions (device loops, not ranks)
+        self._loop_names: set[str] = set()
+        # 'cuda' literal of torch.device('cuda', index) -> (the call, the index argument)
+        self._device_calls: dict[cst.CSTNode, tuple[cst.Call, cst.Arg]] = {}
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loop_names |= loop_target_names(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._loop_names |= loop_target_names(node.target)
 
     # -- marking ---------------------------------------------------------------------------------
     def _mark(self, node: cst.CSTNode, role: str) -> None:
@@ -230,6 +286,17 @@ class _DeviceStringRule(_AvailabilityMixin, Rule):
                 self._mark(arg.value, "skip")
             elif arg.keyword.value == "map_location" and isinstance(arg.value, cst.Dict):
                 self._maploc_dicts.add(arg.value)
+        # torch.device('cuda', index)
+        if self.context.qualname(func) == "torch.device":
+            type_arg, index_arg = arg_named(node, "type", 0), arg_named(node, "index", 1)
+            if (
+                type_arg is not None
+                and index_arg is not None
+                and len(node.args) == 2
+                and isinstance(type_arg.value, cst.SimpleString)
+                and string_value(type_arg.value) == "cuda"
+            ):
+                self._device_calls[type_arg.value] = (node, index_arg)
         # "cuda:{}".format(i)
         if (
             isinstance(func, cst.Attribute)
@@ -329,7 +396,13 @@ class CudaDeviceString(_DeviceStringRule):
     (factories, ``torch.Generator``, ``torch.set_default_device``) and function defaults, ``.to('cuda')``,
     argparse ``default='cuda'`` and ``choices=['cpu', 'cuda']``, config dict values, ternaries, and the
     templates ``f"cuda:{local_rank}"``, ``'cuda:%d' % i``, ``'cuda:' + str(i)`` and ``"cuda:{}".format(i)``.
-    It rewrites them to ``neuron`` / ``neuron:N``, keeping the quote style. Strings that are not devices
+    It rewrites them to ``neuron`` / ``neuron:N``, keeping the quote style. A device indexed by the
+    process's rank (``f"cuda:{local_rank}"``, ``'cuda:%d' % args.gpu``, ``"cuda:{}".format(rank)``,
+    ``'cuda:' + os.environ["LOCAL_RANK"]``, ``torch.device('cuda', local_rank)``; the index is a name or
+    attribute ending in ``local_rank``, ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` /
+    ``RANK`` from ``os.environ``, or ``dist.get_rank()``) becomes the plain ``"neuron"`` (and
+    ``torch.device('neuron')``); any other index (``f"cuda:{i}"`` in a loop over devices, or a
+    ``for gpu in ...`` loop variable) keeps it: ``f"neuron:{i}"``. Strings that are not devices
     stay: docstrings, prose (``"cuda is not available"``), log and print arguments, ``getattr(torch, 'cuda')``,
     and the keys of a ``map_location`` dict (they name the device the checkpoint was *saved* on).
     Comparisons are NP102; ``device_type=`` (autocast), ``device_map=`` and ``accelerator=`` belong to the
@@ -354,7 +427,7 @@ class CudaDeviceString(_DeviceStringRule):
     ```python
     device = 'neuron' if torch.neuron.is_available() else 'cpu'
     parser.add_argument('--device', default='neuron', choices=['cpu', 'neuron'])
-    device = f'neuron:{local_rank}'
+    device = 'neuron'  # under torchrun each process sees one NeuronCore
     ```
 
     ## Fix safety
@@ -363,11 +436,22 @@ class CudaDeviceString(_DeviceStringRule):
     a device, so that rewrite is unsafe. On the accelerator target the rewrite is safe only under an
     availability test: ``torch.accelerator.current_accelerator()`` is ``None`` on a CPU-only host, so an
     unguarded ``current_accelerator().type`` (say, an argparse default) raises where the literal did not.
-    Under ``torchrun`` TorchNeuron pins each process to one NeuronCore; see NP502 about rank-indexed devices.
+
+    The rank-indexed rewrite to ``"neuron"`` is safe on the neuron target: TorchNeuron's
+    ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` when it is unset and allows one
+    device per process ("Attempted to have more than one device per process in distributed setup"), so
+    under ``torchrun`` each process sees exactly one NeuronCore: ``neuron`` is ``neuron:0`` is that core,
+    and ``neuron:{local_rank}`` is an invalid device for every rank but 0. On rank 0 the two spellings are
+    the same device, so no run that worked before changes. (A single-process script that picks a core
+    with ``--gpu 3`` now runs on the first visible core: set ``NEURON_RT_VISIBLE_CORES=3`` instead.)
+    On the accelerator target the index is kept (``f"{...current_accelerator().type}:{local_rank}"``),
+    which is what CUDA needs. See also NP502 (``set_device(local_rank)``) and NP503 (``device_ids``).
 
     ## References
     - shared/torchneuron.md section 7 ("`.to('cuda')` -> `.to('neuron')`")
+    - shared/torchneuron.md section 6 (one NeuronCore per process; tensors on ``torch.device("neuron")``)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
     - https://docs.pytorch.org/docs/stable/accelerator.html
     """
 
@@ -378,6 +462,10 @@ class CudaDeviceString(_DeviceStringRule):
     EFFORT = "low"
     MESSAGE = "`{old}` is a CUDA device string: use `{new}`"
     TRIGGERS = ("'cuda", '"cuda')
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._rank_pending: list = []
 
     VALID = [
         Valid("device = 'neuron' if torch.neuron.is_available() else 'cpu'\n"),
@@ -407,14 +495,24 @@ class CudaDeviceString(_DeviceStringRule):
             "def run(model, device='neuron'):\n    cfg = {'device': 'neuron', 'lr': 0.1}\n",
         ),
         Invalid(
-            "device = f'cuda:{local_rank}'\na = 'cuda:%d' % rank\nb = 'cuda:' + str(i)\nc = \"cuda:{}\".format(i)\n",
-            "device = f'neuron:{local_rank}'\na = 'neuron:%d' % rank\nb = 'neuron:' + str(i)\nc = \"neuron:{}\".format(i)\n",
+            "device = f'cuda:{local_rank}'\na = 'cuda:%d' % args.gpu\nb = 'cuda:' + str(int(os.environ['LOCAL_RANK']))\n"
+            "c = \"cuda:{}\".format(rank)\nd = torch.device('cuda', local_rank)\n"
+            "e = torch.device(f\"cuda:{os.environ.get('LOCAL_RANK', 0)}\")\nf = 'cuda:%d' % (dist.get_rank(),)\n",
+            "device = 'neuron'\na = 'neuron'\nb = 'neuron'\nc = \"neuron\"\nd = torch.device('neuron')\n"
+            "e = torch.device(\"neuron\")\nf = 'neuron'\n",
+            message_contains="one NeuronCore",
+        ),
+        Invalid(
+            "b = 'cuda:' + str(i)\nc = \"cuda:{}\".format(i)\nd = torch.device('cuda', idx)\n"
+            "for gpu in range(n):\n    devs.append(f'cuda:{gpu}')\nall_devs = [f'cuda:{gpu_id}' for gpu_id in range(4)]\n",
+            "b = 'neuron:' + str(i)\nc = \"neuron:{}\".format(i)\nd = torch.device('neuron', idx)\n"
+            "for gpu in range(n):\n    devs.append(f'neuron:{gpu}')\nall_devs = [f'neuron:{gpu_id}' for gpu_id in range(4)]\n",
         ),
         Invalid(
             "torch.set_default_device('cuda')\ng = torch.Generator(device='cuda')\n"
             "ckpt = torch.load(p, map_location={'cuda:0': 'cuda:%d' % rank})\n",
             "torch.set_default_device('neuron')\ng = torch.Generator(device='neuron')\n"
-            "ckpt = torch.load(p, map_location={'cuda:0': 'neuron:%d' % rank})\n",
+            "ckpt = torch.load(p, map_location={'cuda:0': 'neuron'})\n",
         ),
         Invalid(
             "backend = {'cuda': 'nccl', 'cpu': 'gloo'}[device.type]\n",
@@ -445,6 +543,12 @@ class CudaDeviceString(_DeviceStringRule):
             target="accelerator",
             unsafe_fixes=True,
         ),
+        Invalid(
+            "import torch\nif torch.cuda.is_available():\n    device = f'cuda:{local_rank}'\n    d2 = torch.device('cuda', local_rank)\n",
+            "import torch\nif torch.cuda.is_available():\n    device = f'{torch.accelerator.current_accelerator().type}:{local_rank}'\n"
+            "    d2 = torch.device(torch.accelerator.current_accelerator().type, local_rank)\n",
+            target="accelerator",
+        ),
     ]
 
     def _candidate(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:
@@ -472,6 +576,60 @@ class CudaDeviceString(_DeviceStringRule):
                 imports=imports,
             )
             return
+        if role in ("value", "container"):
+            indexed = self._index_of(role_node, literal, kind)
+            if indexed is not None:
+                # decided at the end of the module: a comprehension binds its loop name after its element
+                self._rank_pending.append((role_node, literal, indexed))
+                return
+        self._report_neuron(role_node, literal, role)
+
+    def _index_of(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str):
+        """(index expression, node to replace) of a device built from an index, else None."""
+        if kind == "fstring" and isinstance(literal, cst.FormattedString):
+            parts = literal.parts
+            if len(parts) == 2 and isinstance(parts[1], cst.FormattedStringExpression):
+                return parts[1].expression, literal
+            return None
+        if kind == "template" and isinstance(role_node, cst.BinaryOperation):
+            right = role_node.right
+            if isinstance(right, cst.Tuple) and len(right.elements) == 1:
+                right = right.elements[0].value
+            return right, role_node
+        if kind == "template" and isinstance(role_node, cst.Call):
+            if len(role_node.args) == 1 and role_node.args[0].keyword is None and not role_node.args[0].star:
+                return role_node.args[0].value, role_node
+            return None
+        if kind == "literal" and literal in self._device_calls:
+            call, index_arg = self._device_calls[literal]
+            return index_arg.value, call
+        return None
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for role_node, literal, (index, node) in self._rank_pending:
+            if not is_rank_expression(index, self._loop_names):
+                self._report_neuron(role_node, literal, "value")
+                continue
+            old = _source(node)
+            if isinstance(node, cst.Call) and literal in self._device_calls:
+                first = node.args[0]
+                replacement: cst.CSTNode = node.with_changes(
+                    args=[first.with_changes(value=replace_string(literal, "neuron"), comma=cst.MaybeSentinel.DEFAULT)]
+                )
+            elif isinstance(literal, cst.FormattedString):
+                replacement = cst.SimpleString(f"{literal.end}neuron{literal.end}")
+            else:
+                assert isinstance(literal, cst.SimpleString)
+                replacement = replace_string(literal, "neuron")
+            self.report(
+                node,
+                f"`{old}` is a rank-indexed CUDA device: use `{_source(replacement)}`; {ONE_CORE_PER_PROCESS}",
+                replacement=replacement,
+                safety="safe",
+            )
+
+    def _report_neuron(self, role_node: cst.CSTNode, literal: cst.CSTNode, role: str) -> None:
+        old = _source(role_node)
         replacement = self._neuron_version(literal)
         new = old.replace(_source(literal), _source(replacement), 1)
         if role == "key":
@@ -604,8 +762,9 @@ class CudaMethodCall(Rule):
 
     ## What it does
     Finds calls of the ``.cuda()`` method of tensors and modules and rewrites them: ``.cuda()`` becomes
-    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(i)`` / ``.cuda(device=i)`` become
-    ``.to(i)`` (an integer device means the current accelerator, a ``torch.device`` passes through), and
+    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(local_rank)`` (a rank: see NP101)
+    becomes ``.to("neuron")``, other ``.cuda(i)`` / ``.cuda(device=i)`` become ``.to(i)`` (an integer
+    device means the current accelerator, a ``torch.device`` passes through), and
     ``non_blocking=`` / ``memory_format=`` are kept. With ``--target accelerator`` ``.cuda()`` becomes
     ``.to(torch.accelerator.current_accelerator())``. The ``storage.cuda()`` in a ``map_location``
     lambda is NP106's.
@@ -629,10 +788,12 @@ class CudaMethodCall(Rule):
     device index (``rank``, ``gpu``, ``idx``...), because ``.cuda(None)`` means the current device but
     ``.to(None)`` means no move. When the file defines its own ``cuda`` method the calls may be to it, so
     every fix in that file is unsafe. On the accelerator target ``.to(None)`` on a CPU-only host is a
-    no-op where ``.cuda()`` raised.
+    no-op where ``.cuda()`` raised. ``.cuda(local_rank)`` -> ``.to("neuron")`` is safe on the neuron target
+    for the reason given in NP101: under ``torchrun`` each process sees one NeuronCore, so
+    ``.to(local_rank)`` (``neuron:<local_rank>``) is invalid for every rank but 0, where the two agree.
 
     ## References
-    - shared/torchneuron.md sections 1.1 and 7
+    - shared/torchneuron.md sections 1.1, 6 (one NeuronCore per process) and 7
     - https://docs.pytorch.org/docs/stable/generated/torch.Tensor.to.html
     """
 
@@ -656,7 +817,17 @@ class CudaMethodCall(Rule):
         ),
         Invalid(
             "model = model.cuda(args.gpu)\nt = t.cuda(device=local_rank, non_blocking=True)\n",
-            "model = model.to(args.gpu)\nt = t.to(local_rank, non_blocking=True)\n",
+            'model = model.to("neuron")\nt = t.to("neuron", non_blocking=True)\n',
+            message_contains="one NeuronCore",
+        ),
+        Invalid(
+            "for gpu in range(4):\n    parts[gpu] = parts[gpu].cuda(gpu)\nm = m.cuda(idx)\n",
+            "for gpu in range(4):\n    parts[gpu] = parts[gpu].to(gpu)\nm = m.to(idx)\n",
+        ),
+        Invalid(
+            "model = model.cuda(args.gpu)\n",
+            "model = model.to(args.gpu)\n",
+            target="accelerator",
         ),
         Invalid("x = x.cuda(dev)\n", None, message_contains="unsafe"),
         Invalid(
@@ -676,6 +847,14 @@ class CudaMethodCall(Rule):
         self._skip: set[cst.CSTNode] = set()
         self._pending: list[tuple[cst.Call, str, Optional[cst.Call], str, tuple]] = []
         self._defines_cuda = False
+        self._loop_names: set[str] = set()
+        self._rank_calls: dict[cst.Call, tuple[cst.BaseExpression, cst.Call]] = {}
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loop_names |= loop_target_names(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._loop_names |= loop_target_names(node.target)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         call = _storage_lambda_call(node)
@@ -700,6 +879,7 @@ class CudaMethodCall(Rule):
         rest = [a for a in node.args if a is not device_arg]
         safety = "safe"
         imports: tuple = ()
+        rank_arg: Optional[cst.BaseExpression] = None
         if device_arg is None:
             if self.context.target == "accelerator":
                 torch_name, imports = self.context.torch_module_name()
@@ -708,6 +888,9 @@ class CudaMethodCall(Rule):
                 device = cst.SimpleString('"neuron"')
         elif isinstance(device_arg.value, cst.Integer) and self.context.target == "neuron":
             device = cst.SimpleString(f'"neuron:{device_arg.value.value}"')
+        elif self.context.target == "neuron" and is_rank_expression(device_arg.value):
+            device = cst.SimpleString('"neuron"')
+            rank_arg = device_arg.value  # loop variables are checked at the end of the module
         else:
             device = device_arg.value
             if not self._index_like(device):
@@ -717,6 +900,14 @@ class CudaMethodCall(Rule):
         message = self.MESSAGE.format(new="." + _source(cst.Call(func=cst.Name("to"), args=args)))
         if safety == "unsafe":
             message += " (unsafe: `.cuda(None)` moves to the current device, `.to(None)` does not move)"
+        if rank_arg is not None:
+            message += f"; {ONE_CORE_PER_PROCESS}"
+            # in a loop over devices the name is not a rank: fall back to .to(name)
+            fallback = node.with_changes(
+                func=func.with_changes(attr=cst.Name("to")),
+                args=_set_commas([cst.Arg(value=rank_arg)] + rest, node.args[-1].comma),
+            )
+            self._rank_calls[node] = (rank_arg, fallback)
         self._pending.append((node, message, replacement, safety, imports))
 
     @staticmethod
@@ -733,6 +924,11 @@ class CudaMethodCall(Rule):
             if replacement is None:
                 self.report(node, message)
                 continue
+            if node in self._rank_calls:
+                rank_arg, fallback = self._rank_calls[node]
+                if not is_rank_expression(rank_arg, self._loop_names):
+                    replacement = fallback
+                    message = self.MESSAGE.format(new="." + _source(cst.Call(func=cst.Name("to"), args=fallback.args)))
             if self._defines_cuda and safety == "safe":
                 safety = "unsafe"
                 message += " (unsafe: this file defines its own `cuda` method)"
@@ -1026,7 +1222,8 @@ class MapLocationCuda(Rule):
     ## What it does
     Finds the ``lambda storage, loc: storage.cuda(...)`` idiom (the ``map_location`` of ``torch.load``)
     and replaces the lambda by the device it moves to: ``"neuron"``, ``"neuron:0"``, ``f"neuron:{i}"``
-    (or ``torch.accelerator.current_accelerator()`` on the accelerator target). ``map_location``
+    (or ``torch.accelerator.current_accelerator()`` on the accelerator target). ``storage.cuda(local_rank)``
+    (a rank, see NP101) becomes ``"neuron"``: under ``torchrun`` each process sees one NeuronCore. ``map_location``
     strings and ``torch.device`` values are NP101's; the keys of a ``map_location`` dict (the device the
     checkpoint was saved on) are left alone on purpose.
 
@@ -1045,9 +1242,12 @@ class MapLocationCuda(Rule):
 
     ## Fix safety
     Safe: ``map_location`` accepts a device string and the lambda did the same move for every storage.
+    A rank index becomes ``"neuron"`` for the reason given in NP101 (``neuron:<local_rank>`` is invalid
+    for every rank but 0 under ``torchrun``).
 
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.load.html
+    - shared/torchneuron.md section 6
     """
 
     CODE = "NP106"
@@ -1068,8 +1268,11 @@ class MapLocationCuda(Rule):
             'ckpt = torch.load(p, map_location="neuron")\n',
         ),
         Invalid(
-            "ckpt = torch.load(p, map_location=lambda s, l: s.cuda(args.gpu))\nc2 = torch.load(q, lambda s, l: s.cuda(1))\n",
-            'ckpt = torch.load(p, map_location=f"neuron:{args.gpu}")\nc2 = torch.load(q, "neuron:1")\n',
+            "ckpt = torch.load(p, map_location=lambda s, l: s.cuda(args.gpu))\nc2 = torch.load(q, lambda s, l: s.cuda(1))\n"
+            "c3 = torch.load(r, map_location=lambda s, l: s.cuda(dev_index))\n",
+            'ckpt = torch.load(p, map_location="neuron")\nc2 = torch.load(q, "neuron:1")\n'
+            'c3 = torch.load(r, map_location=f"neuron:{dev_index}")\n',
+            message_contains="one NeuronCore",
         ),
         Invalid(
             "import torch\nckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda())\n",
@@ -1098,10 +1301,15 @@ class MapLocationCuda(Rule):
             new = '"neuron"'
         elif isinstance(device_arg.value, cst.Integer):
             new = f'"neuron:{device_arg.value.value}"'
+        elif is_rank_expression(device_arg.value):
+            new = '"neuron"'
         elif isinstance(device_arg.value, (cst.Name, cst.Attribute)):
             new = f'f"neuron:{{{_source(device_arg.value)}}}"'
         else:
             torch_name, imports = self.context.torch_module_name()
             new = f'{torch_name}.device("neuron", {_source(device_arg.value)})'
         replacement = expr(new)
-        self.report(node, self.MESSAGE.format(new=new), replacement=replacement, imports=imports)
+        message = self.MESSAGE.format(new=new)
+        if device_arg is not None and new == '"neuron"':
+            message += f"; {ONE_CORE_PER_PROCESS}"
+        self.report(node, message, replacement=replacement, imports=imports)

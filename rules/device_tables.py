@@ -52,6 +52,20 @@ INDEX_NAME_RE = re.compile(
     re.IGNORECASE,
 )
 
+# Index expressions that are a process's rank: the last name segment of a Name/Attribute
+# (``local_rank``, ``args.gpu``), or the environment variables torchrun sets. Under torchrun TorchNeuron
+# gives each process exactly one NeuronCore (init_process_group sets NEURON_RT_VISIBLE_CORES=LOCAL_RANK),
+# so a device indexed by one of these is simply ``neuron`` (shared/torchneuron.md section 6).
+RANK_NAME_RE = re.compile(r"^(local_rank|rank|gpu|gpu_id|device_id)$", re.IGNORECASE)
+RANK_ENV_VARS: frozenset[str] = frozenset({"LOCAL_RANK", "RANK"})
+# Callees (last segment) that return a rank: dist.get_rank(), dist.get_node_local_rank(...).
+RANK_CALLS: frozenset[str] = frozenset({"get_rank", "get_local_rank", "get_node_local_rank"})
+ONE_CORE_PER_PROCESS = (
+    "under torchrun TorchNeuron's init_process_group pins each process to one NeuronCore "
+    "(NEURON_RT_VISIBLE_CORES=LOCAL_RANK), so `neuron` is that core and `neuron:<rank>` is invalid for every "
+    "rank but 0 (torchneuron.md section 6)"
+)
+
 # -- NP5xx -------------------------------------------------------------------------------------------
 
 NCCL = "nccl"

@@ -3,7 +3,7 @@
 Codes (stable):
 
 - NP501 ``nccl-backend``: ``"nccl"`` process-group backends -> ``"neuron"``.
-- NP502 ``distributed-set-device``: ``set_device(local_rank)`` next to ``init_process_group`` (advice).
+- NP502 ``distributed-set-device``: ``set_device(local_rank)`` next to ``init_process_group`` (removed, unsafe).
 - NP503 ``ddp-device-ids``: DDP ``device_ids=[local_rank]`` / ``output_device=`` (dropped, unsafe).
 - NP504 ``cuda-device-mesh``: ``init_device_mesh("cuda", ...)`` / ``DeviceMesh("cuda", ...)``.
 - NP505 ``cuda-visible-devices``: ``CUDA_VISIBLE_DEVICES`` -> ``NEURON_RT_VISIBLE_CORES`` (unsafe).
@@ -27,7 +27,7 @@ import libcst as cst
 
 from neuron_port.rules.base import Invalid, Rule, Valid
 from neuron_port.rules.context import dotted_name
-from neuron_port.rules.device_placement import _AvailabilityMixin, _last_segment, _source
+from neuron_port.rules.device_placement import _AvailabilityMixin, _last_segment, _source, is_rank_expression
 from neuron_port.rules.device_tables import (
     BACKEND_MAP_RE,
     CORES_ADVICE,
@@ -41,6 +41,7 @@ from neuron_port.rules.device_tables import (
     NCCL_ENV_RE,
     NEURON_BACKEND,
     NEURON_RT_VISIBLE_CORES,
+    ONE_CORE_PER_PROCESS,
     P2P_OPS,
     SET_DEVICE_QUALNAMES,
     SPAWN_QUALNAMES,
@@ -188,26 +189,32 @@ class NcclBackend(_AvailabilityMixin, _SkipProse):
 
 
 class DistributedSetDevice(_SkipProse):
-    """Reports ``set_device(local_rank)`` in code that calls ``init_process_group``.
+    """Removes ``set_device(local_rank)``: under torchrun a process has one NeuronCore, ``neuron``.
 
     ## What it does
     Finds ``torch.cuda.set_device(...)`` (and the ``torch.neuron.set_device`` /
-    ``torch.accelerator.set_device_index`` spellings NP201 turns it into) in a file that calls
-    ``init_process_group``, or whose argument is a rank. NP201 already renames the call; this rule adds
-    the TorchNeuron-specific advice and has no fix.
+    ``torch.accelerator.set_device_index`` spellings) in a file that calls ``init_process_group``, or
+    whose argument is a rank. When the argument is a rank (a name or attribute ending in ``local_rank``,
+    ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, or ``int(os.environ["LOCAL_RANK"])``; see NP101) and
+    the call is a whole statement on its own line in a block that keeps another statement, the neuron
+    target offers to delete it; NP201 leaves that call alone. Other calls are reported: a non-rank
+    argument (``set_device(device)``) is renamed by NP201, and on the accelerator target the call is
+    what CUDA needs.
 
     ## Why is this bad?
-    TorchNeuron's ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` (when unset), so
-    each process sees exactly one NeuronCore, and it asserts that the Neuron runtime was not initialised
-    before it. ``set_device(local_rank)`` is then redundant, can fail ("Invalid device id") for
-    ``local_rank > 0`` once only one core is visible, and, called *before* ``init_process_group``, may
-    initialise the runtime too early. The same applies to rank-indexed devices such as
-    ``f"neuron:{local_rank}"``: the process's device is ``torch.device("neuron")``.
+    TorchNeuron's ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` (when unset) and
+    allows exactly one device per process ("Attempted to have more than one device per process in
+    distributed setup"), so under ``torchrun`` each process sees one NeuronCore: ``neuron``, which is
+    ``neuron:0``. ``torch.neuron.set_device(local_rank)`` then raises ``ValueError("Invalid device id")``
+    on every rank but 0, and, called *before* ``init_process_group``, may initialise the runtime too
+    early ("Neuron runtime should not be initialized before the init_process_group."). The same holds
+    for rank-indexed devices such as ``f"cuda:{local_rank}"``, which NP101 rewrites to ``"neuron"``.
 
     ## Example
     ```python
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl")
+    device = torch.device(f"cuda:{local_rank}")
     ```
     Use instead:
     ```python
@@ -216,17 +223,20 @@ class DistributedSetDevice(_SkipProse):
     ```
 
     ## Fix safety
-    No fix: whether the core pinning applies depends on how the job sets ``NEURON_RT_VISIBLE_CORES``.
+    Unsafe: the deletion is right under ``torchrun`` (or any launcher that sets ``LOCAL_RANK``), but a
+    job that sets ``NEURON_RT_VISIBLE_CORES`` to several cores per process itself, or a single-process
+    script that picks a core with ``set_device(args.gpu)``, now runs on the first visible core. A call
+    that is not a statement of its own, or is the only statement of its block, is reported only.
 
     ## References
-    - shared/torchneuron.md section 6 (init_process_group behaviour)
+    - shared/torchneuron.md section 6 (init_process_group behaviour, one device per process)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
     """
 
     CODE = "NP502"
     NAME = "distributed-set-device"
     SEVERITY = "warning"
-    FIX = "none"
+    FIX = "unsafe"
     EFFORT = "low"
     MESSAGE = (
         "TorchNeuron's init_process_group pins each process to NeuronCore LOCAL_RANK (NEURON_RT_VISIBLE_CORES), "
@@ -242,16 +252,67 @@ class DistributedSetDevice(_SkipProse):
         Invalid(
             "import torch\nimport torch.distributed as dist\n"
             "torch.cuda.set_device(args.local_rank)\ndist.init_process_group('nccl')\n",
-            None,
+            None,  # unsafe: not applied by default
             message_contains="before init_process_group",
         ),
-        Invalid("import torch\ntorch.neuron.set_device(local_rank)\n"),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\n\n\ndef main(local_rank):\n"
+            "    dist.init_process_group('neuron')\n    # one GPU per process\n"
+            "    torch.cuda.set_device(local_rank)\n    train()\n",
+            "import torch\nimport torch.distributed as dist\n\n\ndef main(local_rank):\n"
+            "    dist.init_process_group('neuron')\n    train()\n",
+            unsafe_fixes=True,
+            message_contains="Invalid device id",
+        ),
+        Invalid(
+            "import os\nimport torch\ntorch.neuron.set_device(int(os.environ['LOCAL_RANK']))\nmain()\n",
+            "import os\nimport torch\nmain()\n",
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            # the only statement of its block, or not a statement of its own: reported only
+            "import torch\nif torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\n"
+            "ok = torch.cuda.set_device(gpu) or True\n",
+            None,
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
+            "torch.cuda.set_device(local_rank)\n",
+            None,  # CUDA needs it: the accelerator target only reports
+            target="accelerator",
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
+            "torch.neuron.set_device(device)\n",
+            None,  # not a rank: advice only
+            unsafe_fixes=True,
+        ),
     ]
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self._calls: list[tuple[cst.Call, bool]] = []
         self._init_seen = False
+        # call -> (its statement line, the block holding it) for calls that are a whole statement
+        self._statements: dict[cst.Call, tuple[cst.SimpleStatementLine, cst.CSTNode]] = {}
+
+    def _record_block(self, block: cst.CSTNode, body) -> None:
+        for statement in body:
+            if (
+                isinstance(statement, cst.SimpleStatementLine)
+                and len(statement.body) == 1
+                and isinstance(statement.body[0], cst.Expr)
+                and isinstance(statement.body[0].value, cst.Call)
+            ):
+                self._statements[statement.body[0].value] = (statement, block)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._record_block(node, node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._record_block(node, node.body)
 
     def _on_call(self, node: cst.Call) -> None:
         last = _last_segment(node.func)
@@ -262,9 +323,12 @@ class DistributedSetDevice(_SkipProse):
             self._calls.append((node, self._init_seen))
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        found = []
         for node, after_init in self._calls:
-            arg = _source(node.args[0].value)
-            if not (self._init_seen or "rank" in arg.lower()):
+            arg = arg_named(node, "device", 0) or node.args[0]
+            rank = not arg.star and is_rank_expression(arg.value)
+            source = _source(arg.value)
+            if not (self._init_seen or rank or "rank" in source.lower()):
                 continue
             extra = (
                 "; called before init_process_group it may initialise the Neuron runtime, which "
@@ -272,7 +336,26 @@ class DistributedSetDevice(_SkipProse):
                 if self._init_seen and not after_init
                 else ""
             )
-            self.report(node, self.MESSAGE.format(arg=arg, extra=extra))
+            if rank and self.context.target == "neuron":
+                extra += (
+                    f"; `torch.neuron.set_device({source})` raises ValueError(\"Invalid device id\") on every "
+                    f"rank but 0: {ONE_CORE_PER_PROCESS}"
+                )
+            found.append((node, self.MESSAGE.format(arg=source, extra=extra), rank))
+        # a block must keep at least one statement
+        removable: dict[cst.CSTNode, int] = {}
+        for node, _, rank in found:
+            if rank and self.context.target == "neuron" and node in self._statements:
+                block = self._statements[node][1]
+                removable[block] = removable.get(block, 0) + 1
+        for node, message, rank in found:
+            entry = self._statements.get(node) if rank and self.context.target == "neuron" else None
+            if entry is not None:
+                statement, block = entry
+                if removable[block] < len(block.body):  # type: ignore[attr-defined]
+                    self.report(statement, message, replacement=cst.RemoveFromParent(), safety="unsafe")
+                    continue
+            self.report(node, message)
 
 
 class DdpDeviceIds(Rule):
@@ -286,7 +369,9 @@ class DdpDeviceIds(Rule):
     ## Why is this bad?
     On Trainium there is one NeuronCore per process, pinned by ``init_process_group``; DDP needs no
     device list for a single-device module (it uses the module's device), and a rank-indexed
-    ``device_ids`` names a core the process may not see.
+    ``device_ids`` names a core the process does not see: under ``torchrun`` each process sees one
+    NeuronCore (``neuron`` == ``neuron:0``), so with ``device_ids=[local_rank]`` DDP moves the inputs to
+    ``neuron:<local_rank>``, which fails on every rank but 0 (shared/torchneuron.md section 6).
 
     ## Example
     ```python
@@ -300,7 +385,8 @@ class DdpDeviceIds(Rule):
     ## Fix safety
     Unsafe: with ``device_ids`` DDP moves forward inputs to ``device_ids[0]``; without it inputs must
     already be on the model's device (they are, when the code moves its batches with ``.to(device)``).
-    The same rewrite is valid on CUDA, so the accelerator target uses it too.
+    The same rewrite is valid on CUDA, so the accelerator target uses it too. Left as it is, a
+    rank-indexed ``device_ids`` fails on Trainium for rank >= 1, so apply this fix when porting DDP code.
 
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html
@@ -337,6 +423,7 @@ class DdpDeviceIds(Rule):
         Invalid(
             "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[rank])\n",
             None,  # unsafe: not applied by default
+            message_contains="fails on every rank but 0",
         ),
     ]
 
@@ -360,14 +447,25 @@ class DdpDeviceIds(Rule):
             drop.append(output_device)
         if not drop:
             return
+        message = self.MESSAGE
+        ids = device_ids.value if device_ids is not None else None
+        if (
+            self.context.target == "neuron"
+            and isinstance(ids, (cst.List, cst.Tuple))
+            and any(isinstance(e, cst.Element) and is_rank_expression(e.value) for e in ids.elements)
+        ):
+            message += (
+                f" (`device_ids={_source(ids)}` moves inputs to `neuron:<rank>`, which fails on every rank but 0: "
+                f"{ONE_CORE_PER_PROCESS})"
+            )
         if any(a.keyword is None for a in drop):
-            self.report(node)  # positional device arguments: keep it simple, report only
+            self.report(node, message)  # positional device arguments: keep it simple, report only
             return
         replacement = node
         for arg in drop:
             current = next(a for a in replacement.args if a.keyword is not None and a.keyword.value == arg.keyword.value)
             replacement = remove_arg(replacement, current)
-        self.report(node, replacement=replacement, safety="unsafe")
+        self.report(node, message, replacement=replacement, safety="unsafe")
 
 
 class CudaDeviceMesh(Rule):

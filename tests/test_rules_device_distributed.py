@@ -138,11 +138,15 @@ def test_realistic_neuron_rewrite():
     code = out.code
     assert 'default="neuron", choices=["cpu", "neuron"])  # where to run' in code
     assert 'default="neuron", type=str' in code
-    assert 'torch.device(f"neuron:{local_rank}")' in code
-    assert "Net().to(local_rank)" in code
+    # one NeuronCore per process (torchneuron.md section 6): rank-indexed devices become plain "neuron"
+    assert 'device = torch.device("neuron")' in code
+    assert 'Net().to("neuron")' in code
+    assert "neuron:{local_rank}" not in code and "to(local_rank)" not in code
+    assert "torch.cuda.set_device(local_rank)" in code  # NP502's removal is unsafe; NP201 leaves it alone
+    assert "torch.neuron.set_device" not in code
     assert 'x.to("neuron", non_blocking=True)' in code
     assert "x.is_neuron and device.type == 'neuron'" in code
-    assert 'map_location=f"neuron:{local_rank}"' in code
+    assert 'map_location="neuron"' in code
     assert 'torch.tensor([0, 1], dtype=torch.int64, device="neuron")' in code
     assert "torch.neuron.synchronize()" in code
     assert "device_ids=[local_rank]" in code  # NP503 is unsafe
@@ -150,6 +154,84 @@ def test_realistic_neuron_rewrite():
     assert {"NP502", "NP503", "NP506", "NP507"} <= codes
     unsafe = transform_source(REALISTIC, all_rules(), EngineOptions(unsafe_fixes=True)).code
     assert "model = DDP(model)" in unsafe
+    assert "set_device" not in unsafe
+
+
+TORCHRUN = '''\
+"""torchrun --nproc_per_node=8 train.py"""
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def setup():
+    local_rank = int(os.environ["LOCAL_RANK"])
+    dist.init_process_group(backend="nccl")
+    torch.cuda.set_device(local_rank)
+    device = torch.device(f"cuda:{local_rank}")
+    return local_rank, device
+
+
+def load(path, args):
+    state = torch.load(path, map_location=f"cuda:{args.local_rank}")
+    other = torch.load(path, map_location='cuda:%d' % dist.get_rank())
+    return state, other
+
+
+def train(model, loader, args):
+    local_rank, device = setup()
+    torch.cuda.set_device(device)
+    model = model.to(torch.device("cuda", local_rank))
+    model = DDP(model, device_ids=[local_rank], output_device=local_rank)
+    aux = torch.zeros(4, device="cuda:{}".format(args.gpu))
+    replicas = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    for x, y in loader:
+        x = x.to(device, non_blocking=True)
+        y = y.cuda(local_rank)
+        loss = model(x, y)
+    dist.destroy_process_group()
+'''
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_torchrun_one_core_per_process(unsafe):
+    options = EngineOptions(unsafe_fixes=unsafe)
+    out = transform_source(TORCHRUN, all_rules(), options)
+    code = out.code
+    ast.parse(code)
+    assert 'device = torch.device("neuron")' in code
+    assert 'map_location="neuron"' in code
+    assert "map_location='neuron'" in code
+    assert 'model.to(torch.device("neuron"))' in code
+    assert 'device="neuron")' in code
+    assert 'y = y.to("neuron")' in code
+    assert 'replicas = [f"neuron:{i}" for i in range(torch.neuron.device_count())]' in code  # not a rank
+    assert "neuron:{local_rank}" not in code and "neuron:{args" not in code and "neuron:%d" not in code
+    assert "torch.neuron.set_device(local_rank)" not in code
+    assert "torch.neuron.set_device(device)" in code  # device is torch.device("neuron"): valid
+    assert 'backend="neuron"' in code
+    if unsafe:
+        assert "torch.cuda.set_device" not in code
+        assert "model = DDP(model)" in code
+    else:
+        assert "    torch.cuda.set_device(local_rank)\n" in code
+    messages = [f.message for f in out.findings if f.code in ("NP101", "NP502")]
+    assert any("one NeuronCore" in m for m in messages)
+    assert any("Invalid device id" in m for m in messages)
+    second = transform_source(code, all_rules(), options)
+    assert second.code == code
+    assert not any(f.fix.applied for f in second.findings)
+
+
+def test_torchrun_accelerator_keeps_rank_index():
+    out = transform_source(TORCHRUN, all_rules(), EngineOptions(target="accelerator", unsafe_fixes=True))
+    code = out.code
+    assert "torch.accelerator.set_device_index(local_rank)" in code
+    assert ":{local_rank}" in code
+    again = transform_source(code, all_rules(), EngineOptions(target="accelerator", unsafe_fixes=True))
+    assert again.code == code
 
 
 def test_docs_and_metadata():
