@@ -71,7 +71,8 @@ def enable() -> bool:
     c.route_through_fallback("aten", "*structured*")
     events.install(c)
     unsupported.install()
-    from . import compile_backend, distributed, neff_cache; neff_cache.register(); compile_backend.register(); distributed.register()  # items 7-9 (torch.compile, NEFF cache, distributed): owned by compile_backend/neff_cache/distributed.py
+    if os.environ.get("NEURON_PORT_SIM_CORE_ONLY") != "1":  # measurement switch (bench_step.py --import)
+        from . import compile_backend, distributed, neff_cache; neff_cache.register(); compile_backend.register(); distributed.register()  # items 7-9 (torch.compile, NEFF cache, distributed): owned by compile_backend/neff_cache/distributed.py
     _enabled = True
     return mod is not None
 
