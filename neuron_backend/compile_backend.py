@@ -87,13 +87,53 @@ def _configure_dynamo() -> None:
 
 
 def register() -> None:
-    """Register the ``neuron`` Dynamo backend and the recompile-limit recorder (idempotent)."""
+    """Register the ``neuron`` Dynamo backend (idempotent).
+
+    Importing torch._dynamo costs over a second, so enable() must not do it: if Dynamo is not loaded
+    yet, the registration runs right after its first import (``torch.compile`` imports it). The
+    ``torch_dynamo_backends`` entry point resolves ``backend="neuron"`` as well when the package is
+    installed; the backend itself also applies the settings at its first call.
+    """
+    if "torch._dynamo" in sys.modules:
+        _register_with_dynamo()
+    elif not any(isinstance(f, _DynamoImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DynamoImportHook())
+
+
+class _DynamoImportHook:
+    """A meta-path finder that only watches for ``torch._dynamo`` and registers the backend after it loads."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            loader_exec(module)
+            try:
+                _register_with_dynamo()
+            except Exception as e:  # noqa: BLE001 - never break `import torch._dynamo`
+                log.warning("neuron-port: could not register the neuron torch.compile backend: %s", e)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _register_with_dynamo() -> None:
     global _registered
     with _lock:
         if _registered:
             return
         _registered = True
-    import torch._dynamo
     from torch._dynamo.backends import registry
 
     _configure_dynamo()
@@ -133,6 +173,7 @@ class _RecompileLimitHandler(logging.Handler):
 # ---------------------------------------------------------------- the backend
 def neuron_backend(gm, example_inputs, mode: str | None = None, options: dict | None = None, **kwargs):
     """Dynamo backend: ``torch.compile(model, backend="neuron")``."""
+    _register_with_dynamo()  # found through the entry point without enable(): apply the settings now
     _configure_dynamo()
     from . import events
 
