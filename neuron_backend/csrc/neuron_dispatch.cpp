@@ -615,6 +615,8 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
     for (auto* ci : cpu_inputs)
       if (ci == r.unsafeGetTensorImpl()) return r;
     if (explicit_cpu) return r;
+    if (c10::isComplexType(r.scalar_type()))  // e.g. torch.fft on a real input
+      report_unsupported("complex", o->name, o->name + ": complex dtypes are not supported natively on Neuron", 0);
     if (r.layout() != c10::kStrided) {
       report_unsupported("sparse", o->name, "Sparse tensors are not supported on Neuron (" + o->name + ")", 1);
       return r;  // record mode: the sparse result stays on the CPU

@@ -48,3 +48,18 @@ def test_events_file_name_has_rank_and_pid(run_sim):
     files = r.event_files()
     assert [f.name for f in files] == [f"neuron-events-rank3-pid{r.result['pid']}.jsonl"]
     assert r.events()[0]["rank"] == 3
+
+
+def test_events_after_hard_crash_keep_last_snapshot(run_sim):
+    """SIGSEGV cannot run Python: the file holds the last periodic snapshot (status running)."""
+    r = run_sim(PRELUDE + """
+import ctypes, time
+torch.linalg.qr(torch.randn(3, 3, device="neuron"))
+time.sleep(1.2)
+torch.randn(7, 7, device="neuron").cos()     # a new signature after the flush interval -> snapshot
+ctypes.string_at(0)                          # SIGSEGV
+""")
+    assert r.proc.returncode == -signal.SIGSEGV
+    ev = _valid_jsonl(r.event_files()[0])
+    assert ev[0]["status"] == "running" and ev[-1]["complete"] is False
+    assert any(e["kind"] == "fallback" and "linalg_qr" in e["op"] for e in ev)

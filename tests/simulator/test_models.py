@@ -51,6 +51,16 @@ for _ in range(5):
     loss = F.cross_entropy(logits.reshape(-1, 50), tok[:, 1:].reshape(-1))
     opt.zero_grad(); loss.backward(); opt.step()
 out["gpt_loss"] = loss.item()
+for cls in (nn.LSTM, nn.GRU):   # fused RNN cells (CUDA-only kernels upstream) on the neuron device
+    rnn = cls(8, 16, num_layers=2)
+    rnn_n = __import__("copy").deepcopy(rnn).to("neuron")
+    seq = torch.randn(5, 3, 8)
+    o_c = rnn(seq)[0]; o_c.sum().backward()
+    o_n = rnn_n(seq.to("neuron"))[0]; o_n.sum().backward()
+    out[cls.__name__] = [torch.allclose(o_n.cpu(), o_c, atol=1e-5),
+                         all(torch.allclose(a.grad.cpu(), b.grad, atol=1e-4)
+                             for a, b in zip(rnn_n.parameters(), rnn.parameters()))]
+s_ = torch.neuron.Stream(); t_ = torch.ones(3, device="neuron"); t_.record_stream(s_)
 enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2).to("neuron")
 out["encoder"] = list(enc(torch.randn(2, 10, 32, device="neuron")).shape)
 result(out)
@@ -64,6 +74,7 @@ def test_conv_net_and_sdpa_transformer(run_sim):
     assert out["conv_loss"] == out["conv_loss"] and out["conv_grad"] == "neuron:0"
     assert 0 < out["gpt_loss"] < 10
     assert out["encoder"] == [2, 10, 32]
+    assert out["LSTM"] == [True, True] and out["GRU"] == [True, True]
     explicit = r.kind("explicit_ops")[0]["counts"]
     assert explicit["aten::convolution_overrideable"] >= 3
     assert explicit["aten::convolution_backward_overrideable"] >= 3

@@ -13,6 +13,7 @@ x = torch.randn(4, 4, device="neuron")
 cases = {
     "complex": lambda: torch.randn(3, dtype=torch.complex64, device="neuron"),                       # L-complex
     "complex_cast": lambda: x.to(torch.complex64),                                                   # L-complex_cast
+    "fft": lambda: torch.fft.rfft(x),                                                                # L-fft
     "channels_last": lambda: torch.randn(2, 3, 4, 4, device="neuron").to(memory_format=torch.channels_last),  # L-channels_last
     "contiguous_cl": lambda: torch.randn(2, 3, 4, 4, device="neuron").contiguous(memory_format=torch.channels_last),  # L-contiguous_cl
     "to_sparse": lambda: x.to_sparse(),                                                              # L-to_sparse
@@ -48,6 +49,7 @@ result(out)
 EXPECTED = {
     "complex": ("RuntimeError", "complex dtypes are not supported natively on Neuron", "complex"),
     "complex_cast": ("RuntimeError", "complex dtypes are not supported natively on Neuron", "complex"),
+    "fft": ("RuntimeError", "complex dtypes are not supported natively on Neuron", "complex"),
     "channels_last": ("RuntimeError", "Neuron tensors only support contiguous or preserve memory format", "memory_format"),
     "contiguous_cl": ("RuntimeError", "Neuron tensors only support contiguous or preserve memory format", "memory_format"),
     "to_sparse": ("NotImplementedError", "Sparse tensors are not supported on Neuron", "sparse"),
