@@ -3,7 +3,8 @@
 Codes (stable):
 
 - NP501 ``nccl-backend``: ``"nccl"`` process-group backends -> ``"neuron"``.
-- NP502 ``distributed-set-device``: ``set_device(local_rank)`` next to ``init_process_group`` (removed, unsafe).
+- NP502 ``distributed-set-device``: ``set_device(local_rank)`` next to ``init_process_group`` (removed; safe
+  in a file that calls ``init_process_group``, unsafe elsewhere).
 - NP503 ``ddp-device-ids``: DDP ``device_ids=[local_rank]`` / ``output_device=`` (dropped, unsafe).
 - NP504 ``cuda-device-mesh``: ``init_device_mesh("cuda", ...)`` / ``DeviceMesh("cuda", ...)``.
 - NP505 ``cuda-visible-devices``: ``CUDA_VISIBLE_DEVICES`` -> ``NEURON_RT_VISIBLE_CORES`` (unsafe).
@@ -223,10 +224,12 @@ class DistributedSetDevice(_SkipProse):
     ```
 
     ## Fix safety
-    Unsafe: the deletion is right under ``torchrun`` (or any launcher that sets ``LOCAL_RANK``), but a
-    job that sets ``NEURON_RT_VISIBLE_CORES`` to several cores per process itself, or a single-process
-    script that picks a core with ``set_device(args.gpu)``, now runs on the first visible core. A call
-    that is not a statement of its own, or is the only statement of its block, is reported only.
+    Safe in a file that calls ``init_process_group``: there the process is a torchrun-style worker, the
+    call raises on Trainium as written (``torch.cuda``) and on every rank but 0 as renamed, and deleting
+    it leaves exactly TorchNeuron's own pinning. Unsafe elsewhere: a single-process script that picks a
+    core with ``set_device(args.gpu)``, or a job that sets ``NEURON_RT_VISIBLE_CORES`` to several cores
+    per process itself, would now run on the first visible core. A call that is not a statement of its
+    own, or is the only statement of its block, is reported only.
 
     ## References
     - shared/torchneuron.md section 6 (init_process_group behaviour, one device per process)
@@ -236,7 +239,7 @@ class DistributedSetDevice(_SkipProse):
     CODE = "NP502"
     NAME = "distributed-set-device"
     SEVERITY = "warning"
-    FIX = "unsafe"
+    FIX = "safe"
     EFFORT = "low"
     MESSAGE = (
         "TorchNeuron's init_process_group pins each process to NeuronCore LOCAL_RANK (NEURON_RT_VISIBLE_CORES), "
@@ -252,7 +255,7 @@ class DistributedSetDevice(_SkipProse):
         Invalid(
             "import torch\nimport torch.distributed as dist\n"
             "torch.cuda.set_device(args.local_rank)\ndist.init_process_group('nccl')\n",
-            None,  # unsafe: not applied by default
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n",
             message_contains="before init_process_group",
         ),
         Invalid(
@@ -261,7 +264,6 @@ class DistributedSetDevice(_SkipProse):
             "    torch.cuda.set_device(local_rank)\n    train()\n",
             "import torch\nimport torch.distributed as dist\n\n\ndef main(local_rank):\n"
             "    dist.init_process_group('neuron')\n    train()\n",
-            unsafe_fixes=True,
             message_contains="Invalid device id",
         ),
         Invalid(
@@ -353,7 +355,8 @@ class DistributedSetDevice(_SkipProse):
             if entry is not None:
                 statement, block = entry
                 if removable[block] < len(block.body):  # type: ignore[attr-defined]
-                    self.report(statement, message, replacement=cst.RemoveFromParent(), safety="unsafe")
+                    safety = "safe" if self._init_seen else "unsafe"  # see "Fix safety"
+                    self.report(statement, message, replacement=cst.RemoveFromParent(), safety=safety)
                     continue
             self.report(node, message)
 
@@ -383,7 +386,10 @@ class DdpDeviceIds(Rule):
     ```
 
     ## Fix safety
-    Unsafe: with ``device_ids`` DDP moves forward inputs to ``device_ids[0]``; without it inputs must
+    On the neuron target a rank-indexed list (``device_ids=[local_rank]``, ``output_device=local_rank``)
+    is rewritten to index 0, safely: under torchrun the process's only NeuronCore is ``neuron:0`` on every
+    rank, so DDP keeps moving inputs to the process's device, as it did on CUDA.
+    Dropping the arguments (the other cases) is unsafe: with ``device_ids`` DDP moves forward inputs to ``device_ids[0]``; without it inputs must
     already be on the model's device (they are, when the code moves its batches with ``.to(device)``).
     The same rewrite is valid on CUDA, so the accelerator target uses it too. Left as it is, a
     rank-indexed ``device_ids`` fails on Trainium for rank >= 1, so apply this fix when porting DDP code.
@@ -422,8 +428,18 @@ class DdpDeviceIds(Rule):
         ),
         Invalid(
             "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[rank])\n",
-            None,  # unsafe: not applied by default
+            "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[0])\n",
             message_contains="fails on every rank but 0",
+        ),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "m = DDP(net, device_ids=[local_rank], output_device=local_rank)\n",
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "m = DDP(net, device_ids=[0], output_device=0)\n",
+        ),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[dev])\n",
+            None,  # not a rank: dropping is unsafe, not applied by default
         ),
     ]
 
@@ -449,15 +465,34 @@ class DdpDeviceIds(Rule):
             return
         message = self.MESSAGE
         ids = device_ids.value if device_ids is not None else None
-        if (
+        rank_indexed = (
             self.context.target == "neuron"
             and isinstance(ids, (cst.List, cst.Tuple))
             and any(isinstance(e, cst.Element) and is_rank_expression(e.value) for e in ids.elements)
-        ):
+        )
+        if rank_indexed:
             message += (
                 f" (`device_ids={_source(ids)}` moves inputs to `neuron:<rank>`, which fails on every rank but 0: "
                 f"{ONE_CORE_PER_PROCESS})"
             )
+            if all(a.keyword is not None for a in drop):
+                # The faithful translation: the process's own core is index 0 on every rank.
+                zero = cst.Integer("0")
+                replacement = node
+                for arg in drop:
+                    current = next(a for a in replacement.args
+                                   if a.keyword is not None and a.keyword.value == arg.keyword.value)
+                    if arg is device_ids:
+                        new_value = ids.with_changes(elements=[ids.elements[0].with_changes(value=zero)])
+                    elif is_rank_expression(arg.value):
+                        new_value = zero
+                    else:
+                        continue
+                    replacement = replacement.with_changes(args=[
+                        a.with_changes(value=new_value) if a is current else a for a in replacement.args])
+                self.report(node, message + "; rewritten to index 0, the process's own NeuronCore (or drop both)",
+                            replacement=replacement, safety="safe")
+                return
         if any(a.keyword is None for a in drop):
             self.report(node, message)  # positional device arguments: keep it simple, report only
             return

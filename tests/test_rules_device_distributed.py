@@ -142,18 +142,18 @@ def test_realistic_neuron_rewrite():
     assert 'device = torch.device("neuron")' in code
     assert 'Net().to("neuron")' in code
     assert "neuron:{local_rank}" not in code and "to(local_rank)" not in code
-    assert "torch.cuda.set_device(local_rank)" in code  # NP502's removal is unsafe; NP201 leaves it alone
+    assert "set_device(local_rank)" not in code  # NP502 removes it (safe: the file calls init_process_group)
     assert "torch.neuron.set_device" not in code
     assert 'x.to("neuron", non_blocking=True)' in code
     assert "x.is_neuron and device.type == 'neuron'" in code
     assert 'map_location="neuron"' in code
     assert 'torch.tensor([0, 1], dtype=torch.int64, device="neuron")' in code
     assert "torch.neuron.synchronize()" in code
-    assert "device_ids=[local_rank]" in code  # NP503 is unsafe
+    assert "DDP(model, device_ids=[0], output_device=0)" in code  # NP503: the process core is 0
     codes = {f.code for f in out.findings}
     assert {"NP502", "NP503", "NP506", "NP507"} <= codes
     unsafe = transform_source(REALISTIC, all_rules(), EngineOptions(unsafe_fixes=True)).code
-    assert "model = DDP(model)" in unsafe
+    assert "model = DDP(model)" in unsafe  # the unsafe drop follows the safe index-0 rewrite
     assert "set_device" not in unsafe
 
 
@@ -216,7 +216,7 @@ def test_torchrun_one_core_per_process(unsafe):
         assert "torch.cuda.set_device" not in code
         assert "model = DDP(model)" in code
     else:
-        assert "    torch.cuda.set_device(local_rank)\n" in code
+        assert "torch.cuda.set_device" not in code  # safe removal next to init_process_group
     messages = [f.message for f in out.findings if f.code in ("NP101", "NP502")]
     assert any("one NeuronCore" in m for m in messages)
     assert any("Invalid device id" in m for m in messages)
