@@ -341,12 +341,10 @@ def current_stream(device: Any = None) -> Stream:
 
 
 def default_stream(device: Any = None) -> Stream:
-    i = _idx(device)
-    return Stream(stream_id=0, device_index=i, device_type=torch.device("neuron").type and _neuron_type())
+    return Stream(stream_id=0, device_index=_idx(device), device_type=_NEURON_DEVICE_TYPE)
 
 
-def _neuron_type() -> int:
-    return torch.Stream(device="neuron").device_type
+_NEURON_DEVICE_TYPE = 20  # c10::DeviceType::PrivateUse1
 
 
 def set_stream(stream: torch.Stream) -> None:

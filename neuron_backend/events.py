@@ -32,6 +32,7 @@ _last_flush = 0.0
 _status = "running"
 _exception: dict | None = None
 _installed = False
+_install_pid = os.getpid()
 _C = None
 
 
@@ -327,7 +328,7 @@ def flush(status: str | None = None) -> Path | None:
     if status is not None:
         _status = status
     path = events_path()
-    if path is None:
+    if path is None or os.getpid() != _install_pid:  # forked children (DataLoader workers) write nothing
         return None
     with _lock:
         try:
@@ -383,8 +384,9 @@ def _sigterm(signum, frame):
 
 def install(c_module) -> None:
     """Connect to the C++ core and install the exit / exception / SIGTERM hooks (idempotent)."""
-    global _C, _installed, _prev_excepthook, _prev_sigterm
+    global _C, _installed, _prev_excepthook, _prev_sigterm, _install_pid
     _C = c_module
+    _install_pid = os.getpid()
     _C.set_callbacks(_site_callback, _unsupported_callback)
     if _installed:
         return
