@@ -270,11 +270,13 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus, mapper: Sit
                     entry["shapes"].append([i.get("shape") for i in inputs if isinstance(i, dict)])
             elif kind == "distributed":
                 site = mapper(ev.get("site"))
-                name = ev.get("op") or ev.get("collective") or ev.get("name") or "?"
-                key = (name, bool(ev.get("error") or ev.get("violation")), _site_key(site))
+                name = ev.get("op") or ev.get("event") or "?"  # collectives carry op; setup events only event
+                violation = ev.get("event") == "unsupported"
+                key = (name, violation, _site_key(site))
                 entry = distributed.setdefault(key, {
-                    "op": name, "site": site, "count": 0, "bytes": 0, "ranks": set(),
-                    "error": ev.get("error"), "message": ev.get("message")})
+                    "op": name, "event": ev.get("event"), "site": site, "count": 0, "bytes": 0, "ranks": set(),
+                    "error": ev.get("error") if violation else None, "message": ev.get("message"),
+                    "action": ev.get("action")})
                 entry["count"] += int(ev.get("count", 1))
                 entry["bytes"] += int(ev.get("bytes", 0) or 0)
                 entry["ranks"].add(rank)
@@ -363,7 +365,7 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus, mapper: Sit
     for entry in sorted(distributed.values(), key=lambda e: -e["count"]):
         item = {**entry, "ranks": sorted(r for r in entry["ranks"] if r is not None)}
         distributed_list.append(item)
-        if entry["error"] or entry["message"] and "not supported" in str(entry["message"]).lower():
+        if entry["event"] == "unsupported":
             findings.append(_finding("NP907", rule_by_code("NP907").MESSAGE.format(
                 message=entry["message"] or entry["error"]), entry["site"]))
 

@@ -124,3 +124,22 @@ def test_pure_helpers():
     new = "import x\n\na\nB\nc\n"
     mapping = line_map(old, new)
     assert mapping[3] == 1 and mapping[4] == 2 and mapping[5] == 3
+
+
+def test_distributed_fixture_under_two_processes_merges_ranks_per_site(tmp_path, cli, report_schema):
+    project = tmp_path / "distributed_sharding"
+    shutil.copytree(FIXTURES / "distributed_sharding", project)
+    doc, _ = check_json(cli, project, "--preview", "--nproc", "2", command=["python", "train_dist.py", "--steps", "2"])
+    jsonschema.validate(doc, report_schema)
+    runtime = doc["runtime"]
+    assert runtime["status"]["exit_code"] == 0, runtime["status"]["stderr_tail"]
+    assert runtime["status"]["command"][:2] == ["torchrun", "--nproc_per_node=2"]
+    assert sorted(p["rank"] for p in runtime["processes"] if p["rank"] is not None) == [0, 1]
+    collectives = {(d["op"], d["site"]["line"]): d for d in runtime["distributed"] if d["site"]}
+    # one entry per (collective, line), with both ranks merged into it
+    all_reduce = collectives[("all_reduce", 96)]
+    assert all_reduce["ranks"] == [0, 1] and all_reduce["count"] >= 2
+    assert collectives[("broadcast", 67)]["ranks"] == [0, 1]  # DDP's parameter broadcast at construction
+    assert any(op == "reduce_scatter_tensor" for op, _ in collectives)  # FSDP2's gradient reduce-scatter
+    eager = [e for e in runtime["eager_compiles"] if e["site"] and e["site"]["path"] == "train_dist.py"]
+    assert eager and len({(e["op"], e["site"]["line"]) for e in eager}) == len(eager)  # merged, not per rank
