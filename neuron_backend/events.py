@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-FLUSH_INTERVAL_S = 1.0  # at most one snapshot per second while new signatures appear
+FLUSH_INTERVAL_S = 1.0
+MAX_SIGNATURES_PER_OP = 200  # eager_compile lines per op in the file (the most-called ones); the rest are summed  # at most one snapshot per second while new signatures appear
 
 _lock = threading.RLock()
 _sites: list[dict] = []
@@ -209,7 +210,7 @@ def snapshot() -> dict:
     """All data as one dict (what stats() returns and what the events file contains)."""
     raw = _raw_ops()
     ops = op_table(raw)
-    fallbacks, compiles, demotions = [], [], []
+    fallbacks, compiles, demotions, truncated = [], [], [], []
     i64: dict[str, dict] = {}
     for name, pol, calls, sigs in raw:
         if calls == 0:
@@ -223,9 +224,14 @@ def snapshot() -> dict:
                               "sites": [{"site": site_by_id(s), "calls": c}
                                         for s, c in sorted(per_site.items(), key=lambda kv: -kv[1])]})
         if policy == "native":
-            for c, site, _flags, _u, desc in sigs:
+            ranked = sorted(sigs, key=lambda g: -g[0])
+            for c, site, _flags, _u, desc in ranked[:MAX_SIGNATURES_PER_OP]:
                 compiles.append({"kind": "eager_compile", "op": name, "signature": desc, "calls": c,
                                  "cache_hits": c - 1, "site": site_by_id(site)})
+            if len(ranked) > MAX_SIGNATURES_PER_OP:
+                rest = ranked[MAX_SIGNATURES_PER_OP:]
+                truncated.append({"kind": "eager_compile_truncated", "op": name, "omitted_signatures": len(rest),
+                                  "omitted_calls": sum(g[0] for g in rest)})
         f64_sites: dict[int, list[int]] = {}
         for c, site, flags, _u, desc in sigs:
             if flags & F64:
@@ -251,6 +257,7 @@ def snapshot() -> dict:
         "ops": ops,
         "fallbacks": fallbacks,
         "eager_compiles": compiles,
+        "eager_compiles_truncated": truncated,
         "demotions": demotions,
         "unsupported": unsupported,
         "events": recs,
@@ -266,8 +273,8 @@ def _summary(ops, compiles, fallbacks) -> dict:
         "native_calls": sum(o["calls"] for o in ops if o["policy"] != "fallback"),
         "fallback_calls": sum(o["calls"] for o in ops if o["policy"] == "fallback"),
         "fallback_ops": len(fallbacks),
-        "eager_compiles": len(compiles),
-        "eager_cache_hits": sum(c["cache_hits"] for c in compiles),
+        "eager_compiles": sum(o["unique_signatures"] for o in ops if o["policy"] == "native"),
+        "eager_cache_hits": sum(o["calls"] - o["unique_signatures"] for o in ops if o["policy"] == "native"),
     }
 
 
@@ -315,7 +322,8 @@ def events_path() -> Path | None:
 
 def to_lines(snap: dict) -> list[dict]:
     lines = [snap["process"]]
-    for key in ("ops", "fallbacks", "eager_compiles", "demotions", "unsupported", "events"):
+    for key in ("ops", "fallbacks", "eager_compiles", "eager_compiles_truncated", "demotions", "unsupported",
+                "events"):
         lines.extend(snap[key])
     lines.append({"kind": "explicit_ops", "counts": snap["explicit_ops"]})
     lines.append({**snap["summary"], "complete": snap["process"]["status"] != "running"})
