@@ -69,6 +69,7 @@ def enable() -> bool:
     c.set_policy(policy.native_ops(), policy.no_neff_ops())
     c.route_through_fallback("aten", "_foreach_")
     c.route_through_fallback("aten", "*structured*")
+    c.set_emulate_float64(os.environ.get("NEURON_PORT_FLOAT64", "keep").strip().lower() == "emulate")
     events.install(c)
     unsupported.install()
     if os.environ.get("NEURON_PORT_SIM_CORE_ONLY") != "1":  # measurement switch (bench_step.py --import)

@@ -132,6 +132,11 @@ static const char* kExplicitNames[kNumExplicitOps] = {
     "aten::_local_scalar_dense", "aten::convolution_overrideable", "aten::convolution_backward_overrideable",
     "aten::unfold"};
 static bool g_accounting = true;
+static bool g_emulate_f64 = false;  // NEURON_PORT_FLOAT64=emulate: round float64 results to float32 precision
+
+static void round_to_f32(const at::Tensor& t) {
+  if (t.defined() && t.scalar_type() == at::kDouble && t.numel() > 0) t.copy_(t.to(at::kFloat));
+}
 
 static PyObject* g_site_cb = nullptr;
 static PyObject* g_unsup_cb = nullptr;
@@ -610,6 +615,7 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
   // Results back to neuron.
   auto convert = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined() || r.device().type() != c10::kCPU) return r;
+    if (g_emulate_f64 && !explicit_cpu) round_to_f32(r);  // Trainium computes float64 in float32
     for (auto& p : aliased)
       if (p.second.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return p.first;
     for (auto* ci : cpu_inputs)
@@ -800,6 +806,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     g_unsup_cb = unsup_cb.is_none() ? nullptr : unsup_cb.release().ptr();
   });
   m.def("set_accounting", [](bool on) { g_accounting = on; });
+  m.def("set_emulate_float64", [](bool on) { g_emulate_f64 = on; });
   m.def("op_stats", &op_stats);
   m.def("explicit_counts", []() {
     py::dict d;

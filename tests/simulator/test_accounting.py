@@ -100,3 +100,16 @@ def test_backward_ops_attributed_to_backward_call(acc):
     assert tb, [e["op"] for e in acc.kind("eager_compile")]
     site = tb[0]["site"]
     assert site["line"] == acc.line_of("MARK-backward") and "backward" in site["code"]
+
+
+def test_float64_emulation_rounds_to_float32(run_sim):
+    code = PRELUDE + """
+x = torch.tensor([1.0], dtype=torch.float64, device="neuron")
+y = x + 1e-12
+result({"dtype": str(y.dtype), "diff": (y - 1.0).item()})
+"""
+    keep = run_sim(code).result
+    emu = run_sim(code, env={"NEURON_PORT_FLOAT64": "emulate"}).result
+    assert keep["dtype"] == emu["dtype"] == "torch.float64"
+    assert keep["diff"] > 0          # float64 precision kept by default
+    assert emu["diff"] == 0.0        # 1 + 1e-12 rounds to 1 in float32
