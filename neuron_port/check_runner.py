@@ -99,7 +99,10 @@ def run_command(
     timeout: float,
     extra_env: Optional[dict[str, str]] = None,
     on_tick: Optional[Callable[[float], None]] = None,
+    while_running: Optional[Callable[[], None]] = None,
 ) -> RunStatus:
+    """Run ``argv``; ``while_running`` is called once right after the child started (the parent's own
+    work, e.g. the static scan, then overlaps with the child's start-up instead of adding to it)."""
     status = RunStatus(command=argv)
     env = dict(os.environ)
     env.update(
@@ -121,6 +124,12 @@ def run_command(
                 status.error = f"cannot start {shlex.join(argv)}: {exc.strerror or exc}"
                 return status
             deadline = start + timeout
+            if while_running is not None:
+                try:
+                    while_running()
+                except BaseException:
+                    _terminate_group(proc)
+                    raise
             while True:
                 try:
                     proc.wait(timeout=0.25)

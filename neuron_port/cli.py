@@ -317,25 +317,32 @@ def check(
     except CommandError as exc:
         raise _fail_usage(str(exc))
 
-    report = run_static([path], settings, command="check", write=False, want_diff=False, jobs=None, progress=False,
-                        relative_to=path)
+    static: list[Report] = []
+
+    def scan() -> None:
+        static.append(run_static([path], settings, command="check", write=False, want_diff=False, jobs=None,
+                                 progress=False, relative_to=path))
+
     scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
     try:
         tree = None
         cwd = path.resolve()
-        if preview:
-            rewritten = {Path(r.real_path): r.new_bytes for r in report.files if r.changed and r.new_bytes}
+        if preview:  # the copy needs the rewrites first
+            scan()
+            rewritten = {Path(r.real_path): r.new_bytes for r in static[0].files if r.changed and r.new_bytes}
             tree = make_preview(path, rewritten, scratch / "tree")
             cwd = tree.root
         events_dir = scratch / "events"
         events_dir.mkdir()
+        overlap = None if preview else scan  # otherwise the static scan runs while the command starts up
         err = _err()
         if sys.stderr.isatty() and not quiet:
             with err.status(f"running {shlex.join(command)} on the simulated neuron device") as spinner:
-                status = run_command(argv, cwd, events_dir, timeout, on_tick=lambda t: spinner.update(
+                status = run_command(argv, cwd, events_dir, timeout, while_running=overlap, on_tick=lambda t: spinner.update(
                     f"running {shlex.join(command)} on the simulated neuron device ({t:.0f} s)"))
         else:
-            status = run_command(argv, cwd, events_dir, timeout)
+            status = run_command(argv, cwd, events_dir, timeout, while_running=overlap)
+        report = static[0]
         shown = command[1:] if command[0] in ("python", "python3") else command
         status.command = command if not nproc else ["torchrun", f"--nproc_per_node={nproc}", *shown]
         processes = read_events(events_dir)

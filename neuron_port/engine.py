@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider
 
 from neuron_port.results import Finding, Fix
@@ -136,6 +134,10 @@ def _apply(module: cst.Module, reports: Sequence[Report]) -> tuple[cst.Module, i
         if report.node in applier.applied:
             imports.extend(report.imports)
     if imports:
+        # imported here: libcst.codemod pulls in libcst.matchers (~0.5 s), needed only when a fix adds imports
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import AddImportsVisitor
+
         context = CodemodContext()
         for module_name, obj, asname in dict.fromkeys(imports):
             AddImportsVisitor.add_needed_import(context, module_name, obj, asname)
