@@ -93,7 +93,7 @@ static void sync_back(const at::Tensor& orig, const at::Tensor& alias) {
 }
 
 // ------------------------------------------------------------------ accounting state
-enum SigFlag : uint32_t { kF64 = 1, kI64 = 2, kComplex = 4, kBadMemFmt = 8, kNeuronArg = 16 };
+enum SigFlag : uint32_t { kF64 = 1, kI64 = 2, kComplex = 4, kNeuronArg = 16 };
 enum Policy : int { kNative = 0, kNativeNoNeff = 1, kFallback = 2 };
 
 struct SigInfo {
@@ -114,7 +114,6 @@ struct OpInfo {
   // schema facts
   int gen_arg = -1, memfmt_arg = -1, sparse_arg = -1;
   std::vector<int> dtype_args;
-  std::vector<bool> write_arg;
   bool mixed_device_ok = false;
   bool is_mha = false;
   int mha_mask = -1, mha_need_weights = -1, mha_avg = -1, mha_mask_type = -1;
@@ -160,7 +159,6 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
   o->base = pos == std::string::npos ? on.name : on.name.substr(pos + 2);
   o->overload = on.overload_name;
   const auto& args = schema.arguments();
-  o->write_arg.resize(args.size(), false);
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
     const auto& ty = a.real_type();
@@ -169,7 +167,6 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
     if (kind == c10::TypeKind::GeneratorType) o->gen_arg = static_cast<int>(i);
     if (kind == c10::TypeKind::MemoryFormatType || a.name() == "memory_format") o->memfmt_arg = static_cast<int>(i);
     if (kind == c10::TypeKind::ScalarTypeType) o->dtype_args.push_back(static_cast<int>(i));
-    if (a.alias_info() && a.alias_info()->isWrite()) o->write_arg[i] = true;
     if ((o->base == "embedding" && a.name() == "sparse") || (o->base == "gather" && a.name() == "sparse_grad"))
       o->sparse_arg = static_cast<int>(i);
   }
@@ -447,6 +444,13 @@ static void account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, siz
   si.calls = 1;
   si.flags = flags;
   for (size_t i = 0; i < nargs; ++i) si.desc.push_back(describe(stack[begin + i]));
+  for (int i : o->dtype_args)  // ScalarType arguments arrive as ints: print their names
+    if (stack[begin + i].isInt()) si.desc[i] = c10::toString(static_cast<c10::ScalarType>(stack[begin + i].toInt()));
+  if (o->memfmt_arg >= 0 && stack[begin + o->memfmt_arg].isInt()) {
+    std::ostringstream mf;
+    mf << static_cast<c10::MemoryFormat>(stack[begin + o->memfmt_arg].toInt());
+    si.desc[o->memfmt_arg] = mf.str();
+  }
   auto u = check_unsupported(*o, stack, begin, flags);
   si.unsupported = u.feature;
   {
