@@ -361,6 +361,13 @@ class DistributedSetDevice(_SkipProse):
             self.report(node, message)
 
 
+def _is_index_zero(node) -> bool:
+    """``0`` or ``[0]``."""
+    if isinstance(node, (cst.List, cst.Tuple)) and len(node.elements) == 1:
+        node = node.elements[0].value
+    return isinstance(node, cst.Integer) and node.value == "0"
+
+
 class DdpDeviceIds(Rule):
     """Drops ``device_ids=[local_rank]`` and ``output_device=`` from ``DistributedDataParallel``.
 
@@ -415,7 +422,8 @@ class DdpDeviceIds(Rule):
         Invalid(
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
             "model = DDP(model, device_ids=[local_rank], output_device=local_rank)\n",
-            "from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n",
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "model = DDP(model, device_ids=[0], output_device=0)\n",
             unsafe_fixes=True,
         ),
         Invalid(
@@ -463,8 +471,12 @@ class DdpDeviceIds(Rule):
             drop.append(output_device)
         if not drop:
             return
-        message = self.MESSAGE
         ids = device_ids.value if device_ids is not None else None
+        if self.context.target == "neuron" and _is_index_zero(ids) and (
+            output_device is None or _is_index_zero(output_device.value)
+        ):
+            return  # already the process's own core (what the rank rewrite below produces)
+        message = self.MESSAGE
         rank_indexed = (
             self.context.target == "neuron"
             and isinstance(ids, (cst.List, cst.Tuple))

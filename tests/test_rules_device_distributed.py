@@ -153,7 +153,7 @@ def test_realistic_neuron_rewrite():
     codes = {f.code for f in out.findings}
     assert {"NP502", "NP503", "NP506", "NP507"} <= codes
     unsafe = transform_source(REALISTIC, all_rules(), EngineOptions(unsafe_fixes=True)).code
-    assert "model = DDP(model)" in unsafe  # the unsafe drop follows the safe index-0 rewrite
+    assert "model = DDP(model, device_ids=[0], output_device=0)" in unsafe
     assert "set_device" not in unsafe
 
 
@@ -214,7 +214,7 @@ def test_torchrun_one_core_per_process(unsafe):
     assert 'backend="neuron"' in code
     if unsafe:
         assert "torch.cuda.set_device" not in code
-        assert "model = DDP(model)" in code
+        assert "model = DDP(model, device_ids=[0], output_device=0)" in code
     else:
         assert "torch.cuda.set_device" not in code  # safe removal next to init_process_group
     messages = [f.message for f in out.findings if f.code in ("NP101", "NP502")]
