@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import sys
 import threading
 import warnings
 from typing import Any

@@ -7,9 +7,9 @@ never silently disables a rule.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 if sys.version_info >= (3, 11):
     import tomllib

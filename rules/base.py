@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Optional, Sequence, Union
 
 import libcst as cst

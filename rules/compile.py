@@ -35,8 +35,7 @@ from neuron_port.rules.compile_tables import (
     NEURON_COMPILE_OPTIONS,
     SDPA_CONTEXTS,
 )
-from neuron_port.rules.helpers import arg_named, remove_arg, replace_string, string_value
-from neuron_port.rules.mixed_precision import insert_arg, keyword_arg, quote_of
+from neuron_port.rules.helpers import arg_named, insert_arg, keyword_arg, quote_of, remove_arg, replace_string, string_value
 
 # --------------------------------------------------------------------------------------------------
 # Shared matching

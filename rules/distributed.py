@@ -45,7 +45,6 @@ from neuron_port.rules.device_tables import (
     ONE_CORE_PER_PROCESS,
     P2P_OPS,
     SET_DEVICE_QUALNAMES,
-    SPAWN_QUALNAMES,
     WORLD_SIZE_NAME_RE,
 )
 from neuron_port.rules.helpers import arg_named, expr, remove_arg, replace_string, string_value

@@ -71,25 +71,67 @@ def remove_arg(call: cst.Call, arg: cst.Arg) -> cst.Call:
     return call.with_changes(args=args)
 
 
-def add_keyword_arg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
-    """Append ``keyword=value`` after the existing arguments."""
-    new_arg = cst.Arg(
-        value=value,
-        keyword=cst.Name(keyword),
-        equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-        ),
-    )
+def arg_separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace this call puts after a comma between two arguments (newline + indent in a
+    one-argument-per-line call, a space otherwise)."""
+    for arg in call.args[:-1]:
+        if isinstance(arg.comma, cst.Comma):
+            return arg.comma.whitespace_after
+    if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        return call.whitespace_before_args
+    return cst.SimpleWhitespace(" ")
+
+
+def insert_arg(call: cst.Call, index: int, new_arg: cst.Arg) -> cst.Call:
+    """Insert ``new_arg`` before ``call.args[index]`` (or append when ``index >= len(args)``), keeping
+    the call's separators, its trailing comma and the whitespace before the closing parenthesis."""
     args = list(call.args)
-    if args:
-        last = args[-1]
-        if last.comma is cst.MaybeSentinel.DEFAULT or isinstance(last.comma, cst.MaybeSentinel):
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        else:
-            # keep a trailing comma layout (multi-line calls): insert before the closing paren
-            new_arg = new_arg.with_changes(comma=last.comma)
+    sep = arg_separator(call)
+    if not args:
+        return call.with_changes(args=[new_arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+    if index < len(args):
+        args.insert(index, new_arg.with_changes(comma=cst.Comma(whitespace_after=sep)))
+        return call.with_changes(args=args)
+    last = args[-1]
+    # the new last argument inherits the old last one's ending (trailing comma, space before ")")
+    new_arg = new_arg.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=sep), whitespace_after_arg=cst.SimpleWhitespace(""))
     args.append(new_arg)
     return call.with_changes(args=args)
+
+
+def keyword_arg(keyword: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+
+
+def first_keyword_index(call: cst.Call) -> int:
+    """Where a keyword argument can go first: after the positional (and ``*args``) arguments."""
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None or arg.star == "**":
+            return i
+    return len(call.args)
+
+
+def quote_of(call: cst.Call) -> str:
+    """The quote character of the first string literal in the call's arguments (double quotes if
+    there is none), so an inserted ``"neuron"`` matches the line's style."""
+    stack: list[cst.CSTNode] = [arg.value for arg in reversed(call.args)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.SimpleString):
+            if node.quote in ("'", '"'):
+                return node.quote
+            continue
+        stack.extend(reversed(node.children))
+    return '"'
+
+
+def has_star_args(call: cst.Call) -> bool:
+    return any(arg.star != "" for arg in call.args)
 
 
 def replace_attr_chain_head(node: cst.BaseExpression, old: str, new: str) -> Optional[cst.BaseExpression]:

@@ -22,76 +22,19 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.base import Invalid, Rule, Valid
-from neuron_port.rules.helpers import arg_named, expr, replace_string, string_value
-
-# --------------------------------------------------------------------------------------------------
-# Call-editing helpers (layout-preserving). Candidates for rules/helpers.py.
-# --------------------------------------------------------------------------------------------------
+from neuron_port.rules.helpers import (
+    arg_named,
+    expr,
+    first_keyword_index,
+    has_star_args,
+    insert_arg,
+    keyword_arg,
+    quote_of,
+    replace_string,
+    string_value,
+)
 
 Imports = tuple[tuple[str, Optional[str], Optional[str]], ...]
-
-
-def arg_separator(call: cst.Call) -> cst.BaseParenthesizableWhitespace:
-    """The whitespace this call puts after a comma between two arguments (newline + indent in a
-    one-argument-per-line call, a space otherwise)."""
-    for arg in call.args[:-1]:
-        if isinstance(arg.comma, cst.Comma):
-            return arg.comma.whitespace_after
-    if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
-        return call.whitespace_before_args
-    return cst.SimpleWhitespace(" ")
-
-
-def insert_arg(call: cst.Call, index: int, new_arg: cst.Arg) -> cst.Call:
-    """Insert ``new_arg`` before ``call.args[index]`` (or append when ``index >= len(args)``), keeping
-    the call's separators, its trailing comma and the whitespace before the closing parenthesis."""
-    args = list(call.args)
-    sep = arg_separator(call)
-    if not args:
-        return call.with_changes(args=[new_arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
-    if index < len(args):
-        args.insert(index, new_arg.with_changes(comma=cst.Comma(whitespace_after=sep)))
-        return call.with_changes(args=args)
-    last = args[-1]
-    # the new last argument inherits the old last one's ending (trailing comma, space before ")")
-    new_arg = new_arg.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
-    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=sep), whitespace_after_arg=cst.SimpleWhitespace(""))
-    args.append(new_arg)
-    return call.with_changes(args=args)
-
-
-def keyword_arg(keyword: str, value: cst.BaseExpression) -> cst.Arg:
-    return cst.Arg(
-        value=value,
-        keyword=cst.Name(keyword),
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-    )
-
-
-def first_keyword_index(call: cst.Call) -> int:
-    """Where a keyword argument can go first: after the positional (and ``*args``) arguments."""
-    for i, arg in enumerate(call.args):
-        if arg.keyword is not None or arg.star == "**":
-            return i
-    return len(call.args)
-
-
-def quote_of(call: cst.Call) -> str:
-    """The quote character of the first string literal in the call's arguments (double quotes if
-    there is none), so an inserted ``"neuron"`` matches the line's style."""
-    stack: list[cst.CSTNode] = [arg.value for arg in reversed(call.args)]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.SimpleString):
-            if node.quote in ("'", '"'):
-                return node.quote
-            continue
-        stack.extend(reversed(node.children))
-    return '"'
-
-
-def has_star_args(call: cst.Call) -> bool:
-    return any(arg.star != "" for arg in call.args)
 
 
 def device_type_expr(context, quote: str = '"', like: Optional[cst.SimpleString] = None) -> tuple[cst.BaseExpression, Imports]:
