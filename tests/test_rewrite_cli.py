@@ -163,3 +163,10 @@ def test_help_explains_itself(cli):
     assert result.returncode == 0
     for option in ("--diff", "--check", "--unsafe-fixes", "--select", "--target", "--jobs", "--exclude"):
         assert option in result.stdout
+
+
+def test_doctor_names_the_toolchain(cli):
+    result = cli("doctor")
+    assert "torch: found" in result.stdout
+    assert "g++:" in result.stdout and "ninja:" in result.stdout
+    assert result.returncode == 0, result.stdout
