@@ -21,7 +21,7 @@ from rich.console import Console
 from neuron_port import __version__
 from neuron_port.config import ConfigError, Settings, load_settings
 from neuron_port.files import SourceError, atomic_write, check_writable, discover
-from neuron_port.reporters import json_report, text
+from neuron_port.reporters import github, json_report, sarif, text
 from neuron_port.results import SEVERITY_RANK, FileError, Report
 from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code, select_rules, validate_patterns
 from neuron_port.check_runner import DEFAULT_TIMEOUT_SECONDS
@@ -46,6 +46,8 @@ app = typer.Typer(
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
+    sarif = "sarif"
+    github = "github"
 
 
 class TargetChoice(str, Enum):
@@ -202,7 +204,9 @@ def rewrite(
                                                   help="neuron: rewrite to the 'neuron' device and torch.neuron "
                                                        "(default). accelerator: rewrite to torch.accelerator, so "
                                                        "the result runs on CUDA and Trainium alike."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json (stdout)."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format",
+                                               help="text, json, sarif (SARIF 2.1.0) or github (Actions "
+                                                    "annotations); on stdout."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable)."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 "
@@ -235,8 +239,13 @@ def rewrite(
                         progress=show_progress)
     code = exit_code(report, settings.fail_on, pending_fails=check)
 
-    if output_format == OutputFormat.json:
-        sys.stdout.write(json_report.render(report, wrote=write))
+    if output_format != OutputFormat.text:
+        if output_format == OutputFormat.sarif:
+            sys.stdout.write(sarif.render(report, wrote=write, unsafe_fixes=settings.unsafe_fixes, exit_code=code))
+        elif output_format == OutputFormat.github:
+            sys.stdout.write(github.render(report))
+        else:
+            sys.stdout.write(json_report.render(report, wrote=write))
         if diff:
             for result in report.files:
                 if result.diff:
@@ -271,7 +280,8 @@ def check(
                                       "not changed. Without it the tree runs as it is."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
                                                 help="With --preview: also apply unsafe fixes in the copy."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json (stdout)."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format",
+                                               help="text, json, sarif or github (stdout)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
     select: Optional[List[str]] = typer.Option(None, "--select", help="Only these codes or prefixes."),
@@ -366,6 +376,13 @@ def check(
         code = 1
     if output_format == OutputFormat.json:
         sys.stdout.write(document)
+        raise typer.Exit(code)
+    if output_format == OutputFormat.sarif:
+        sys.stdout.write(sarif.render(report, wrote=False, unsafe_fixes=settings.unsafe_fixes, folder=path,
+                                      exit_code=code))
+        raise typer.Exit(code)
+    if output_format == OutputFormat.github:
+        sys.stdout.write(github.render(report, folder=path))
         raise typer.Exit(code)
     console = _out()
     text.render_errors(_err(), report)
