@@ -18,6 +18,9 @@ RULE_MODULES: tuple[str, ...] = (
     "neuron_port.rules.mixed_precision",  # NP3xx
     "neuron_port.rules.compile",  # NP4xx
     "neuron_port.rules.distributed",  # NP5xx
+    "neuron_port.rules.ecosystem",  # NP6xx
+    "neuron_port.rules.no_port",  # NP7xx
+    "neuron_port.rules.precision_features",  # NP8xx
     "neuron_port.rules.runtime",  # NP9xx, found by `check` on the simulated device
 )
 
