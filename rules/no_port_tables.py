@@ -1,0 +1,167 @@
+"""Data for the NP7xx rules (code with no automatic port): package roots, per-symbol advice, efforts.
+
+Each table maps a dotted-name prefix to ``(advice, effort)``; the longest matching prefix wins, the
+entry for the package root is the default. Sources: shared/torchneuron.md section 7 (flash-attention,
+xformers, Triton, custom CUDA kernels, TransformerEngine and bitsandbytes -> SDPA or NKI kernels
+registered with ``@torch_neuronx.nki_op``; profiling with ``ProfilerActivity.PrivateUse1``), section 6
+(supported distributed stacks) and section 4 (float8).
+"""
+
+from __future__ import annotations
+
+import re
+
+Advice = dict[str, tuple[str, str]]
+
+NKI_ROUTE = (
+    "write an NKI kernel (check aws-neuron/nki-library first) and register it as a PyTorch op with "
+    "`@torch_neuronx.nki_op(\"ns::name\", mutates_args=...)` (plus `register_autograd()` for training)"
+)
+SDPA_ROUTE = (
+    "use `torch.nn.functional.scaled_dot_product_attention` (TorchNeuron runs it on its NKI "
+    "flash-attention kernel when seq len % 512 == 0, head dim <= 128, no dropout)"
+)
+
+TRITON: Advice = {
+    "triton": ("Triton compiles for GPUs only: " + NKI_ROUTE, "high"),
+    "triton.cdiv": ("replace `triton.cdiv(a, b)` by `(a + b - 1) // b`", "low"),
+    "triton.next_power_of_2": ("replace by `1 << (n - 1).bit_length()`", "low"),
+    "triton.testing": ("time with `torch.utils.benchmark` (synchronise with `torch.neuron.synchronize()`)", "low"),
+    "triton.runtime": ("Triton's runtime has no Trainium backend: " + NKI_ROUTE, "high"),
+}
+
+FLASH_ATTN: Advice = {
+    "flash_attn": ("flash-attn's kernels are CUDA-only: " + SDPA_ROUTE, "medium"),
+    "flash_attn.flash_attn_func": (
+        SDPA_ROUTE + "; flash_attn takes (batch, seq, heads, dim), SDPA (batch, heads, seq, dim): "
+        "`F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "
+        "is_causal=causal).transpose(1, 2)`", "medium"),
+    "flash_attn.flash_attn_interface": (SDPA_ROUTE, "medium"),
+    "flash_attn.flash_attn_qkvpacked_func": (SDPA_ROUTE + " on `qkv.unbind(dim=2)`", "medium"),
+    "flash_attn.flash_attn_kvpacked_func": (SDPA_ROUTE + " on `kv.unbind(dim=2)`", "medium"),
+    "flash_attn.flash_attn_varlen_func": (
+        "variable-length (unpadded) attention has no static-shape equivalent: pad the batch to a fixed "
+        "length and use `F.scaled_dot_product_attention` with an attention mask", "high"),
+    "flash_attn.flash_attn_with_kvcache": ("use SDPA over a static KV cache (HF StaticCache)", "high"),
+    "flash_attn.bert_padding": ("unpad/pad helpers serve varlen kernels: keep padded batches and masks", "medium"),
+    "flash_attn.layers.rotary": ("use the real-valued rotary formulation `x * cos + rotate_half(x) * sin`",
+                                 "low"),
+    "flash_attn.ops": ("use the torch op (`nn.RMSNorm`, `nn.LayerNorm`, `F.gelu`, ...)", "low"),
+    "flash_attn.losses": ("use `torch.nn.CrossEntropyLoss`", "low"),
+    "flash_attn.modules": ("use `nn.MultiheadAttention` or a module built on SDPA", "medium"),
+}
+
+XFORMERS: Advice = {
+    "xformers": ("xformers' kernels are CUDA-only: " + SDPA_ROUTE, "medium"),
+    "xformers.ops.memory_efficient_attention": (
+        SDPA_ROUTE + "; xformers takes (batch, seq, heads, dim), SDPA (batch, heads, seq, dim)", "medium"),
+    "xformers.ops.fmha": ("attention biases map to SDPA's `attn_mask` / `is_causal=True` "
+                          "(LowerTriangularMask is `is_causal=True`)", "medium"),
+    "xformers.ops.LowerTriangularMask": ("use `is_causal=True` in SDPA", "low"),
+    "xformers.ops.SwiGLU": ("write SwiGLU with torch ops: `w2(F.silu(w1(x)) * w3(x))`", "low"),
+    "xformers.ops.unbind": ("use `torch.unbind`", "low"),
+}
+
+APEX: Advice = {
+    "apex": ("apex is a CUDA extension library: use the torch equivalent", "medium"),
+    "apex.amp": ("use `torch.autocast(device_type=\"neuron\", dtype=torch.bfloat16)` (no loss scaling in bf16)",
+                 "medium"),
+    "apex.optimizers": ("use `torch.optim.AdamW` / `torch.optim.SGD` / `torch.optim.Adam`", "low"),
+    "apex.normalization.FusedLayerNorm": ("use `torch.nn.LayerNorm`", "low"),
+    "apex.normalization.FusedRMSNorm": ("use `torch.nn.RMSNorm`", "low"),
+    "apex.normalization.MixedFusedLayerNorm": ("use `torch.nn.LayerNorm`", "low"),
+    "apex.normalization.MixedFusedRMSNorm": ("use `torch.nn.RMSNorm`", "low"),
+    "apex.normalization": ("use `torch.nn.LayerNorm` / `torch.nn.RMSNorm`", "low"),
+    "apex.parallel.DistributedDataParallel": (
+        "use `torch.nn.parallel.DistributedDataParallel` with the `neuron` process-group backend", "low"),
+    "apex.parallel.convert_syncbn_model": ("use `torch.nn.SyncBatchNorm.convert_sync_batchnorm`", "low"),
+    "apex.parallel.SyncBatchNorm": ("use `torch.nn.SyncBatchNorm`", "low"),
+    "apex.contrib": ("apex.contrib kernels are CUDA-only: use torch ops or " + NKI_ROUTE, "high"),
+    "apex.transformer": ("use FSDP2 / DTensor tensor parallelism (supported by TorchNeuron)", "high"),
+}
+
+TRANSFORMER_ENGINE: Advice = {
+    "transformer_engine": (
+        "TransformerEngine's fused/FP8 kernels are CUDA-only: use the torch module (`nn.Linear`, "
+        "`nn.LayerNorm`, SDPA) under bf16 autocast", "high"),
+    "transformer_engine.pytorch.Linear": ("use `torch.nn.Linear`", "low"),
+    "transformer_engine.pytorch.LayerNorm": ("use `torch.nn.LayerNorm`", "low"),
+    "transformer_engine.pytorch.RMSNorm": ("use `torch.nn.RMSNorm`", "low"),
+    "transformer_engine.pytorch.LayerNormLinear": ("use `nn.LayerNorm` followed by `nn.Linear`", "low"),
+    "transformer_engine.pytorch.LayerNormMLP": ("use `nn.LayerNorm` and an MLP of `nn.Linear` layers", "medium"),
+    "transformer_engine.pytorch.DotProductAttention": (SDPA_ROUTE, "medium"),
+    "transformer_engine.pytorch.TransformerLayer": ("build the layer from torch modules and SDPA", "high"),
+    "transformer_engine.pytorch.fp8_autocast": (
+        "FP8 training has no TorchNeuron equivalent of TE's recipes (trn2 supports only non-OCP e4m3 "
+        "casts, no `_scaled_mm`): use `torch.autocast(device_type=\"neuron\", dtype=torch.bfloat16)`", "medium"),
+    "transformer_engine.common.recipe": ("FP8 recipes have no Neuron equivalent: train in bf16", "medium"),
+}
+
+DEEPSPEED: Advice = {
+    "deepspeed": (
+        "DeepSpeed has no documented Trainium accelerator and its ops build CUDA kernels; TorchNeuron "
+        "supports DDP, FSDP2, DTensor tensor/sequence parallelism and pipeline parallelism instead", "high"),
+    "deepspeed.initialize": (
+        "replace the DeepSpeed engine by FSDP2 (`fully_shard`) or DDP with a torch optimizer and the "
+        "`neuron` process-group backend; ZeRO-3 corresponds to FSDP2", "high"),
+    "deepspeed.init_distributed": ("use `dist.init_process_group(backend=\"neuron\")`", "low"),
+    "deepspeed.zero.Init": ("initialise on `device=\"meta\"` and shard with FSDP2 (`to_empty` after)", "medium"),
+    "deepspeed.zero": ("ZeRO corresponds to FSDP2 sharding", "high"),
+    "deepspeed.checkpointing": ("use `torch.utils.checkpoint.checkpoint`", "low"),
+    "deepspeed.ops": ("use the torch op (`torch.optim.AdamW` for FusedAdam / DeepSpeedCPUAdam)", "low"),
+    "deepspeed.comm": ("use `torch.distributed` with the `neuron` backend", "low"),
+    "deepspeed.add_config_arguments": ("drop the DeepSpeed command-line arguments", "low"),
+    "accelerate.DeepSpeedPlugin": ("use accelerate's FSDP plugin (FSDP2) instead of DeepSpeed", "medium"),
+    "accelerate.utils.DeepSpeedPlugin": ("use accelerate's FSDP plugin (FSDP2) instead of DeepSpeed", "medium"),
+}
+
+BITSANDBYTES: Advice = {
+    "bitsandbytes": ("bitsandbytes ships CUDA kernels only: use the torch equivalent in bf16", "high"),
+    "bitsandbytes.optim": ("use `torch.optim.AdamW` (8-bit and paged optimizer states have no Neuron port; "
+                           "shard optimizer state with FSDP2 to save memory)", "low"),
+    "bitsandbytes.nn.Linear8bitLt": ("use `torch.nn.Linear` with bf16 weights", "medium"),
+    "bitsandbytes.nn.Linear4bit": ("use `torch.nn.Linear` with bf16 weights (QLoRA becomes LoRA)", "medium"),
+    "bitsandbytes.nn.StableEmbedding": ("use `torch.nn.Embedding` followed by `nn.LayerNorm`", "low"),
+    "bitsandbytes.nn.Embedding": ("use `torch.nn.Embedding`", "low"),
+    "bitsandbytes.functional": ("quantization kernels have no Neuron port", "high"),
+}
+
+CPP_EXTENSION_CALLS: frozenset[str] = frozenset({
+    "torch.utils.cpp_extension.load",
+    "torch.utils.cpp_extension.load_inline",
+    "torch.utils.cpp_extension.CUDAExtension",
+    "torch.utils.cpp_extension.CppExtension",
+})
+CUDA_SOURCE_RE = re.compile(r"^[\w./\\*{}$-]*\.(cu|cuh)$")
+
+NVTX: Advice = {
+    "nvtx": ("NVTX ranges are CUDA tooling: use `torch.profiler.record_function(name)`, which shows up in "
+             "Neuron profiles (ProfilerActivity.PrivateUse1)", "low"),
+}
+
+GPU_MONITORING: Advice = {
+    "pynvml": ("NVML sees no devices on Trainium: use `neuron-ls --json-output` / `neuron-monitor` for "
+               "telemetry, `torch.neuron.device_count()` and `torch.neuron.memory_allocated()` in code", "low"),
+    "nvidia_smi": ("use `neuron-ls` / `neuron-monitor` (nvidia-ml-py's nvidia_smi sees no devices)", "low"),
+    "py3nvml": ("use `neuron-ls` / `neuron-monitor`", "low"),
+    "GPUtil": ("GPUtil parses nvidia-smi: use `torch.neuron.device_count()` / `neuron-ls`", "low"),
+    "gpustat": ("use `neuron-top` / `neuron-monitor`", "low"),
+    "nvitop": ("use `neuron-top` / `neuron-monitor`", "low"),
+}
+NVIDIA_SMI_ADVICE = (
+    "`nvidia-smi` does not exist on a Trainium host: use `neuron-ls` (devices, `--json-output`), "
+    "`neuron-top` (usage) or `neuron-monitor`; in code `torch.neuron.device_count()` and the "
+    "`torch.neuron` memory statistics"
+)
+SHELL_CALLS: frozenset[str] = frozenset({
+    "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
+    "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",
+})
+
+# Exceptions whose handler makes a `try:` body an optional (guarded) import.
+GUARD_EXCEPTIONS: frozenset[str] = frozenset(
+    {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"}
+)
+# `if is_flash_attn_2_available():`, `if importlib.util.find_spec("triton"):`, `if HAS_TRITON:`
+AVAILABILITY_CALL_RE = re.compile(r"^_?(is_\w*available|find_spec|find_loader|has_\w+|\w*_available)$")
+AVAILABILITY_FLAG_RE = re.compile(r"^_?(HAS_\w+|has_\w+|\w+_AVAILABLE|\w+_available|USE_\w+|use_\w+|HAVE_\w+)$")
