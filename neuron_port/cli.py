@@ -20,7 +20,8 @@ from rich.console import Console
 
 from neuron_port import __version__
 from neuron_port.config import ConfigError, Settings, load_settings
-from neuron_port.files import SourceError, atomic_write, check_writable, discover
+from neuron_port.files import SourceError, atomic_write, check_writable, discover, file_kind
+from neuron_port.launch_configs import InstanceError, resolve_instance
 from neuron_port.reporters import github, json_report, sarif, text
 from neuron_port.results import SEVERITY_RANK, FileError, Report
 from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code, select_rules, validate_patterns
@@ -116,6 +117,8 @@ def run_static(
     jobs: Optional[int],
     progress: bool,
     relative_to: Optional[Path] = None,
+    instance: Optional[str] = None,
+    neuron_cores: Optional[int] = None,
 ) -> Report:
     """Discover, run the engine in workers, write results atomically when ``write``. Shared with `check`."""
     try:
@@ -140,6 +143,8 @@ def run_static(
         unsafe_fixes=settings.unsafe_fixes,
         want_diff=want_diff,
         max_bytes=int(settings.max_file_size * 2**20),
+        instance=instance,
+        neuron_cores=neuron_cores,
     )
 
     if progress and len(files) > 1:
@@ -169,7 +174,8 @@ def run_static(
         elif not write:
             result.findings = [dataclasses.replace(f, fix=dataclasses.replace(f.fix, applied=False))
                                for f in result.findings]
-    report.files = results
+    # scripts and configs that mention nothing CUDA-like are not part of the report (a tree has many)
+    report.files = [r for r in results if not (r.skipped and file_kind(r.path) not in ("python", "notebook"))]
     return report
 
 
@@ -218,6 +224,14 @@ def rewrite(
                                                                  "(default: the nearest one above the first path)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only findings and errors."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list fixed findings and skipped paths."),
+    instance: Optional[str] = typer.Option(None, "--instance",
+                                           help="Trainium instance the launch scripts are for (trn2.3xlarge, "
+                                                "trn2.48xlarge, trn2u.48xlarge, trn3-ultraserver-gen1, "
+                                                "trn3-ultraserver-gen2): GPU counts such as torchrun "
+                                                "--nproc_per_node become its logical NeuronCore count "
+                                                "(unsafe fix)."),
+    neuron_cores: Optional[int] = typer.Option(None, "--neuron-cores", min=1,
+                                               help="Logical NeuronCores per node, instead of --instance."),
 ) -> None:
     """Rewrite CUDA-specific code for Trainium in place and report what could not be rewritten.
 
@@ -234,9 +248,13 @@ def rewrite(
         max_file_size=max_file_size,
     )
     write = not (diff or check)
+    try:
+        resolve_instance(instance, neuron_cores)
+    except InstanceError as exc:
+        raise _fail_usage(str(exc))
     show_progress = sys.stderr.isatty() and not quiet and output_format == OutputFormat.text
     report = run_static(paths, settings, command="rewrite", write=write, want_diff=diff, jobs=jobs,
-                        progress=show_progress)
+                        progress=show_progress, instance=instance, neuron_cores=neuron_cores)
     code = exit_code(report, settings.fail_on, pending_fails=check)
 
     if output_format != OutputFormat.text:
@@ -414,6 +432,8 @@ def list_rules(
     lines = [f"{'code':<6} {'name':<{width}} {'severity':<8} {'fix':<6} {'effort':<6} scope"]
     for r in rules:
         scope = "runtime (check)" if getattr(r, "RUNTIME", False) else ",".join(r.TARGETS)
+        if getattr(r, "FILE_KINDS", None):
+            scope += " (scripts, configs)"
         lines.append(f"{r.CODE:<6} {r.NAME:<{width}} {r.SEVERITY:<8} {r.FIX:<6} {r.EFFORT or '-':<6} {scope}")
     lines.append(f"{len(rules)} rules. `neuron-port explain CODE` shows a rule's documentation.")
     sys.stdout.write("\n".join(lines) + "\n")

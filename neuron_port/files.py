@@ -24,9 +24,29 @@ import pathspec
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
     "__pypackages__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".neuron-port-cache",
-    "node_modules", "site-packages", "build", "dist", "_build", "buck-out",
+    "node_modules", "site-packages", "build", "dist", "_build", "buck-out", ".ipynb_checkpoints",
 )
-SOURCE_SUFFIXES = (".py",)
+# Besides Python: notebooks, and the launch scripts and configs of neuron_port/launch_configs.py. A name
+# matches when it ends with one of these (so "Makefile" matches the file Makefile).
+NOTEBOOK_SUFFIXES = (".ipynb",)
+LAUNCH_SUFFIXES: dict[str, str] = {
+    ".sh": "shell", ".bash": "shell", ".mk": "make", "Makefile": "make", "makefile": "make",
+    "GNUmakefile": "make", ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml",
+}
+SOURCE_SUFFIXES = (".py",) + NOTEBOOK_SUFFIXES + tuple(LAUNCH_SUFFIXES)
+
+
+def file_kind(name: str) -> str:
+    """"python", "notebook", or a launch/config kind ("shell", "make", "yaml", "json", "toml"). Anything
+    else is Python (a file given explicitly is taken as Python source whatever its name)."""
+    if name.endswith(".py"):
+        return "python"
+    if name.endswith(NOTEBOOK_SUFFIXES):
+        return "notebook"
+    for suffix, kind in LAUNCH_SUFFIXES.items():
+        if name.endswith(suffix):
+            return kind
+    return "python"
 
 
 class SourceError(Exception):

@@ -16,6 +16,9 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 from neuron_port.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
 from neuron_port.files import SourceError, SourceFile, encode_source, read_source
+from neuron_port.files import file_kind
+from neuron_port.launch_configs import process_launch_file
+from neuron_port.notebooks import transform_notebook
 from neuron_port.results import FileResult
 from neuron_port.rules.registry import rule_by_code
 
@@ -30,6 +33,8 @@ class RunOptions:
     unsafe_fixes: bool = False
     want_diff: bool = False
     max_bytes: int = 0  # 0 = no limit
+    instance: Optional[str] = None  # --instance / --neuron-cores: GPU counts in launch scripts -> NeuronCores
+    neuron_cores: Optional[int] = None
 
 
 _rules_cache: dict[tuple[str, ...], tuple] = {}
@@ -37,7 +42,8 @@ _rules_cache: dict[tuple[str, ...], tuple] = {}
 
 def _rules_for(codes: tuple[str, ...]):
     if codes not in _rules_cache:
-        rules = tuple(rule_by_code(c) for c in codes)
+        # rules with FILE_KINDS (NP52x) match scripts and configs, never a Python tree
+        rules = tuple(r for r in (rule_by_code(c) for c in codes) if not getattr(r, "FILE_KINDS", None))
         _rules_cache[codes] = (rules, triggers_for(rules))
     return _rules_cache[codes]
 
@@ -57,6 +63,9 @@ def process_file(source: SourceFile, options: RunOptions) -> FileResult:
     result = FileResult(path=source.display, real_path=str(source.real))
     rules, triggers = _rules_for(options.rule_codes)
     try:
+        kind = file_kind(source.display)
+        if kind not in ("python", "notebook"):  # launch scripts and configs
+            return process_launch_file(source, options, result, kind)
         if options.max_bytes:
             size = source.real.stat().st_size
             if size > options.max_bytes:
@@ -68,7 +77,7 @@ def process_file(source: SourceFile, options: RunOptions) -> FileResult:
         if not could_match(decoded.text, triggers):
             result.skipped = True
             return result
-        outcome = transform_source(
+        outcome = (transform_notebook if kind == "notebook" else transform_source)(
             decoded.text,
             rules,
             EngineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes),

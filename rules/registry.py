@@ -18,6 +18,7 @@ RULE_MODULES: tuple[str, ...] = (
     "neuron_port.rules.mixed_precision",  # NP3xx
     "neuron_port.rules.compile",  # NP4xx
     "neuron_port.rules.distributed",  # NP5xx
+    "neuron_port.rules.launch",  # NP520-NP525: launch scripts and configs (neuron_port/launch_configs.py)
     "neuron_port.rules.ecosystem",  # NP6xx
     "neuron_port.rules.no_port",  # NP7xx
     "neuron_port.rules.precision_features",  # NP8xx

@@ -13,6 +13,8 @@ def _cases(kind):
     for rule in all_rules():
         if getattr(rule, "RUNTIME", False):
             continue  # NP9xx examples are scripts, run under the simulator in test_runtime_rules.py
+        if getattr(rule, "FILE_KINDS", None):
+            continue  # NP52x examples are launch scripts and configs, run in test_launch_configs.py
         for i, example in enumerate(getattr(rule, kind)):
             yield pytest.param(rule, example, id=f"{rule.CODE}-{rule.NAME}-{kind.lower()}{i}")
 

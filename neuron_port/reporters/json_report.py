@@ -12,6 +12,7 @@ from typing import Any
 
 from neuron_port import __version__
 from neuron_port.results import Report
+from neuron_port.statistics import file_statistics, total_statistics
 
 SCHEMA_VERSION = 1
 
@@ -31,6 +32,7 @@ def summary(report: Report, wrote: bool) -> dict[str, Any]:
         "by_code": dict(sorted(Counter(f.code for f in findings).items())),
         "by_severity": {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")},
         "errors": len(report.errors),
+        "statistics": total_statistics(report.files).to_json(),
     }
 
 
@@ -41,7 +43,8 @@ def to_document(report: Report, wrote: bool) -> dict[str, Any]:
         "command": report.command,
         "target": report.target,
         "summary": summary(report, wrote),
-        "files": [{"path": r.path, "changed": r.changed} for r in report.files],
+        "files": [{"path": r.path, "changed": r.changed, "statistics": file_statistics(r).to_json()}
+                  for r in report.files],
         "findings": [f.to_json() for f in report.findings],
         "errors": [{"path": e.path, "message": e.message} for e in report.errors],
     }

@@ -11,6 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from neuron_port.results import Finding, Report
+from neuron_port.statistics import file_statistics, percent, total_statistics
+
+MAX_STAT_FILES = 10
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -49,6 +52,7 @@ def render_summary(console: Console, report: Report, mode: str, verbose: bool = 
     else:
         head = f"{scanned} file(s) scanned, {files_changed} would be rewritten ({fixes} fix(es) pending)"
     console.print(head, highlight=False)
+    render_statistics(console, report, mode, verbose=verbose)
     if remaining:
         by_sev = Counter(f.severity for f in remaining)
         parts = [f"{by_sev[s]} {s}" for s in ("error", "warning", "info") if by_sev[s]]
@@ -70,3 +74,33 @@ def render_summary(console: Console, report: Report, mode: str, verbose: bool = 
         console.print("No findings left.", highlight=False)
     if report.errors:
         console.print(f"{len(report.errors)} file(s) could not be processed (see errors above)", style="red")
+
+
+def render_statistics(console: Console, report: Report, mode: str, verbose: bool = False) -> None:
+    """The migration statistics block: CUDA references found / converted / fixable / manual, in total
+    and per file (the files with references; at most MAX_STAT_FILES unless ``verbose``)."""
+    total = total_statistics(report.files)
+    if not total.found:
+        return
+    verb = "converted" if mode == "write" else "convertible"
+    console.print(
+        f"CUDA references: {total.found} found, {total.converted} {verb} ({percent(total.share_converted)}), "
+        f"{total.fixable} need --unsafe-fixes or review, {total.manual} need manual work",
+        highlight=False,
+    )
+    rows = [(r.path, file_statistics(r)) for r in report.files]
+    rows = [(path, stats) for path, stats in rows if stats.found]
+    if len(rows) < 2 and not verbose:
+        return
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for column, justify in (("file", "left"), ("found", "right"), (verb, "right"), ("share", "right"),
+                            ("fixable", "right"), ("manual", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    shown = rows if verbose else rows[:MAX_STAT_FILES]
+    for path, stats in shown:
+        table.add_row(path, str(stats.found), str(stats.converted), percent(stats.share_converted),
+                      str(stats.fixable), str(stats.manual))
+    console.print(table)
+    if len(shown) < len(rows):
+        console.print(f"  ... and {len(rows) - len(shown)} more file(s) (--verbose or --output-format json)",
+                      highlight=False)
