@@ -97,11 +97,15 @@ class _GuardedRule(Rule):
         self._skip: set[cst.CSTNode] = set()  # references that are not uses (tests, assignment targets)
 
     def _is_availability_test(self, test: cst.BaseExpression) -> bool:
-        for node in _walk(test):
+        stack: list[cst.CSTNode] = [test]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Call, cst.Name, cst.Attribute)) and (
+                self.context.qualname(node.func if isinstance(node, cst.Call) else node) or ""
+            ).startswith("torch."):
+                continue  # torch.cuda.is_available() is a device test (NP2xx), not a package check
+            stack.extend(node.children)
             if isinstance(node, cst.Call):
-                qualname = self.context.qualname(node.func) or ""
-                if qualname.startswith("torch."):  # torch.cuda.is_available() is a device test (NP2xx)
-                    continue
                 last = _last_segment(node.func)
                 if last is not None and AVAILABILITY_CALL_RE.match(last):
                     return True
@@ -148,6 +152,11 @@ class _GuardedRule(Rule):
     def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
         if original_node in self._guarded_blocks:
             self._guard_depth -= 1
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        # `bnb is not None` / `flash_attn is None` test for the package: not a use
+        if any(isinstance(c.operator, (cst.Is, cst.IsNot)) and _is_none(c.comparator) for c in node.comparisons):
+            self._skip.add(node.left)
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         self._skip.add(node.target)  # `flash_attn_func = None` in a fallback is not a use
