@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FIXTURES
 
-PROJECTS = ["gpt_trainer", "vision_classifier", "distributed_sharding"]
+PROJECTS = ["gpt_trainer", "vision_classifier", "distributed_sharding", "hf_finetune"]
 EXPECTED = FIXTURES / "expected"
 
 
