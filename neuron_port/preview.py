@@ -47,8 +47,9 @@ def line_map(old: str, new: str) -> list[int]:
 
 
 def make_preview(original_root: Path, rewritten: dict[Path, bytes], destination: Path) -> PreviewTree:
-    """Copy ``original_root`` to ``destination``: .py files as real files (rewritten where given, so
-    ``__file__`` and relative imports resolve inside the copy), other files and tool folders as links."""
+    """Copy ``original_root`` to ``destination``: .py files as real files (so ``__file__`` and relative
+    imports resolve inside the copy), rewritten files (also notebooks, launch scripts and configs) with
+    their new content, other files and tool folders as links."""
     original_root = original_root.resolve()
     tree = PreviewTree(root=destination, original_root=original_root)
     destination.mkdir(parents=True, exist_ok=True)
@@ -68,16 +69,17 @@ def make_preview(original_root: Path, rewritten: dict[Path, bytes], destination:
         for name in filenames:
             src = here / name
             dst = target_dir / name
-            if name.endswith(".py") and not src.is_symlink():
-                real = src.resolve()
-                if real in rewritten:
-                    new = rewritten[real]
-                    dst.write_bytes(new)
+            real = src.resolve()
+            if real in rewritten and not src.is_symlink():  # .py, notebooks, launch scripts, configs
+                new = rewritten[real]
+                dst.write_bytes(new)
+                shutil.copymode(src, dst)  # launch scripts stay executable
+                if name.endswith(".py"):
                     old = src.read_bytes()
                     rel = (rel_dir / name).as_posix()
                     tree.line_maps[rel] = line_map(old.decode("utf-8", "replace"), new.decode("utf-8", "replace"))
-                else:
-                    shutil.copy2(src, dst)
+            elif name.endswith(".py") and not src.is_symlink():
+                shutil.copy2(src, dst)
             else:
                 os.symlink(src, dst)
     return tree
