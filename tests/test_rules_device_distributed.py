@@ -234,9 +234,15 @@ def test_torchrun_accelerator_keeps_rank_index():
     assert again.code == code
 
 
-def test_docs_and_metadata():
+def test_families_live_in_their_modules_and_prefilter():
+    checked = 0
     for rule in all_rules():
-        if rule.CODE[:3] in ("NP1", "NP5"):
-            assert rule.__module__.endswith(("device_placement", "distributed"))
-            assert rule.docs().startswith(rule.docs().splitlines()[0])
-            assert all(t for t in rule.TRIGGERS)
+        if rule.CODE.startswith("NP1"):
+            assert rule.__module__.endswith("device_placement"), rule
+        elif "NP501" <= rule.CODE <= "NP519":
+            assert rule.__module__.endswith("distributed"), rule
+        else:
+            continue
+        assert rule.TRIGGERS and all(rule.TRIGGERS), rule  # the pre-filter needs non-empty substrings
+        checked += 1
+    assert checked >= 17
