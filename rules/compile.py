@@ -35,7 +35,17 @@ from neuron_port.rules.compile_tables import (
     NEURON_COMPILE_OPTIONS,
     SDPA_CONTEXTS,
 )
-from neuron_port.rules.helpers import arg_named, insert_arg, keyword_arg, quote_of, remove_arg, replace_string, string_value
+from neuron_port.rules.helpers import (
+    arg_named,
+    has_comment_above,
+    insert_arg,
+    keyword_arg,
+    quote_of,
+    remove_arg,
+    replace_string,
+    statement_without,
+    string_value,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Shared matching
@@ -63,24 +73,6 @@ class _CompileCallRule(Rule):
         raise NotImplementedError
 
 
-Removal = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.RemovalSentinel]
-
-
-def _without(owner: Union[cst.SimpleStatementLine, cst.SimpleStatementSuite],
-             small: cst.BaseSmallStatement) -> Removal:
-    """``owner`` with one small statement removed; the whole line goes when it was the only one."""
-    body = [s for s in owner.body if s is not small]
-    if not body:
-        if isinstance(owner, cst.SimpleStatementLine):
-            return cst.RemovalSentinel.REMOVE
-        return owner.with_changes(body=[cst.Pass()])
-    if owner.body[-1] is small:  # `a = 1; flag = x` -> `a = 1` (no dangling semicolon)
-        body[-1] = body[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-    return owner.with_changes(body=body)
-
-
-def _has_comment(line: cst.SimpleStatementLine) -> bool:
-    return any(empty.comment is not None for empty in line.leading_lines)
 
 
 class _StatementRule(Rule):
@@ -104,11 +96,11 @@ class _StatementRule(Rule):
             node: cst.CSTNode = owner if len(owner.body) == 1 else small
             if self.context.target not in self.REMOVABLE_TARGETS:
                 self.report(node, message, effort="low")
-            elif isinstance(owner, cst.SimpleStatementLine) and _has_comment(owner):
+            elif isinstance(owner, cst.SimpleStatementLine) and has_comment_above(owner):
                 self.report(node, message + " (not removed automatically: the line has a comment above it)",
                             effort="low")
             else:
-                self.report(owner, message, replacement=_without(owner, small))  # type: ignore[arg-type]
+                self.report(owner, message, replacement=statement_without(owner, small))  # type: ignore[arg-type]
                 return  # one removal per line and pass; the engine's next pass finds the others
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:

@@ -27,10 +27,9 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.base import Invalid, Rule, Valid
-from neuron_port.rules.compile import _has_comment, _without
 from neuron_port.rules.compile_tables import COMPILE_FUNCS
 from neuron_port.rules.context import dotted_name
-from neuron_port.rules.helpers import arg_named, remove_arg, string_value
+from neuron_port.rules.helpers import arg_named, has_comment_above, remove_arg, statement_without, string_value
 
 
 def _source(node: cst.CSTNode) -> str:
@@ -733,7 +732,7 @@ class ChannelsLast(Rule):
         return self.MESSAGE.format(name=_source(arg.value))
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if self.context.target != "neuron" or len(node.body) != 1 or _has_comment(node):
+        if self.context.target != "neuron" or len(node.body) != 1 or has_comment_above(node):
             return
         small = node.body[0]
         call: Optional[cst.Call] = None
@@ -748,7 +747,7 @@ class ChannelsLast(Rule):
         arg = self._format_arg(call)
         assert arg is not None
         self._handled.update({call, arg.value})
-        self.report(node, self._message(arg) + " (statement removed)", replacement=_without(node, small))
+        self.report(node, self._message(arg) + " (statement removed)", replacement=statement_without(node, small))
 
     def visit_Call(self, node: cst.Call) -> None:
         if node in self._handled:
