@@ -119,8 +119,12 @@ def run_static(
     relative_to: Optional[Path] = None,
     instance: Optional[str] = None,
     neuron_cores: Optional[int] = None,
+    use_cache: bool = True,
 ) -> Report:
-    """Discover, run the engine in workers, write results atomically when ``write``. Shared with `check`."""
+    """Discover, run the engine in workers, write results atomically when ``write``. Shared with `check`.
+
+    With ``use_cache``, results of unchanged files come from the content cache (neuron_port/cache.py);
+    its hit/miss counts are left on the report as ``cache_stats`` (shown by --verbose)."""
     try:
         validate_patterns(settings.select + settings.ignore)
     except UnknownCodeError as exc:
@@ -147,15 +151,24 @@ def run_static(
         neuron_cores=neuron_cores,
     )
 
+    cache = None
+    if use_cache:
+        from neuron_port.cache import ResultCache
+        from neuron_port.config import find_pyproject
+
+        roots = [relative_to] if relative_to is not None else list(paths)
+        pyproject = settings.source or (find_pyproject(roots[0]) if roots and roots[0].exists() else None)
+        cache = ResultCache.for_run(roots, str(pyproject) if pyproject else None, options)
     if progress and len(files) > 1:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=_err(), transient=True) as bar:
             task = bar.add_task("scan", total=len(files))
-            results = run_files(files, options, jobs=jobs, on_result=lambda _r: bar.advance(task))
+            results = run_files(files, options, jobs=jobs, on_result=lambda _r: bar.advance(task), cache=cache)
     else:
-        results = run_files(files, options, jobs=jobs)
+        results = run_files(files, options, jobs=jobs, cache=cache)
+    report.cache_stats = cache.stats if cache is not None else None  # type: ignore[attr-defined]
 
     for result in results:
         if result.error:
@@ -232,6 +245,9 @@ def rewrite(
                                                 "(unsafe fix)."),
     neuron_cores: Optional[int] = typer.Option(None, "--neuron-cores", min=1,
                                                help="Logical NeuronCores per node, instead of --instance."),
+    no_cache: bool = typer.Option(False, "--no-cache",
+                                  help="Do not read or write the result cache (.neuron-port-cache/ next to "
+                                       "pyproject.toml); every file is processed."),
 ) -> None:
     """Rewrite CUDA-specific code for Trainium in place and report what could not be rewritten.
 
@@ -254,8 +270,13 @@ def rewrite(
         raise _fail_usage(str(exc))
     show_progress = sys.stderr.isatty() and not quiet and output_format == OutputFormat.text
     report = run_static(paths, settings, command="rewrite", write=write, want_diff=diff, jobs=jobs,
-                        progress=show_progress, instance=instance, neuron_cores=neuron_cores)
+                        progress=show_progress, instance=instance, neuron_cores=neuron_cores,
+                        use_cache=not no_cache)
     code = exit_code(report, settings.fail_on, pending_fails=check)
+    stats = getattr(report, "cache_stats", None)
+    if verbose and stats is not None:
+        _err().print(f"cache: {stats.hits} hit(s), {stats.misses} miss(es), {stats.stored} stored, "
+                     f"{stats.discarded} discarded", markup=False, highlight=False)
 
     if output_format != OutputFormat.text:
         if output_format == OutputFormat.sarif:
@@ -307,6 +328,8 @@ def check(
     target: Optional[TargetChoice] = typer.Option(None, "--target", help="neuron (default) or accelerator."),
     config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.neuron-port] from."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary panel and errors."),
+    no_cache: bool = typer.Option(False, "--no-cache",
+                                  help="Do not read or write the result cache of the static scan."),
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
 
@@ -349,7 +372,7 @@ def check(
 
     def scan() -> None:
         static.append(run_static([path], settings, command="check", write=False, want_diff=False, jobs=None,
-                                 progress=False, relative_to=path))
+                                 progress=False, relative_to=path, use_cache=not no_cache))
 
     scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
     try:

@@ -12,15 +12,18 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from neuron_port.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
-from neuron_port.files import SourceError, SourceFile, encode_source, read_source
+from neuron_port.files import SourceError, SourceFile, decode_source, encode_source, read_source
 from neuron_port.files import file_kind
 from neuron_port.launch_configs import process_launch_file
 from neuron_port.notebooks import transform_notebook
 from neuron_port.results import FileResult
 from neuron_port.rules.registry import rule_by_code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_port.cache import ResultCache
 
 # Below this many files a process pool costs more than it saves (pre-commit runs on a handful).
 PARALLEL_THRESHOLD = 8
@@ -58,8 +61,9 @@ def unified_diff(old: str, new: str, path: str) -> str:
     return "".join(out)
 
 
-def process_file(source: SourceFile, options: RunOptions) -> FileResult:
-    """Everything for one file; never raises (errors become FileResult.error)."""
+def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] = None) -> FileResult:
+    """Everything for one file; never raises (errors become FileResult.error). ``raw``: the file's bytes
+    when the main process has already read them (for the cache key), so the worker does not read again."""
     result = FileResult(path=source.display, real_path=str(source.real))
     rules, triggers = _rules_for(options.rule_codes)
     try:
@@ -73,7 +77,7 @@ def process_file(source: SourceFile, options: RunOptions) -> FileResult:
                     f"{source.display}: {size / 2**20:.1f} MB is larger than the {options.max_bytes / 2**20:g} MB "
                     "limit (usually a generated file); skipped. Raise --max-file-size to process it"
                 )
-        decoded = read_source(source.real, source.display)
+        decoded = read_source(source.real, source.display) if raw is None else decode_source(raw, source.display)
         if not could_match(decoded.text, triggers):
             result.skipped = True
             return result
@@ -104,7 +108,7 @@ def process_file(source: SourceFile, options: RunOptions) -> FileResult:
     return result
 
 
-def _work(args: tuple[SourceFile, RunOptions]) -> FileResult:
+def _work(args: tuple[SourceFile, RunOptions, Optional[bytes]]) -> FileResult:
     return process_file(*args)
 
 
@@ -115,28 +119,89 @@ def _pool_context():
     return multiprocessing.get_context("spawn")
 
 
+def _main_side(source: SourceFile, options: RunOptions, triggers, cache: Optional["ResultCache"]):
+    """What the main process settles for a file without a worker: a pre-filter skip or a cache hit.
+
+    Returns (result, None) when settled, else (None, (raw bytes or None, cache key or None)) for a worker.
+    Anything unusual (unreadable, too large, undecodable, launch files) goes to process_file as is.
+    """
+    kind = file_kind(source.display)
+    if kind not in ("python", "notebook"):  # launch scripts and configs: not cached
+        return None, (None, None)
+    try:
+        raw = source.real.read_bytes()
+    except OSError:
+        return None, (None, None)
+    if options.max_bytes and len(raw) > options.max_bytes:
+        return None, (None, None)
+    try:
+        text = decode_source(raw, source.display).text
+    except SourceError:
+        return None, (raw, None)
+    if not could_match(text, triggers):  # most files: no rule can match, nothing to cache
+        return FileResult(path=source.display, real_path=str(source.real), skipped=True), None
+    if cache is None:
+        return None, (raw, None)
+    key = cache.key(raw)
+    hit = cache.get(key, source.display, str(source.real))
+    if hit is None:
+        return None, (raw, key)
+    if options.want_diff and hit.new_bytes is not None:
+        try:
+            hit.diff = unified_diff(text, decode_source(hit.new_bytes, source.display).text, source.display)
+        except SourceError:
+            return None, (raw, None)
+    return hit, None
+
+
+def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> list[FileResult]:
+    """The main process reads each file once, pre-filters it (most files stop here) and looks it up in the
+    cache; only the rest go to workers, with their bytes, largest first (so no big file starts last), and
+    their results are stored in the cache by the main process. Results come back in ``files`` order."""
+    _rules, triggers = _rules_for(options.rule_codes)
+    slots: list[Optional[FileResult]] = [None] * len(files)
+    pending: list[tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes]]]] = []
+    for index, source in enumerate(files):
+        result, todo = _main_side(source, options, triggers, cache)
+        if result is not None:
+            slots[index] = result
+            if on_result:
+                on_result(result)
+        else:
+            raw, key = todo
+            pending.append((index, key, (source, options, raw)))
+
+    def done(index: int, key: Optional[str], result: FileResult) -> None:
+        slots[index] = result
+        if key is not None and cache is not None:
+            cache.put(key, result)
+        if on_result:
+            on_result(result)
+
+    if jobs <= 1 or len(pending) < PARALLEL_THRESHOLD:
+        for index, key, args in pending:
+            done(index, key, _work(args))
+    else:
+        # each of these files is parsed (>= ~10 ms), so one file per task costs nothing in IPC
+        pending.sort(key=lambda item: -len(item[2][2] or b""))
+        with _pool_context().Pool(processes=min(jobs, len(pending))) as pool:
+            for index, key, result in pool.imap_unordered(_work_indexed, pending, chunksize=1):
+                done(index, key, result)
+    return [r for r in slots if r is not None]
+
+
+def _work_indexed(item: tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes]]]):
+    index, key, args = item
+    return index, key, _work(args)
+
+
 def run_files(
     files: Sequence[SourceFile],
     options: RunOptions,
     jobs: Optional[int] = None,
     on_result: Optional[Callable[[FileResult], None]] = None,
+    cache: Optional["ResultCache"] = None,
 ) -> list[FileResult]:
     jobs = jobs or os.cpu_count() or 1
-    results: list[FileResult] = []
-    work: Iterable[tuple[SourceFile, RunOptions]] = ((f, options) for f in files)
-    if jobs <= 1 or len(files) < PARALLEL_THRESHOLD:
-        iterator: Iterator[FileResult] = map(_work, work)
-        for result in iterator:
-            results.append(result)
-            if on_result:
-                on_result(result)
-        return results
     _rules_for(options.rule_codes)  # import every rule module once, before forking
-    chunksize = max(1, min(16, len(files) // (jobs * 8)))
-    with _pool_context().Pool(processes=jobs) as pool:
-        for result in pool.imap_unordered(_work, work, chunksize=chunksize):
-            results.append(result)
-            if on_result:
-                on_result(result)
-    results.sort(key=lambda r: r.path)
-    return results
+    return _run(files, options, jobs, on_result, cache)

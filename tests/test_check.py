@@ -28,7 +28,8 @@ def site_lines(entries, path):
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".neuron-port-cache" not in p.parts}  # the result cache is not the project
 
 
 def test_gpt_fixture_preview_reports_fallback_shapes_and_float64(tmp_path, cli, report_schema):
