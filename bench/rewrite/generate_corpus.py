@@ -343,7 +343,7 @@ def generate(out: Path, files: int = 2000, lines: int = 500_000, seed: int = 0, 
     for i in range(files):
         kind = r.choice(kinds)
         package = {"model": "models", "data": "data", "utils": "utils", "test": "tests", "train": "scripts"}[kind]
-        sub = f"{package}/{g.word()}_{i % 37}"
+        sub = f"{package}/{WORDS[(r.randrange(8) * 7 + len(package)) % len(WORDS)]}"
         name = (f"test_{g.snake(2)}_{i}" if kind == "test" else f"{g.snake(2)}_{i}") + ".py"
         cuda = r.random() < cuda_share
         text = build_file(g, kind, max(20, int(sizes[i] * scale)), cuda)
@@ -352,7 +352,8 @@ def generate(out: Path, files: int = 2000, lines: int = 500_000, seed: int = 0, 
         path.write_text(text, encoding="utf-8")
         total += text.count("\n")
         written_cuda += cuda
-    for folder in {p.parent for p in out.rglob("*.py")}:
+    (out / "pyproject.toml").write_text('[project]\nname = "synthetic-trainer"\nversion = "0.1.0"\n')
+    for folder in sorted({p.parent for p in out.rglob("*.py")}):
         init = folder / "__init__.py"
         if not init.exists():
             init.write_text("")
