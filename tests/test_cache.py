@@ -57,7 +57,7 @@ def test_second_run_hits_and_is_not_parsed_again(tmp_path, monkeypatch):
     opts = options(max_bytes=2 * 2**20)
     first_cache = ResultCache.for_run([tmp_path], str(tmp_path / "pyproject.toml"), opts)
     first = run_files(files, opts, jobs=1, cache=first_cache)
-    assert first_cache.stats.misses == 3 and first_cache.stats.stored == 3  # plain files: pre-filter, no entry
+    assert first_cache.stats.misses == 5 and first_cache.stats.stored == 5  # pre-filtered files have entries too
     assert (tmp_path / CACHE_DIR_NAME / ".gitignore").read_text().splitlines()[-1] == "*"
 
     calls = []
@@ -66,17 +66,17 @@ def test_second_run_hits_and_is_not_parsed_again(tmp_path, monkeypatch):
     second_cache = ResultCache.for_run([tmp_path], str(tmp_path / "pyproject.toml"), opts)
     second = run_files(files, opts, jobs=1, cache=second_cache)
     assert calls == [], "a cached file was parsed again"
-    assert second_cache.stats.hits == 3 and second_cache.stats.misses == 0
+    assert second_cache.stats.hits == 5 and second_cache.stats.misses == 0
     assert [(r.path, r.findings, r.new_bytes, r.fixes_applied, r.error, r.skipped) for r in second] == \
            [(r.path, r.findings, r.new_bytes, r.fixes_applied, r.error, r.skipped) for r in first]
 
 
 def test_cli_hits_then_content_change_misses(tmp_path, cli):
     make_tree(tmp_path)
-    assert stats(cli("rewrite", "--check", "-v", ".", cwd=tmp_path))[:3] == (0, 3, 3)
-    assert stats(cli("rewrite", "--check", "-v", ".", cwd=tmp_path))[:3] == (3, 0, 0)
+    assert stats(cli("rewrite", "--check", "-v", ".", cwd=tmp_path))[:3] == (0, 5, 5)
+    assert stats(cli("rewrite", "--check", "-v", ".", cwd=tmp_path))[:3] == (5, 0, 0)
     (tmp_path / "cuda_1.py").write_text(CUDA + "changed = True\n")
-    assert stats(cli("rewrite", "--check", "-v", ".", cwd=tmp_path))[:3] == (2, 1, 1)
+    assert stats(cli("rewrite", "--check", "-v", ".", cwd=tmp_path))[:3] == (4, 1, 1)
 
 
 @pytest.mark.parametrize("args", [("--select", "NP1"), ("--target", "accelerator"), ("--unsafe-fixes",),
@@ -106,7 +106,8 @@ def test_corrupt_entry_is_discarded_and_result_still_correct(tmp_path, cli):
     make_tree(tmp_path)
     clean = cli("rewrite", "--check", "--no-cache", "--output-format", "json", ".", cwd=tmp_path)
     cli("rewrite", "--check", ".", cwd=tmp_path)
-    found = entries(tmp_path)
+    assert len(entries(tmp_path)) == 5
+    found = [p for p in entries(tmp_path) if json.loads(p.read_text())["findings"]]
     assert len(found) == 3
     found[0].write_bytes(b"\x00garbage{not json")
     data = json.loads(found[1].read_text())  # valid JSON, wrong content: must not be trusted either
@@ -118,7 +119,7 @@ def test_corrupt_entry_is_discarded_and_result_still_correct(tmp_path, cli):
     again = cli("rewrite", "--check", "-v", "--output-format", "json", ".", cwd=tmp_path)
     assert json.loads(again.stdout) == json.loads(clean.stdout)
     hits, misses, stored, discarded = stats(cli("rewrite", "--check", "-v", ".", cwd=tmp_path))
-    assert (hits, misses, discarded) == (3, 0, 0)  # the bad entries were replaced
+    assert (hits, misses, discarded) == (5, 0, 0)  # the bad entries were replaced
 
 
 def test_corrupt_entry_counted_as_discarded(tmp_path, cli):
@@ -170,13 +171,13 @@ def test_parallel_runs_leave_a_valid_cache(tmp_path):
     docs = [json.loads(out) for out, _ in outs]
     assert all(d == docs[0] for d in docs)
     found = entries(tmp_path)
-    assert len(found) == 24
+    assert len(found) == 28
     assert not [p for p in (tmp_path / CACHE_DIR_NAME).rglob("*") if p.name.endswith(".tmp")]
     opts = options(max_bytes=2 * 2**20)
     cache = ResultCache.for_run([tmp_path], str(tmp_path / "pyproject.toml"), opts)
     files, _ = discover([str(tmp_path)])
     run_files(files, opts, jobs=1, cache=cache)
-    assert (cache.stats.hits, cache.stats.misses, cache.stats.discarded) == (24, 0, 0)
+    assert (cache.stats.hits, cache.stats.misses, cache.stats.discarded) == (28, 0, 0)
 
 
 # -- the engine's traversal ---------------------------------------------------------------------------
