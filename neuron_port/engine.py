@@ -122,6 +122,19 @@ def _method_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+def _leaf_types() -> frozenset:
+    import libcst._nodes.op as ops
+    import libcst._nodes.whitespace as whitespace
+
+    return frozenset(
+        kind for module in (ops, whitespace) for kind in vars(module).values()
+        if isinstance(kind, type) and issubclass(kind, cst.CSTNode) and kind.__module__ == module.__name__
+    )
+
+
+_LEAF_TYPES = _leaf_types()
+
+
 class _FieldRecorder(cst.CSTVisitor):
     """Learns the order in which LibCST visits a node type's fields (without descending)."""
 
@@ -181,6 +194,10 @@ class _BatchedVisitor(cst.CSTVisitor):
         self._leave: dict[type, tuple] = {}
         # node type names have no underscore: visit_<Type>_<attribute> methods are those with two
         self._attribute_types = {name.split("_")[1] for name in table if name.count("_") > 1}
+        # whitespace, comments and operator tokens (about half of all nodes) contain nothing but more of
+        # the same: the walk does not enter them unless some visitor has a method for such a type
+        wanted = {name.split("_")[1] for name in table}
+        self._skip = {kind for kind in _LEAF_TYPES if kind.__name__ not in wanted}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         kind = type(node)
@@ -213,7 +230,7 @@ class _BatchedVisitor(cst.CSTVisitor):
         on_visit, on_leave = self.on_visit, self.on_leave
         attribute_types = self._attribute_types
         child_fields = _child_fields
-        node_type, sequence_types = cst.CSTNode, (tuple, list)
+        node_type, sequence_types, skip = cst.CSTNode, (tuple, list), self._skip
 
         def walk(node: cst.CSTNode) -> None:
             on_visit(node)
@@ -224,10 +241,12 @@ class _BatchedVisitor(cst.CSTVisitor):
                     self.on_visit_attribute(node, name)
                 value = getattr(node, name)
                 if isinstance(value, node_type):
-                    walk(value)
+                    if type(value) not in skip:
+                        walk(value)
                 elif isinstance(value, sequence_types):
                     for child in value:
-                        walk(child)
+                        if type(child) not in skip:
+                            walk(child)
                 if with_attributes:
                     self.on_leave_attribute(node, name)
             on_leave(node)

@@ -205,6 +205,7 @@ class _WalkEvents(_BatchedVisitor):
         super().__init__([])
         self.events: list[tuple] = []
         self._attribute_types = type("All", (), {"__contains__": lambda self, x: True})()
+        self._skip = set()  # compare the full traversal; the rule example tests cover the skipping walk
 
     on_visit = _Events.on_visit
     on_leave = _Events.on_leave
