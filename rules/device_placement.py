@@ -39,7 +39,7 @@ from neuron_port.rules.device_tables import (
     RANK_ENV_VARS,
     RANK_NAME_RE,
 )
-from neuron_port.rules.helpers import CUDA_DEVICE_RE, arg_named, expr, replace_string, string_value
+from neuron_port.rules.helpers import CUDA_DEVICE_RE, GuardedBlocks, arg_named, expr, replace_string, string_value
 
 AVAILABILITY_CHECKS = frozenset(
     {"torch.cuda.is_available", "torch.accelerator.is_available", "torch.neuron.is_available"}
@@ -138,7 +138,7 @@ class _AvailabilityMixin:
 _PRIORITY = {"value": 0, "container": 1, "key": 2, "check": 3, "multibackend": 4, "skip": 5}
 
 
-class _DeviceStringRule(_AvailabilityMixin, Rule):
+class _DeviceStringRule(_AvailabilityMixin, GuardedBlocks, Rule):
     """Shared classification of device-string candidates for NP101 (values) and NP102 (checks)."""
 
     def __init__(self, context) -> None:
@@ -244,22 +244,6 @@ class _DeviceStringRule(_AvailabilityMixin, Rule):
         if any(_is_neuron_device_string(o) for o in operands):
             for operand in operands:
                 self._mark(operand, "multibackend")
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        if node in self._guarded_blocks:
-            self._guard_depth += 1
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
-        if original_node in self._guarded_blocks:
-            self._guard_depth -= 1
-
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        if node in self._guarded_blocks:
-            self._guard_depth += 1
-
-    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
-        if original_node in self._guarded_blocks:
-            self._guard_depth -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

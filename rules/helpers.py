@@ -165,3 +165,28 @@ def statement_without(owner: Union[cst.SimpleStatementLine, cst.SimpleStatementS
 def has_comment_above(line: cst.SimpleStatementLine) -> bool:
     """A comment line directly above the statement (removing the statement would lose it)."""
     return any(empty.comment is not None for empty in line.leading_lines)
+
+
+class GuardedBlocks:
+    """Mixin for rules that treat code inside some blocks as guarded (e.g. under an availability
+    check): the subclass adds block nodes to ``_guarded_blocks``; ``_guard_depth`` is how many of them
+    the visit is inside."""
+
+    _guarded_blocks: set
+    _guard_depth: int
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if node in self._guarded_blocks:
+            self._guard_depth += 1
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        if original_node in self._guarded_blocks:
+            self._guard_depth -= 1
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        if node in self._guarded_blocks:
+            self._guard_depth += 1
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
+        if original_node in self._guarded_blocks:
+            self._guard_depth -= 1

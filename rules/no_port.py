@@ -33,7 +33,7 @@ import libcst as cst
 
 from neuron_port.rules.base import Invalid, Rule, Valid
 from neuron_port.rules.context import dotted_name
-from neuron_port.rules.helpers import arg_named, string_value
+from neuron_port.rules.helpers import GuardedBlocks, arg_named, string_value
 from neuron_port.rules.no_port_tables import (
     APEX,
     AVAILABILITY_CALL_RE,
@@ -85,7 +85,7 @@ def _is_none(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
 
-class _GuardedRule(Rule):
+class _GuardedRule(GuardedBlocks, Rule):
     """Tracks whether the node being visited sits in a guarded block (optional import or availability
     check) so reports there get a lower severity."""
 
@@ -136,22 +136,6 @@ class _GuardedRule(Rule):
         if self._is_availability_test(node.test):
             self._guarded_nodes.update(_walk(node.body))
         self._skip_test_references(node.test)
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        if node in self._guarded_blocks:
-            self._guard_depth += 1
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
-        if original_node in self._guarded_blocks:
-            self._guard_depth -= 1
-
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        if node in self._guarded_blocks:
-            self._guard_depth += 1
-
-    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
-        if original_node in self._guarded_blocks:
-            self._guard_depth -= 1
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         # `bnb is not None` / `flash_attn is None` test for the package: not a use
