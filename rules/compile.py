@@ -73,8 +73,6 @@ class _CompileCallRule(Rule):
         raise NotImplementedError
 
 
-
-
 class _StatementRule(Rule):
     """Reports setting statements (``x.y = v`` / ``f(...)`` lines) and offers to remove them.
 
