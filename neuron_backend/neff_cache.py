@@ -33,6 +33,8 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from neuron_port.atomic import atomic_write
+
 __all__ = ["cache_dir", "enabled", "cache_key", "lookup_or_store", "compiled_graph", "counters", "register"]
 
 CACHE_DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
@@ -87,19 +89,9 @@ def entry_path(key: str, root: Path | None = None) -> Path:
     return root / key[:2] / key[2:4] / f"{key}.neff"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+    atomic_write(path, data)
 
 
 def lookup_or_store(key: str, meta: dict, root: Path | None = None) -> bool:
@@ -111,7 +103,7 @@ def lookup_or_store(key: str, meta: dict, root: Path | None = None) -> bool:
     log.info("[NEFF_CACHE] Cache MISS for key: %s", key)
     try:
         payload = {"key": key, "simulator": sim_version(), "pid": os.getpid(), "rank": os.environ.get("RANK"), **meta}
-        _atomic_write(path, (json.dumps(payload, default=str) + "\n").encode())
+        _write(path, (json.dumps(payload, default=str) + "\n").encode())
         log.info("[NEFF_CACHE] Storing NEFF for key: %s", key)
     except OSError as e:  # a read-only or full cache folder must not break the run
         log.warning("neuron-port: could not write the NEFF cache entry %s: %s", path, e)

@@ -20,13 +20,15 @@ from rich.console import Console
 
 from neuron_port import __version__
 from neuron_port.config import ConfigError, Settings, load_settings
-from neuron_port.files import SourceError, atomic_write, check_writable, discover, file_kind
-from neuron_port.launch_configs import InstanceError, resolve_instance
+from neuron_port.atomic import atomic_write
+from neuron_port.rewrite.discovery import discover
+from neuron_port.rewrite.sources import SourceError, check_writable, file_kind
+from neuron_port.rewrite.line_files import InstanceError, resolve_instance
 from neuron_port.reporters import github, json_report, sarif, text
 from neuron_port.results import SEVERITY_RANK, FileError, Report
 from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code, select_rules, validate_patterns
-from neuron_port.check_runner import DEFAULT_TIMEOUT_SECONDS
-from neuron_port.runner import RunOptions, run_files
+from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
+from neuron_port.rewrite.runner import RunOptions, run_files
 
 app = typer.Typer(
     name="neuron-port",
@@ -123,7 +125,7 @@ def run_static(
 ) -> Report:
     """Discover, run the engine in workers, write results atomically when ``write``. Shared with `check`.
 
-    With ``use_cache``, results of unchanged files come from the content cache (neuron_port/cache.py);
+    With ``use_cache``, results of unchanged files come from the content cache (neuron_port/rewrite/cache.py);
     its hit/miss counts are left on the report as ``cache_stats`` (shown by --verbose)."""
     try:
         validate_patterns(settings.select + settings.ignore)
@@ -153,7 +155,7 @@ def run_static(
 
     cache = None
     if use_cache:
-        from neuron_port.cache import ResultCache
+        from neuron_port.rewrite.cache import ResultCache
         from neuron_port.config import find_pyproject
 
         roots = [relative_to] if relative_to is not None else list(paths)
@@ -176,7 +178,7 @@ def run_static(
         if result.changed and write:
             try:
                 check_writable(Path(result.real_path), result.path)
-                atomic_write(Path(result.real_path), result.new_bytes or b"")
+                atomic_write(Path(result.real_path), result.new_bytes or b"", durable=True)
             except (SourceError, OSError) as exc:
                 message = str(exc) if isinstance(exc, SourceError) else f"{result.path}: cannot write: {exc}"
                 report.errors.append(FileError(path=result.path, message=message))
@@ -346,10 +348,10 @@ def check(
     import shutil
     import tempfile
 
-    from neuron_port.check_runner import CommandError, build_command, run_command
-    from neuron_port.preview import make_preview
+    from neuron_port.check.runner import CommandError, build_command, run_command
+    from neuron_port.check.preview import make_preview
     from neuron_port.reporters import check_text
-    from neuron_port.runtime_report import SiteMapper, build_runtime, read_events
+    from neuron_port.check.runtime_report import SiteMapper, build_runtime, read_events
 
     if not path.is_dir():
         raise _fail_usage(f"{path}: not a folder")
@@ -407,9 +409,7 @@ def check(
     if output is not None:
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
-            tmp = output.with_name(f".{output.name}.tmp")
-            tmp.write_text(document)
-            os.replace(tmp, output)
+            atomic_write(output, document.encode())
         except OSError as exc:
             _err().print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
     code = exit_code(report, settings.fail_on, pending_fails=False)

@@ -33,6 +33,32 @@ def cli():
     return run_cli
 
 
+def simulator_env(**extra: str) -> dict[str, str]:
+    """The environment of a user script run on the simulator: this checkout on PYTHONPATH, no Neuron or
+    torchrun variables inherited from the caller, one intra-op thread, the shared build cache kept."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["OMP_NUM_THREADS"] = "1"
+    if os.environ.get("NEURON_PORT_CACHE_DIR"):
+        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def sim_build() -> Path:
+    """Build (or find in the cache) the simulator's C++ core once per session, before any test runs a
+    script on it (several ranks would otherwise race to build it, and timed runs would include it)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import neuron_backend.build as b; print(b.build())"],
+        cwd=REPO, env=simulator_env(), capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="session")
 def report_schema():
     return json.loads((REPO / "neuron_port" / "schema" / "report.schema.json").read_text())

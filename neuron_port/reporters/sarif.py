@@ -35,7 +35,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from neuron_port import __version__
-from neuron_port.files import SourceError, decode_source
+from neuron_port.rewrite.sources import SourceError, decode_source
 from neuron_port.results import Finding, Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

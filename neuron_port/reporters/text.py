@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from neuron_port.results import Finding, Report
-from neuron_port.statistics import file_statistics, percent, total_statistics
+from neuron_port.rewrite.statistics import file_statistics, percent, total_statistics
 
 MAX_STAT_FILES = 10
 

@@ -15,30 +15,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import simulator_env
 
-REPO = Path(__file__).resolve().parents[2]
 RESULT_MARK = "RESULT:"
-
-
-@pytest.fixture(scope="session")
-def sim_build():
-    """Build (or find in the cache) the C++ core once for the whole session."""
-    proc = subprocess.run(
-        [sys.executable, "-c", "import neuron_backend.build as b; print(b.build())"],
-        cwd=REPO, env=_base_env(), capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-def _base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("RANK", None)
-    env["OMP_NUM_THREADS"] = "1"
-    if os.environ.get("NEURON_PORT_CACHE_DIR"):
-        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
-    return env
 
 
 class SimRun:
@@ -81,7 +60,7 @@ def run_sim(sim_build, tmp_path):
         script = tmp_path / name
         script.write_text(textwrap.dedent(code))
         events_dir = tmp_path / "events"
-        e = _base_env()
+        e = simulator_env()
         e["NEURON_PORT_EVENTS_DIR"] = str(events_dir)
         if simulate:
             e["NEURON_PORT_SIMULATE"] = "1"

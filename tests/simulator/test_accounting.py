@@ -2,6 +2,8 @@
 
 import pytest
 
+from conftest import simulator_env
+
 from .conftest import PRELUDE
 
 pytestmark = pytest.mark.slow
@@ -33,11 +35,11 @@ result({"summary": st["summary"], "n_fallbacks": len(st["fallbacks"]),
 @pytest.fixture(scope="module")
 def acc(sim_build, tmp_path_factory):
     import subprocess, sys, textwrap
-    from .conftest import _base_env, SimRun
+    from .conftest import SimRun
     tmp = tmp_path_factory.mktemp("acc")
     script = tmp / "train.py"
     script.write_text(textwrap.dedent(ACCOUNTING))
-    env = _base_env()
+    env = simulator_env()
     env.update(NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(tmp / "events"))
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp, env=env, capture_output=True, text=True,
                           timeout=240)

@@ -10,7 +10,7 @@ import jsonschema
 
 from conftest import FIXTURES
 from neuron_port.results import FileResult, Finding, Fix
-from neuron_port.statistics import Statistics, file_statistics, total_statistics
+from neuron_port.rewrite.statistics import Statistics, file_statistics, total_statistics
 
 
 def _finding(available: bool, applied: bool, safety: str = "safe", source: str = "static") -> Finding:

@@ -10,22 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
+from conftest import simulator_env
 
-REPO = Path(__file__).resolve().parents[2]
 RESULT = "RESULT:"
-
-
-@pytest.fixture(scope="session")
-def sim_build():
-    """Build (or find in the cache) the C++ core once, before the ranks race to build it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
-    env["PYTHONPATH"] = str(REPO)
-    if os.environ.get("NEURON_PORT_CACHE_DIR"):
-        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
-    proc = subprocess.run([sys.executable, "-c", "import neuron_backend.build as b; print(b.build())"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 class TorchrunResult:
@@ -54,14 +41,8 @@ def torchrun(code: str, workdir: Path, nproc: int = 2, timeout: int = 300) -> To
     script = workdir / "train_dist.py"
     script.write_text(textwrap.dedent(code))
     events_dir = workdir / "events"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
-    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(k, None)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(OMP_NUM_THREADS="1", NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(events_dir),
-               TORCH_NEURONX_NEFF_CACHE_DIR=str(workdir / "neff-cache"))
-    if os.environ.get("NEURON_PORT_CACHE_DIR"):
-        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
+    env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(events_dir),
+                        TORCH_NEURONX_NEFF_CACHE_DIR=str(workdir / "neff-cache"))
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                            str(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
     return TorchrunResult(proc, events_dir, script)

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 from conftest import FIXTURES
-from neuron_port.preview import line_map
-from neuron_port.runtime_report import padding_buckets, varying_dims
+from neuron_port.check.preview import line_map
+from neuron_port.check.runtime_report import padding_buckets, varying_dims
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The content cache (neuron_port/cache.py): hits, misses on content and configuration changes, corrupt
+"""The content cache (neuron_port/rewrite/cache.py): hits, misses on content and configuration changes, corrupt
 entries discarded, --no-cache, concurrent runs; and the engine's own batched traversal visits exactly
 what LibCST's visit does."""
 
@@ -14,13 +14,13 @@ import libcst as cst
 import pytest
 
 from conftest import FIXTURES
-from neuron_port import cache as cache_mod
-from neuron_port import runner
-from neuron_port.cache import CACHE_DIR_NAME, ResultCache, config_fingerprint
-from neuron_port.engine import _BatchedVisitor
-from neuron_port.files import discover
+from neuron_port.rewrite import cache as cache_mod
+from neuron_port.rewrite import runner
+from neuron_port.rewrite.cache import CACHE_DIR_NAME, ResultCache, config_fingerprint
+from neuron_port.rewrite.engine import _BatchedVisitor
+from neuron_port.rewrite.discovery import discover
 from neuron_port.rules.registry import all_rules, select_rules
-from neuron_port.runner import RunOptions, run_files
+from neuron_port.rewrite.runner import RunOptions, run_files
 
 CUDA = 'import torch\nx = torch.zeros(3).cuda()\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n'
 PLAIN = "import os\n\n\ndef f(a):\n    return os.path.join(a, 'b')\n"

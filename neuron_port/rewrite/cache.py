@@ -22,10 +22,10 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
+from neuron_port.atomic import atomic_write
 from neuron_port.results import FileResult, Finding, Fix
 
 CACHE_DIR_NAME = ".neuron-port-cache"
@@ -167,18 +167,7 @@ class ResultCache:
                 self._prepare()
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._made.add(path.parent.name)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    os.fchmod(handle.fileno(), 0o644)
-                    handle.write(payload)
-                os.replace(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            atomic_write(path, payload, mode=0o644)
             self.stats.stored += 1
         except OSError:
             self.enabled = False  # read-only project, full disk: run on without the cache
@@ -192,11 +181,7 @@ class ResultCache:
                                             "# neuron-port result cache; see https://bford.info/cachedir/\n")):
             target = self.folder / name
             if not target.exists():
-                fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)
-                with os.fdopen(fd, "w") as handle:
-                    os.fchmod(handle.fileno(), 0o644)
-                    handle.write(text)
-                os.replace(tmp, target)
+                atomic_write(target, text.encode(), mode=0o644)
 
 
 def cacheable(result: FileResult) -> bool:

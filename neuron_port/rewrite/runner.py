@@ -6,7 +6,6 @@ so an interrupted run leaves each file either old or new.
 
 from __future__ import annotations
 
-import difflib
 import multiprocessing
 import os
 import sys
@@ -14,16 +13,16 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from neuron_port.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
-from neuron_port.files import SourceError, SourceFile, decode_source, encode_source, read_source
-from neuron_port.files import file_kind
-from neuron_port.launch_configs import process_launch_file
-from neuron_port.notebooks import transform_notebook
+from neuron_port.rewrite.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
+from neuron_port.rewrite.discovery import SourceFile
+from neuron_port.rewrite.sources import SourceError, decode_source, encode_source, file_kind, read_source, unified_diff
+from neuron_port.rewrite.line_files import process_launch_file
+from neuron_port.rewrite.notebooks import transform_notebook
 from neuron_port.results import FileResult
 from neuron_port.rules.registry import rule_by_code
 
 if TYPE_CHECKING:  # pragma: no cover
-    from neuron_port.cache import ResultCache
+    from neuron_port.rewrite.cache import ResultCache
 
 # Below this many files a process pool costs more than it saves (pre-commit runs on a handful).
 PARALLEL_THRESHOLD = 8
@@ -49,16 +48,6 @@ def _rules_for(codes: tuple[str, ...]):
         rules = tuple(r for r in (rule_by_code(c) for c in codes) if not getattr(r, "FILE_KINDS", None))
         _rules_cache[codes] = (rules, triggers_for(rules))
     return _rules_cache[codes]
-
-
-def unified_diff(old: str, new: str, path: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"
-    )
-    out = []
-    for line in lines:
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
 
 
 def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] = None) -> FileResult:

@@ -26,8 +26,8 @@ import json
 import re
 from typing import Optional, Sequence
 
-from neuron_port.engine import EngineOptions, RewriteError, SourceOutcome, transform_source
-from neuron_port.files import SourceError
+from neuron_port.rewrite.engine import EngineOptions, RewriteError, SourceOutcome, transform_source
+from neuron_port.rewrite.sources import SourceError
 from neuron_port.rules.base import Rule
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_port.engine import EngineOptions, transform_source
+from neuron_port.rewrite.engine import EngineOptions, transform_source
 from neuron_port.rules.base import Valid
 from neuron_port.rules.registry import all_rules, check_rule_metadata
 

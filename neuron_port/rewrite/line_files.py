@@ -17,12 +17,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
-from neuron_port.engine import SUPPRESSION_RE, RewriteError
+from neuron_port.rewrite.engine import SUPPRESSION_RE, RewriteError
+from neuron_port.rewrite.sources import SourceError, encode_source, read_source, unified_diff
 from neuron_port.results import Finding, Fix
 from neuron_port.rules.device_tables import CUDA_ENV_ADVICE, NCCL_ENV_ADVICE, NCCL_ENV_RE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from neuron_port.files import SourceFile
+    from neuron_port.rewrite.discovery import SourceFile
     from neuron_port.results import FileResult
 
 SHELL, MAKE, YAML, JSON, TOML = "shell", "make", "yaml", "json", "toml"
@@ -460,9 +461,6 @@ def process_launch_file(source: "SourceFile", options, result: "FileResult", kin
     """The runner's entry for a script or config (``options`` is a runner.RunOptions). Files that are
     not text, do not decode or exceed --max-file-size are skipped quietly: a data file named ``*.json``
     is not the user's code."""
-    from neuron_port.files import SourceError, encode_source, read_source
-    from neuron_port.runner import unified_diff
-
     codes = frozenset(options.rule_codes) & frozenset(CODES)
     if not codes:
         result.skipped = True

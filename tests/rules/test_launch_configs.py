@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from neuron_port.launch_configs import (
+from neuron_port.rewrite.line_files import (
     INSTANCES,
     InstanceError,
     ScanOptions,

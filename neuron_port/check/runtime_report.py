@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from neuron_port.check_runner import RunStatus
-from neuron_port.preview import PreviewTree
+from neuron_port.check.runner import RunStatus
+from neuron_port.check.preview import PreviewTree
 from neuron_port.results import Finding, Fix
 from neuron_port.rules.registry import rule_by_code
 

@@ -10,23 +10,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
+from conftest import REPO, simulator_env
 
-REPO = Path(__file__).resolve().parents[2]
 RESULT = "RESULT:"
 
 
 def base_env(events_dir: Path, neff_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
-    env.pop("RANK", None)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["OMP_NUM_THREADS"] = "1"
-    env["NEURON_PORT_SIMULATE"] = "1"
-    env["NEURON_PORT_EVENTS_DIR"] = str(events_dir)
-    env["TORCH_NEURONX_NEFF_CACHE_DIR"] = str(neff_dir)
-    if os.environ.get("NEURON_PORT_CACHE_DIR"):
-        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
-    return env
+    return simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(events_dir),
+                         TORCH_NEURONX_NEFF_CACHE_DIR=str(neff_dir))
 
 
 class Run:
@@ -51,18 +42,6 @@ class Run:
 
     def line_of(self, marker: str) -> int:
         return next(i for i, line in enumerate(self.script.read_text().splitlines(), 1) if marker in line)
-
-
-@pytest.fixture(scope="session")
-def sim_build():
-    """Build (or find in the cache) the C++ core once, before any timed run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
-    env["PYTHONPATH"] = str(REPO)
-    if os.environ.get("NEURON_PORT_CACHE_DIR"):
-        env["NEURON_PORT_CACHE_DIR"] = os.environ["NEURON_PORT_CACHE_DIR"]
-    proc = subprocess.run([sys.executable, "-c", "import neuron_backend.build as b; print(b.build())"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def run_script(code: str, workdir: Path, neff_dir: Path, env: dict | None = None, tag: str = "run",

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neuron_port.files import DEFAULT_EXCLUDES
+from neuron_port.rewrite.discovery import DEFAULT_EXCLUDES
 
 
 @dataclass

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from neuron_port.engine import EngineOptions, transform_source
+from neuron_port.rewrite.engine import EngineOptions, transform_source
 from neuron_port.rules.registry import all_rules, rule_by_code
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from neuron_port.engine import EngineOptions, transform_source, triggers_for
+from neuron_port.rewrite.engine import EngineOptions, transform_source, triggers_for
 from neuron_port.rules.registry import all_rules, rule_by_code
 
 FAMILIES = ("NP6", "NP7", "NP8")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_port.engine import EngineOptions, transform_source
+from neuron_port.rewrite.engine import EngineOptions, transform_source
 from neuron_port.rules.registry import all_rules
 
 CUDA_LINE = "torch.cuda.synchronize()"

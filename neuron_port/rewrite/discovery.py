@@ -1,24 +1,20 @@
-"""File handling: discovery (honouring .gitignore and excludes), decoding and atomic writes.
+"""Discovery: the source files under the given paths, honouring .gitignore files and excludes.
 
-Nothing of the user's is lost: a file is read as bytes and decoded with its own encoding (BOM, PEP 263
-cookie), written back with the same encoding, BOM and newlines (the CST keeps them), through a
-temporary file in the same folder that is renamed over the original, with the original's mode.
+Directories are walked without following symlinked folders (so loops cannot happen); file symlinks are
+followed only when they point inside the walked tree.
 """
 
 from __future__ import annotations
 
-import codecs
 import fnmatch
-import io
 import os
-import stat
-import tempfile
-import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import pathspec
+
+from neuron_port.rewrite.sources import SOURCE_SUFFIXES
 
 # Folders no one wants scanned (as ruff's defaults).
 DEFAULT_EXCLUDES = (
@@ -26,111 +22,8 @@ DEFAULT_EXCLUDES = (
     "__pypackages__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".neuron-port-cache",
     "node_modules", "site-packages", "build", "dist", "_build", "buck-out", ".ipynb_checkpoints",
 )
-# Besides Python: notebooks, and the launch scripts and configs of neuron_port/launch_configs.py. A name
-# matches when it ends with one of these (so "Makefile" matches the file Makefile).
-NOTEBOOK_SUFFIXES = (".ipynb",)
-LAUNCH_SUFFIXES: dict[str, str] = {
-    ".sh": "shell", ".bash": "shell", ".mk": "make", "Makefile": "make", "makefile": "make",
-    "GNUmakefile": "make", ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml",
-}
-SOURCE_SUFFIXES = (".py",) + NOTEBOOK_SUFFIXES + tuple(LAUNCH_SUFFIXES)
 
 
-def file_kind(name: str) -> str:
-    """"python", "notebook", or a launch/config kind ("shell", "make", "yaml", "json", "toml"). Anything
-    else is Python (a file given explicitly is taken as Python source whatever its name)."""
-    if name.endswith(".py"):
-        return "python"
-    if name.endswith(NOTEBOOK_SUFFIXES):
-        return "notebook"
-    for suffix, kind in LAUNCH_SUFFIXES.items():
-        if name.endswith(suffix):
-            return kind
-    return "python"
-
-
-class SourceError(Exception):
-    """A file that cannot be read as Python source; the message says why (and where)."""
-
-
-@dataclass(frozen=True)
-class DecodedSource:
-    text: str
-    encoding: str  # a Python codec name; "utf-8-sig" when the file starts with a BOM
-
-
-def decode_source(raw: bytes, path: str) -> DecodedSource:
-    if b"\0" in raw:
-        raise SourceError(f"{path}: not a text file (contains NUL bytes)")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as exc:
-        raise SourceError(f"{path}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
-    try:
-        codecs.lookup(encoding)
-        text = raw.decode(encoding)
-    except LookupError:
-        raise SourceError(f"{path}: unknown encoding {encoding!r} in the coding cookie") from None
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise SourceError(
-            f"{path}:{line}: cannot decode byte {raw[exc.start]:#04x} as {encoding} ({exc.reason})"
-        ) from None
-    return DecodedSource(text=text, encoding=encoding)
-
-
-def encode_source(text: str, encoding: str, path: str) -> bytes:
-    try:
-        return text.encode(encoding)
-    except UnicodeEncodeError as exc:
-        raise SourceError(f"{path}: the rewritten text cannot be encoded as {encoding}: {exc.reason}") from None
-
-
-def read_source(path: Path, display: str) -> DecodedSource:
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise SourceError(f"{display}: is a directory") from None
-    except OSError as exc:
-        raise SourceError(f"{display}: cannot read: {exc.strerror or exc}") from None
-    return decode_source(raw, display)
-
-
-def check_writable(path: Path, display: str) -> None:
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise SourceError(f"{display}: cannot stat: {exc.strerror or exc}") from None
-    if not st.st_mode & stat.S_IWUSR:
-        raise SourceError(f"{display}: file is read-only; not rewritten (make it writable to apply fixes)")
-    if not os.access(path.parent, os.W_OK):
-        raise SourceError(f"{display}: its folder is not writable; not rewritten")
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically, keeping its mode. Either the old or the new file exists."""
-    st = path.stat()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".neuron-port.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        try:
-            os.chown(tmp, st.st_uid, st.st_gid)
-        except OSError:
-            pass  # not permitted for other owners unless root; the mode is what matters
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-# -- discovery -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SourceFile:
     display: str  # path shown to the user (relative to the working directory when possible)

@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 
 from conftest import FIXTURES
-from neuron_port.engine import EngineOptions, RewriteError
-from neuron_port.files import SourceError
-from neuron_port.notebooks import _source_spans, transform_notebook
+from neuron_port.rewrite.engine import EngineOptions, RewriteError
+from neuron_port.rewrite.sources import SourceError
+from neuron_port.rewrite.notebooks import _source_spans, transform_notebook
 from neuron_port.rules.registry import select_rules
 
 RULES = select_rules()

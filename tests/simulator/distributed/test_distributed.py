@@ -9,9 +9,9 @@ from .conftest import torchrun
 pytestmark = pytest.mark.slow
 
 DDP = """\
-import json, torch, torch.distributed as dist
+import json, os, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-def result(**kw): print("RESULT:" + json.dumps(kw), flush=True)
+def result(**kw): os.write(1, ("RESULT:" + json.dumps(kw) + "\\n").encode())  # one write: ranks share the pipe
 dist.init_process_group(backend="neuron")  # INIT
 rank, world = dist.get_rank(), dist.get_world_size()
 def make():
@@ -56,11 +56,11 @@ dist.destroy_process_group()
 """
 
 FSDP_DTENSOR = """\
-import json, torch, torch.distributed as dist
+import json, os, torch, torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-def result(**kw): print("RESULT:" + json.dumps(kw), flush=True)
+def result(**kw): os.write(1, ("RESULT:" + json.dumps(kw) + "\\n").encode())  # one write: ranks share the pipe
 mesh = init_device_mesh("neuron", (2,))
 rank = dist.get_rank()
 def make():

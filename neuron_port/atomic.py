@@ -1,0 +1,61 @@
+"""The one atomic write: a temporary file in the target's folder, renamed over the target.
+
+Used for the user's files (the rewrite writer), the result cache, the simulator's NEFF cache and
+`check --output`. Readers see the old content or the new one, never a mix; an interrupted write leaves
+no temporary file behind when Python can still clean up.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+TEMP_SUFFIX = ".neuron-port.tmp"
+
+
+def _read_umask() -> int:
+    # os.umask() can only be read by setting it; do that once, at import, not while threads write files
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = False, mode: Optional[int] = None) -> None:
+    """Replace ``path`` by ``data`` atomically.
+
+    An existing file keeps its mode (and its owner and group where permitted); a new file gets ``mode``,
+    or what ``open()`` would give it (0o666 minus the umask). ``durable`` fsyncs the data before the
+    rename (the user's source files: a crash right after the rename must not leave an empty file).
+    """
+    try:
+        st: Optional[os.stat_result] = path.stat()
+    except FileNotFoundError:
+        st = None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        if st is not None:
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)
+            except OSError:
+                pass  # not permitted for other owners unless root; the mode is what matters
+        else:
+            os.chmod(tmp, mode if mode is not None else 0o666 & ~_UMASK)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
