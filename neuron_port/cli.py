@@ -23,10 +23,17 @@ from neuron_port.config import ConfigError, Settings, load_settings
 from neuron_port.atomic import atomic_write
 from neuron_port.rewrite.discovery import discover
 from neuron_port.rewrite.sources import SourceError, check_writable, file_kind
-from neuron_port.rewrite.line_files import InstanceError, resolve_instance
+from neuron_port.rules.instances import InstanceError, resolve_instance
 from neuron_port.reporters import github, json_report, sarif, text
 from neuron_port.results import SEVERITY_RANK, FileError, Report
-from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code, select_rules, validate_patterns
+from neuron_port.rules.registry import (
+    UnknownCodeError,
+    all_rules,
+    is_selected,
+    rule_by_code,
+    select_rules,
+    validate_patterns,
+)
 from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.rewrite.runner import RunOptions, run_files
 
@@ -403,7 +410,7 @@ def check(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report.runtime = runtime
-    report.runtime_findings = [f for f in findings if _selected(f.code, settings)]
+    report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]
 
     document = json_report.render(report, wrote=False)
     if output is not None:
@@ -433,15 +440,6 @@ def check(
     raise typer.Exit(code)
 
 
-def _selected(code: str, settings: Settings) -> bool:
-    def hit(patterns):
-        return any(code.startswith(p.upper()) or p.upper() == "ALL" for p in patterns)
-
-    if settings.select and not hit(settings.select):
-        return False
-    return not (settings.ignore and hit(settings.ignore))
-
-
 @app.command("rules")
 def list_rules(
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json."),
@@ -452,12 +450,12 @@ def list_rules(
         sys.stdout.write(json.dumps([r.summary() for r in rules], indent=2) + "\n")
         return
     width = max(len(r.NAME) for r in rules)
-    lines = [f"{'code':<6} {'name':<{width}} {'severity':<8} {'fix':<6} {'effort':<6} scope"]
+    lines = [f"{'code':<6} {'name':<{width}} {'severity':<8} {'fix':<16} {'effort':<6} scope"]
     for r in rules:
-        scope = "runtime (check)" if getattr(r, "RUNTIME", False) else ",".join(r.TARGETS)
-        if getattr(r, "FILE_KINDS", None):
+        scope = "runtime (check)" if r.KIND == "runtime" else ",".join(r.TARGETS)
+        if r.KIND == "line":
             scope += " (scripts, configs)"
-        lines.append(f"{r.CODE:<6} {r.NAME:<{width}} {r.SEVERITY:<8} {r.FIX:<6} {r.EFFORT or '-':<6} {scope}")
+        lines.append(f"{r.CODE:<6} {r.NAME:<{width}} {r.SEVERITY:<8} {r.fix_label():<16} {r.EFFORT or '-':<6} {scope}")
     lines.append(f"{len(rules)} rules. `neuron-port explain CODE` shows a rule's documentation.")
     sys.stdout.write("\n".join(lines) + "\n")
 
@@ -470,8 +468,7 @@ def explain(code: str = typer.Argument(..., help="A rule code (NP101) or name.")
     except UnknownCodeError as exc:
         raise _fail_usage(str(exc))
     console = _out()
-    header = (f"# {rule.CODE} {rule.NAME}\n\nseverity: {rule.SEVERITY} · fix: {rule.FIX}"
-              + (f" · effort: {rule.EFFORT}" if rule.EFFORT else "") + "\n\n")
+    header = rule.docs_header()
     if console.is_terminal:
         from rich.markdown import Markdown
 

@@ -16,7 +16,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from neuron_port.rules.base import SEVERITIES, TARGETS
+from neuron_port.rules.spec import SEVERITIES, TARGETS
 
 
 class ConfigError(Exception):

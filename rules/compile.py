@@ -17,7 +17,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.compile_tables import (
     COMPILE_FUNCS,
     CUDA_BACKENDS,
@@ -60,7 +60,7 @@ def _is_false(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
 
 
-class _CompileCallRule(Rule):
+class _CompileCallRule(PythonRule):
     """Visits ``torch.compile(...)`` calls (also as decorators) and hands them to ``check_compile``."""
 
     TRIGGERS = ("compile",)
@@ -73,7 +73,7 @@ class _CompileCallRule(Rule):
         raise NotImplementedError
 
 
-class _StatementRule(Rule):
+class _StatementRule(PythonRule):
     """Reports setting statements (``x.y = v`` / ``f(...)`` lines) and offers to remove them.
 
     Subclasses implement ``match(small) -> message | None``. The removal is reported on the statement
@@ -167,7 +167,7 @@ class CompileMissingBackend(_CompileCallRule):
     CODE = "NP401"
     NAME = "compile-missing-backend"
     SEVERITY = "info"
-    FIX = "safe"
+    FIX_AVAILABILITY = "always"
     MESSAGE = (
         'torch.compile without a backend: TorchNeuron picks "neuron" on a Neuron device, '
         'make it explicit with `backend="neuron"`'
@@ -217,7 +217,7 @@ class CompileMissingBackend(_CompileCallRule):
             self.report(target, replacement=call)
 
 
-class CompileCudaBackend(Rule):
+class CompileCudaBackend(PythonRule):
     """Replaces GPU-only ``torch.compile`` backends with ``"neuron"``.
 
     ## What it does
@@ -254,7 +254,7 @@ class CompileCudaBackend(Rule):
     CODE = "NP402"
     NAME = "compile-cuda-backend"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     MESSAGE = "torch.compile backend {backend!r} cannot compile for Trainium ({why}): use backend=\"neuron\""
     TRIGGERS = ("compile", "optimize")
 
@@ -355,7 +355,7 @@ class CompileMode(_CompileCallRule):
     CODE = "NP403"
     NAME = "compile-mode"
     SEVERITY = "info"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     MESSAGE = "torch.compile mode {mode} has no effect on Trainium (the neuron backend warns and uses the default mode{note})"
 
     VALID = [
@@ -443,7 +443,8 @@ class CompileDynamicShapes(_StatementRule):
     CODE = "NP404"
     NAME = "compile-dynamic-shapes"
     SEVERITY = "error"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     EFFORT = "medium"
     MESSAGE = (
         "dynamic shapes are rejected by the neuron torch.compile backend (static shapes only): pass "
@@ -540,7 +541,6 @@ class CompileInductorOptions(_CompileCallRule):
     CODE = "NP405"
     NAME = "compile-inductor-options"
     SEVERITY = "info"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = "torch.compile options {keys} configure Inductor and have no effect on Trainium"
     TARGETS = ("neuron",)
@@ -621,7 +621,8 @@ class InductorConfig(_StatementRule):
     CODE = "NP406"
     NAME = "inductor-config"
     SEVERITY = "info"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = "`{name}` configures TorchInductor, which the neuron backend does not use: it has no effect on Trainium{note}"
     TRIGGERS = ("_inductor",)
@@ -718,7 +719,8 @@ class CudaBackendFlag(_StatementRule):
     CODE = "NP407"
     NAME = "cuda-backend-flag"
     SEVERITY = "info"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = "`{name}` has no effect on Trainium: {why}"
     TRIGGERS = ("backends", "float32_matmul_precision")
@@ -773,7 +775,7 @@ class CudaBackendFlag(_StatementRule):
                         "; the `with` can go", effort="low")
 
 
-class SdpaKernelContext(Rule):
+class SdpaKernelContext(PythonRule):
     """Reports SDPA kernel-selection contexts, which have no effect on Trainium.
 
     ## What it does
@@ -810,7 +812,6 @@ class SdpaKernelContext(Rule):
     CODE = "NP408"
     NAME = "sdpa-kernel-context"
     SEVERITY = "info"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = (
         "`{name}` selects a CUDA attention kernel and has no effect on Trainium: scaled_dot_product_attention "
@@ -842,7 +843,7 @@ class SdpaKernelContext(Rule):
             self.report(node, self.MESSAGE.format(name=qualname))
 
 
-class CudaGraphs(Rule):
+class CudaGraphs(PythonRule):
     """Reports CUDA graphs, which have no Trainium equivalent.
 
     ## What it does
@@ -884,7 +885,6 @@ class CudaGraphs(Rule):
     CODE = "NP409"
     NAME = "cuda-graphs"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = "CUDA graphs have no Trainium equivalent (`{name}`): {advice}"
     TRIGGERS = ("CUDAGraph", "graph(", "graphed_callables", "graph_pool", "capturing", "cuda_graph",

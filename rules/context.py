@@ -1,4 +1,4 @@
-"""Per-file state shared by the rules of one batched pass: target, import aliases, collected reports.
+"""Per-file state shared by the rules of one batched pass: target, import aliases, collected violations.
 
 Name resolution is deliberately cheap: an import tracker (the first visitor of the batch) records what
 each imported name stands for, in traversal order, so ``import torch as th``, ``from torch import cuda``
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 if TYPE_CHECKING:  # pragma: no cover
-    from neuron_port.rules.base import Report
+    from neuron_port.rules.spec import Violation
 
 
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
@@ -34,7 +34,7 @@ class FileContext:
     def __init__(self, target: str = "neuron", path: str = "<string>") -> None:
         self.target = target
         self.path = path
-        self.reports: list["Report"] = []
+        self.violations: list["Violation"] = []
         # local name -> fully qualified name it is bound to by an import
         self.aliases: dict[str, str] = {}
         # names bound to the torch module itself (import torch / import torch as th)

@@ -9,7 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.context import dotted_name
 from neuron_port.rules.device_placement import is_rank_expression
 from neuron_port.rules.helpers import arg_named, expr, replace_attr_chain_head
@@ -25,7 +25,7 @@ def cuda_api_key(qualname: Optional[str], table: dict) -> Optional[str]:
     return key if key in table else None
 
 
-class _TorchCudaReference(Rule):
+class _TorchCudaReference(PythonRule):
     """Shared matching: the outermost Name/Attribute whose qualified name is a table entry."""
 
     TABLE: dict = {}
@@ -83,7 +83,7 @@ class CudaApiCall(_TorchCudaReference):
     CODE = "NP201"
     NAME = "cuda-api-call"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     MESSAGE = "`torch.cuda.{api}` has a neuron equivalent: `{new}`"
     TRIGGERS = ("cuda",)
     TABLE = TORCH_CUDA_API
@@ -221,7 +221,6 @@ class CudaApiNoEquivalent(_TorchCudaReference):
     CODE = "NP202"
     NAME = "cuda-api-no-equivalent"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = "`{api}` has no Trainium equivalent: {advice}"
     TRIGGERS = ("cuda",)

@@ -21,7 +21,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.context import dotted_name
 from neuron_port.rules.device_tables import (
     FOREIGN_DEVICE_CALLEES,
@@ -138,7 +138,7 @@ class _AvailabilityMixin:
 _PRIORITY = {"value": 0, "container": 1, "key": 2, "check": 3, "multibackend": 4, "skip": 5}
 
 
-class _DeviceStringRule(_AvailabilityMixin, GuardedBlocks, Rule):
+class _DeviceStringRule(_AvailabilityMixin, GuardedBlocks, PythonRule):
     """Shared classification of device-string candidates for NP101 (values) and NP102 (checks)."""
 
     def __init__(self, context) -> None:
@@ -442,7 +442,7 @@ class CudaDeviceString(_DeviceStringRule):
     CODE = "NP101"
     NAME = "cuda-device-string"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`{old}` is a CUDA device string: use `{new}`"
     TRIGGERS = ("'cuda", '"cuda')
@@ -670,7 +670,7 @@ class CudaDeviceCheck(_DeviceStringRule):
     CODE = "NP102"
     NAME = "cuda-device-check"
     SEVERITY = "warning"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "device check against `{old}` is always False on Trainium: compare with `{new}`"
     TRIGGERS = ("'cuda", '"cuda')
@@ -741,7 +741,7 @@ def _storage_lambda_call(node: cst.Lambda) -> Optional[cst.Call]:
     return None
 
 
-class CudaMethodCall(Rule):
+class CudaMethodCall(PythonRule):
     """Rewrites ``x.cuda()`` / ``x.cuda(i)`` / ``x.cuda(non_blocking=True)`` to ``x.to(...)``.
 
     ## What it does
@@ -784,7 +784,7 @@ class CudaMethodCall(Rule):
     CODE = "NP103"
     NAME = "cuda-method-call"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`.cuda()` fails on Trainium: use `{new}`"
     TRIGGERS = (".cuda(",)
@@ -919,7 +919,7 @@ class CudaMethodCall(Rule):
             self.report(node, message, replacement=replacement, safety=safety, imports=imports)
 
 
-class IsCudaAttribute(Rule):
+class IsCudaAttribute(PythonRule):
     """Rewrites ``x.is_cuda`` to ``x.is_neuron``.
 
     ## What it does
@@ -954,7 +954,7 @@ class IsCudaAttribute(Rule):
     CODE = "NP104"
     NAME = "is-cuda-attribute"
     SEVERITY = "warning"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`is_cuda` is always False on Trainium: use `is_neuron`"
     TRIGGERS = ("is_cuda",)
@@ -1005,7 +1005,7 @@ class IsCudaAttribute(Rule):
                 self.report(node, replacement=node.with_changes(attr=cst.Name("is_neuron")))
 
 
-class LegacyCudaTensorType(Rule):
+class LegacyCudaTensorType(PythonRule):
     """Rewrites or reports the legacy ``torch.cuda.FloatTensor`` / ``LongTensor`` / ... types.
 
     ## What it does
@@ -1044,7 +1044,7 @@ class LegacyCudaTensorType(Rule):
     CODE = "NP105"
     NAME = "legacy-cuda-tensor-type"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`torch.cuda.{name}` does not exist on Trainium: {advice}"
     TRIGGERS = tuple(LEGACY_CUDA_TENSOR_TYPES)
@@ -1200,7 +1200,7 @@ class LegacyCudaTensorType(Rule):
             )
 
 
-class MapLocationCuda(Rule):
+class MapLocationCuda(PythonRule):
     """Rewrites ``map_location=lambda storage, loc: storage.cuda()`` to a neuron device.
 
     ## What it does
@@ -1237,7 +1237,7 @@ class MapLocationCuda(Rule):
     CODE = "NP106"
     NAME = "map-location-cuda"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`storage.cuda()` in map_location fails on Trainium: use `map_location={new}`"
     TRIGGERS = (".cuda(",)

@@ -26,7 +26,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.context import dotted_name
 from neuron_port.rules.helpers import (
     CUDA_DEVICE_RE,
@@ -100,7 +100,7 @@ def _neuron_index(value: int, quote: str = '"') -> cst.SimpleString:
 # --------------------------------------------------------------------------------------------------
 
 
-class HfDeviceMap(Rule):
+class HfDeviceMap(PythonRule):
     """Moves Hugging Face ``device_map="cuda"`` to ``"neuron"``; notes ``device_map="auto"``.
 
     ## What it does
@@ -142,7 +142,7 @@ class HfDeviceMap(Rule):
     CODE = "NP601"
     NAME = "hf-device-map"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     MESSAGE = '`device_map={value}` places the model on a CUDA device: use `device_map="neuron"`'
     TRIGGERS = ("device_map",)
     AUTO_VALUES = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -219,7 +219,7 @@ def _is_hf_pipeline(context, func: cst.BaseExpression) -> bool:
     return qualname in ("transformers.pipeline", "transformers.pipelines.pipeline")
 
 
-class HfPipelineDevice(Rule):
+class HfPipelineDevice(PythonRule):
     """Moves ``pipeline(..., device=0)`` (a CUDA GPU index) to the neuron device.
 
     ## What it does
@@ -255,7 +255,7 @@ class HfPipelineDevice(Rule):
     CODE = "NP602"
     NAME = "hf-pipeline-device"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     MESSAGE = '`pipeline(device={index})` is a CUDA GPU index: use `device="neuron"`'
     TRIGGERS = ("pipeline",)
 
@@ -309,7 +309,7 @@ class HfPipelineDevice(Rule):
 FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3")
 
 
-class FlashAttentionImplementation(Rule):
+class FlashAttentionImplementation(PythonRule):
     """Switches Hugging Face ``attn_implementation="flash_attention_2"`` to ``"sdpa"``.
 
     ## What it does
@@ -347,7 +347,8 @@ class FlashAttentionImplementation(Rule):
     CODE = "NP603"
     NAME = "flash-attention-implementation"
     SEVERITY = "error"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     MESSAGE = (
         "`{value}` needs the CUDA-only flash_attn package: use `\"sdpa\"` (TorchNeuron dispatches SDPA to "
         "its NKI flash-attention kernel)"
@@ -419,7 +420,7 @@ def _loader_call(node: cst.Call) -> bool:
     return _last_segment(node.func) in HF_LOADERS
 
 
-class HfFloat16Dtype(Rule):
+class HfFloat16Dtype(PythonRule):
     """Advises bfloat16 instead of float16 when loading Hugging Face models.
 
     ## What it does
@@ -453,7 +454,8 @@ class HfFloat16Dtype(Rule):
     CODE = "NP604"
     NAME = "hf-float16-dtype"
     SEVERITY = "info"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "always"
+    FIX_SAFETY = "unsafe"
     MESSAGE = "float16 weights: bfloat16 is the recommended precision on Trainium (float32 range, no overflow)"
     TRIGGERS = ("float16", "half")
 
@@ -489,7 +491,7 @@ class HfFloat16Dtype(Rule):
                 self.report(value, replacement=value.with_changes(attr=cst.Name("bfloat16")))
 
 
-class BitsAndBytesQuantization(Rule):
+class BitsAndBytesQuantization(PythonRule):
     """Reports bitsandbytes quantization requested through Hugging Face arguments.
 
     ## What it does
@@ -524,7 +526,6 @@ class BitsAndBytesQuantization(Rule):
     CODE = "NP605"
     NAME = "bitsandbytes-quantization"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = (
         "{what} uses bitsandbytes, whose kernels are CUDA-only: load the model in bfloat16 (shard it over "
@@ -565,7 +566,7 @@ class BitsAndBytesQuantization(Rule):
                     self.report(arg.value, self.MESSAGE.format(what=f'`optim="{value}"`'), effort="low")
 
 
-class HfAsyncLoad(Rule):
+class HfAsyncLoad(PythonRule):
     """Advises ``HF_DEACTIVATE_ASYNC_LOAD=1`` once per file that loads Hugging Face weights.
 
     ## What it does
@@ -599,7 +600,6 @@ class HfAsyncLoad(Rule):
     CODE = "NP606"
     NAME = "hf-async-load"
     SEVERITY = "info"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = (
         "set HF_DEACTIVATE_ASYNC_LOAD=1 before loading Hugging Face weights on Trainium (HF's neuron example "
@@ -641,7 +641,7 @@ class HfAsyncLoad(Rule):
             self.report(self._first)
 
 
-class HfFp16Training(Rule):
+class HfFp16Training(PythonRule):
     """Advises ``bf16=True`` instead of ``fp16=True`` in ``TrainingArguments``.
 
     ## What it does
@@ -675,7 +675,8 @@ class HfFp16Training(Rule):
     CODE = "NP607"
     NAME = "hf-fp16-training"
     SEVERITY = "warning"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     MESSAGE = "`{key}=True` trains in float16 with loss scaling: use `{new}=True` (bfloat16 is recommended on Trainium)"
     TRIGGERS = ("fp16",)
 
@@ -724,7 +725,7 @@ def _is_lightning_callee(context, func: cst.BaseExpression) -> bool:
     return qualname.split(".")[0] in LIGHTNING_ROOTS
 
 
-class LightningAccelerator(Rule):
+class LightningAccelerator(PythonRule):
     """Reports Lightning ``Trainer`` / ``Fabric`` set up for CUDA GPUs.
 
     ## What it does
@@ -758,7 +759,6 @@ class LightningAccelerator(Rule):
     CODE = "NP608"
     NAME = "lightning-accelerator"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = (
         "Lightning `{what}` needs CUDA GPUs; a Lightning accelerator for neuron is not confirmed: write a "
@@ -791,7 +791,7 @@ class LightningAccelerator(Rule):
                 self.report(arg, self.MESSAGE.format(what="gpus="))
 
 
-class LightningPrecision(Rule):
+class LightningPrecision(PythonRule):
     """Advises ``precision="bf16-mixed"`` instead of float16 in Lightning.
 
     ## What it does
@@ -822,7 +822,8 @@ class LightningPrecision(Rule):
     CODE = "NP609"
     NAME = "lightning-precision"
     SEVERITY = "info"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "always"
+    FIX_SAFETY = "unsafe"
     MESSAGE = "float16 precision {value}: use `{new}` (bfloat16 is recommended on Trainium, no loss scaling)"
     TRIGGERS = ("precision",)
 

@@ -21,7 +21,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.helpers import (
     arg_named,
     expr,
@@ -126,7 +126,7 @@ def _autocast_dtype(call: cst.Call) -> Optional[cst.Arg]:
     return arg_named(call, "dtype", 1)
 
 
-class CudaAutocast(Rule):
+class CudaAutocast(PythonRule):
     """Moves CUDA autocast regions to the neuron device type.
 
     ## What it does
@@ -181,7 +181,7 @@ class CudaAutocast(Rule):
     CODE = "NP301"
     NAME = "cuda-autocast"
     SEVERITY = "warning"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     MESSAGE = "autocast on the CUDA device type is disabled on Trainium (the region runs in float32): use `{new}`"
     TRIGGERS = ("autocast",)
 
@@ -306,7 +306,7 @@ class CudaAutocast(Rule):
         self._reference(node, node.value)
 
 
-class AutocastWithoutDtype(Rule):
+class AutocastWithoutDtype(PythonRule):
     """Asks for an explicit autocast dtype on Trainium and offers bfloat16.
 
     ## What it does
@@ -350,7 +350,8 @@ class AutocastWithoutDtype(Rule):
     CODE = "NP302"
     NAME = "autocast-without-dtype"
     SEVERITY = "warning"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     MESSAGE = (
         "autocast without a dtype: TorchNeuron's default autocast dtype is not documented (CUDA's is "
         "float16); pass `dtype=torch.bfloat16`, the recommended precision on Trainium"
@@ -415,7 +416,7 @@ def _scaler_has_no_device(call: cst.Call) -> bool:
     return arg_named(call, "device", 0) is None
 
 
-class CudaGradScaler(Rule):
+class CudaGradScaler(PythonRule):
     """Moves the CUDA gradient scaler to the neuron device type.
 
     ## What it does
@@ -456,7 +457,7 @@ class CudaGradScaler(Rule):
     CODE = "NP303"
     NAME = "cuda-grad-scaler"
     SEVERITY = "warning"
-    FIX = "safe"
+    FIX_AVAILABILITY = "always"
     MESSAGE = (
         "a CUDA GradScaler disables itself on Trainium: use `{new}` (with bfloat16 autocast, recommended "
         "on Trainium, loss scaling is unnecessary: keep the scaler only for float16)"
@@ -536,7 +537,7 @@ class CudaGradScaler(Rule):
                 self.report(device.value, message, replacement=value, imports=imports, safety=safety)
 
 
-class GradScalerWithBf16(Rule):
+class GradScalerWithBf16(PythonRule):
     """Reports a gradient scaler that is always on in a file whose autocast regions use bfloat16.
 
     ## What it does
@@ -572,7 +573,6 @@ class GradScalerWithBf16(Rule):
     CODE = "NP304"
     NAME = "grad-scaler-with-bf16"
     SEVERITY = "info"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = (
         "this GradScaler is always on, but autocast here uses bfloat16, which needs no loss scaling: "
@@ -620,7 +620,7 @@ class GradScalerWithBf16(Rule):
                 self.report(node)
 
 
-class CudaCustomFwdBwd(Rule):
+class CudaCustomFwdBwd(PythonRule):
     """Moves ``custom_fwd`` / ``custom_bwd`` autograd decorators to the neuron device type.
 
     ## What it does
@@ -665,7 +665,7 @@ class CudaCustomFwdBwd(Rule):
     CODE = "NP305"
     NAME = "cuda-custom-fwd-bwd"
     SEVERITY = "warning"
-    FIX = "safe"
+    FIX_AVAILABILITY = "always"
     MESSAGE = "`{old}` follows CUDA's autocast state, not neuron's: use `{new}`"
     TRIGGERS = ("custom_fwd", "custom_bwd")
 

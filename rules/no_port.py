@@ -31,7 +31,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.context import dotted_name
 from neuron_port.rules.helpers import GuardedBlocks, arg_named, string_value
 from neuron_port.rules.no_port_tables import (
@@ -85,7 +85,7 @@ def _is_none(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
 
-class _GuardedRule(GuardedBlocks, Rule):
+class _GuardedRule(GuardedBlocks, PythonRule):
     """Tracks whether the node being visited sits in a guarded block (optional import or availability
     check) so reports there get a lower severity."""
 
@@ -275,7 +275,6 @@ class TritonKernel(_PackageRule):
     CODE = "NP701"
     NAME = "triton-kernel"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = "Triton has no Trainium backend: " + NKI_ROUTE
     TRIGGERS = ("triton",)
@@ -380,7 +379,6 @@ class FlashAttn(_PackageRule):
     CODE = "NP702"
     NAME = "flash-attn"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = "flash-attn's kernels are CUDA-only: use F.scaled_dot_product_attention"
     TRIGGERS = ("flash_attn",)
@@ -439,7 +437,6 @@ class Xformers(_PackageRule):
     CODE = "NP703"
     NAME = "xformers"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = "xformers' kernels are CUDA-only: use F.scaled_dot_product_attention"
     TRIGGERS = ("xformers",)
@@ -487,7 +484,6 @@ class Apex(_PackageRule):
     CODE = "NP704"
     NAME = "apex"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = "apex is CUDA-only: use the torch equivalent"
     TRIGGERS = ("apex",)
@@ -546,7 +542,6 @@ class TransformerEngine(_PackageRule):
     CODE = "NP705"
     NAME = "transformer-engine"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = "TransformerEngine is CUDA-only: use torch modules under bf16 autocast"
     TRIGGERS = ("transformer_engine",)
@@ -599,7 +594,6 @@ class DeepSpeed(_PackageRule):
     CODE = "NP706"
     NAME = "deepspeed"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = "DeepSpeed has no documented Trainium accelerator: use FSDP2 / DDP"
     TRIGGERS = ("deepspeed", "DeepSpeed")
@@ -664,7 +658,6 @@ class BitsAndBytes(_PackageRule):
     CODE = "NP707"
     NAME = "bitsandbytes"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = "bitsandbytes is CUDA-only: use the torch equivalent in bf16"
     TRIGGERS = ("bitsandbytes",)
@@ -694,7 +687,7 @@ def _is_cuda_source(node: cst.SimpleString) -> bool:
     return bool(CUDA_SOURCE_RE.match(string_value(node) or ""))
 
 
-class CudaExtension(Rule):
+class CudaExtension(PythonRule):
     """Reports ``torch.utils.cpp_extension`` builds: CUDA extensions have no Trainium equivalent.
 
     ## What it does
@@ -726,7 +719,6 @@ class CudaExtension(Rule):
     CODE = "NP708"
     NAME = "cuda-extension"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = "`{api}` builds a CUDA extension, which cannot run on Trainium: " + NKI_ROUTE
     TRIGGERS = ("cpp_extension",)
@@ -770,7 +762,7 @@ class CudaExtension(Rule):
             )
 
 
-class CudaSourceFile(Rule):
+class CudaSourceFile(PythonRule):
     """Reports ``.cu`` / ``.cuh`` CUDA source files: no Trainium compiler for them.
 
     ## What it does
@@ -799,7 +791,6 @@ class CudaSourceFile(Rule):
     CODE = "NP709"
     NAME = "cuda-source-file"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = "CUDA source `{name}` cannot be compiled for Trainium: " + NKI_ROUTE
     TRIGGERS = (".cu'", '.cu"', ".cuh")
@@ -864,7 +855,6 @@ class NvtxPackage(_PackageRule):
     CODE = "NP710"
     NAME = "nvtx-package"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = "NVTX ranges are CUDA tooling: use torch.profiler.record_function"
     TRIGGERS = ("nvtx",)
@@ -923,7 +913,6 @@ class GpuMonitoring(_PackageRule):
     CODE = "NP711"
     NAME = "gpu-monitoring"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = NVIDIA_SMI_ADVICE
     TRIGGERS = ("nvidia-smi", "nvidia_smi", "pynvml", "nvml", "GPUtil", "gpustat", "nvitop")
@@ -953,7 +942,7 @@ PROFILER_ACTIVITY_CUDA = ("torch.profiler.ProfilerActivity.CUDA", "torch.autogra
                           "torch._C._profiler.ProfilerActivity.CUDA", "torch.autograd.profiler.ProfilerActivity.CUDA")
 
 
-class ProfilerActivityCuda(Rule):
+class ProfilerActivityCuda(PythonRule):
     """Rewrites ``ProfilerActivity.CUDA`` to ``ProfilerActivity.PrivateUse1``.
 
     ## What it does
@@ -991,7 +980,7 @@ class ProfilerActivityCuda(Rule):
     CODE = "NP712"
     NAME = "profiler-activity-cuda"
     SEVERITY = "warning"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     MESSAGE = (
         "`ProfilerActivity.CUDA` records nothing on Trainium: use `ProfilerActivity.PrivateUse1` (TorchNeuron's "
         "device activity)"

@@ -26,7 +26,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.compile_tables import COMPILE_FUNCS
 from neuron_port.rules.context import dotted_name
 from neuron_port.rules.helpers import arg_named, has_comment_above, remove_arg, statement_without, string_value
@@ -51,7 +51,7 @@ def _prefix_match(qualname: str, key: str) -> bool:
     return qualname == key or qualname.startswith(key + ".")
 
 
-class _ReferenceRule(Rule):
+class _ReferenceRule(PythonRule):
     """Reports the outermost reference (Name/Attribute, following imports) whose qualified name matches
     a key of ``TABLE`` (longest key wins); ``TABLE`` values are ``(message, effort)``."""
 
@@ -135,7 +135,6 @@ class Float64(_ReferenceRule):
     CODE = "NP801"
     NAME = "float64"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = FLOAT64_MESSAGE.format(name="float64")
     TRIGGERS = ("float64", "double", "DoubleTensor")
@@ -222,7 +221,6 @@ class ComplexDtype(_ReferenceRule):
     CODE = "NP802"
     NAME = "complex-dtype"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = ROTARY_ADVICE
     TRIGGERS = ("complex", "polar", "cfloat", "cdouble", "chalf", "fft", "stft")
@@ -293,7 +291,6 @@ class SparseTensor(_ReferenceRule):
     CODE = "NP803"
     NAME = "sparse-tensor"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = SPARSE_MESSAGE.format(name="sparse")
     TRIGGERS = ("sparse", "SparseAdam")
@@ -372,7 +369,6 @@ class NestedTensor(_ReferenceRule):
     CODE = "NP804"
     NAME = "nested-tensor"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = NESTED_MESSAGE.format(name="torch.nested")
     TRIGGERS = ("nested", "jagged")
@@ -422,7 +418,6 @@ class ForwardModeAD(_ReferenceRule):
     CODE = "NP805"
     NAME = "forward-mode-ad"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = FORWARD_AD_MESSAGE.format(name="forward-mode AD")
     TRIGGERS = ("forward_ad", "jvp", "jacfwd", "linearize", "hessian")
@@ -457,7 +452,7 @@ FIXED_MODE = {
 SLOW_MODES = ("bilinear", "bicubic", "trilinear")
 
 
-class InterpolateMode(Rule):
+class InterpolateMode(PythonRule):
     """Reports bilinear / bicubic / trilinear resampling, which may fall back or be slow on Neuron.
 
     ## What it does
@@ -492,7 +487,6 @@ class InterpolateMode(Rule):
     CODE = "NP806"
     NAME = "interpolate-mode"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = (
         "{mode} resampling: native support on Neuron is not confirmed (it may fall back to the CPU or "
@@ -529,7 +523,7 @@ class InterpolateMode(Rule):
 MHA_QUALNAMES = frozenset({"torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention"})
 
 
-class MhaAttnMask(Rule):
+class MhaAttnMask(PythonRule):
     """Reports ``nn.MultiheadAttention`` called with an arbitrary ``attn_mask``.
 
     ## What it does
@@ -565,7 +559,6 @@ class MhaAttnMask(Rule):
     CODE = "NP807"
     NAME = "mha-attn-mask"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = (
         "`nn.MultiheadAttention` with an arbitrary `attn_mask` is not supported by TorchNeuron's native MHA "
@@ -637,7 +630,7 @@ DROPPABLE_FORMAT = frozenset({"to", "contiguous", "clone", "empty", "empty_like"
                               "rand_like", "randn_like", "full_like", "empty_strided"})
 
 
-class ChannelsLast(Rule):
+class ChannelsLast(PythonRule):
     """Reports ``memory_format=torch.channels_last``: Neuron tensors are contiguous only.
 
     ## What it does
@@ -675,7 +668,8 @@ class ChannelsLast(Rule):
     CODE = "NP808"
     NAME = "channels-last"
     SEVERITY = "error"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = (
         "`{name}`: Neuron tensors support only the contiguous memory format (\"Neuron tensors only support "
@@ -829,7 +823,6 @@ class Float8(_ReferenceRule):
     CODE = "NP809"
     NAME = "float8"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = "float8: Trainium2 supports only non-OCP e4m3 and no `_scaled_mm`"
     TRIGGERS = ("float8", "_scaled_mm")
@@ -885,7 +878,6 @@ class FlexAttention(_ReferenceRule):
     CODE = "NP810"
     NAME = "flex-attention"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = FLEX_MESSAGE.format(name="flex_attention")
     TRIGGERS = ("flex_attention",)
@@ -922,7 +914,7 @@ def _is_mask_index(node: cst.BaseExpression) -> bool:
     return False
 
 
-class CompiledDynamicShape(Rule):
+class CompiledDynamicShape(PythonRule):
     """Reports data-dependent output shapes inside code compiled with ``torch.compile``.
 
     ## What it does
@@ -964,7 +956,6 @@ class CompiledDynamicShape(Rule):
     CODE = "NP811"
     NAME = "compiled-dynamic-shape"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = (
         "{what} inside compiled `{where}` has a data-dependent shape: the neuron compile backend requires "

@@ -1,87 +1,99 @@
-"""The one registry: every rule class, found by code; selection by code or prefix.
+"""The one registry: every rule class, found by code; selection by code, prefix or name.
 
-Rule modules are listed here explicitly (no import-time scanning) so the installed wheel and the source
-tree see the same set, and a missing module fails loudly.
+Each family of ``families.FAMILIES`` is a package under ``rules/`` (``rules/device_placement/`` ...);
+every public rule class defined in one of its modules is registered. Adding a rule is one class in one
+module of its family, with its docs and examples: nothing else lists it. The families themselves are
+listed (not scanned), so a missing family fails loudly, and the installed wheel and the source tree see
+the same set.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from functools import lru_cache
-from typing import Iterable, Optional, Sequence
+from types import ModuleType
+from typing import Iterable, Iterator, Optional, Sequence
 
-from neuron_port.rules.base import CODE_RE, Rule
-
-RULE_MODULES: tuple[str, ...] = (
-    "neuron_port.rules.device_placement",  # NP1xx
-    "neuron_port.rules.cuda_api",  # NP2xx
-    "neuron_port.rules.mixed_precision",  # NP3xx
-    "neuron_port.rules.compile",  # NP4xx
-    "neuron_port.rules.distributed",  # NP5xx
-    "neuron_port.rules.launch",  # NP520-NP525: launch scripts and configs (neuron_port/launch_configs.py)
-    "neuron_port.rules.ecosystem",  # NP6xx
-    "neuron_port.rules.no_port",  # NP7xx
-    "neuron_port.rules.precision_features",  # NP8xx
-    "neuron_port.rules.runtime",  # NP9xx, found by `check` on the simulated device
+from neuron_port.rules.families import FAMILIES
+from neuron_port.rules.spec import (
+    CODE_RE,
+    DOC_SECTIONS,
+    EFFORTS,
+    FIX_AVAILABILITIES,
+    FIX_SAFETIES,
+    KINDS,
+    NAME_RE,
+    SEVERITIES,
+    RuleSpec,
 )
 
-REGISTRY_VERSION = 1  # bump when a rule's behaviour changes (part of the cache key later)
+REGISTRY_VERSION = 1  # bump when a rule's behaviour changes (part of the cache key)
 
 
 class UnknownCodeError(ValueError):
     pass
 
 
-def _rule_classes_in(module) -> list[type[Rule]]:
-    found = []
-    for value in vars(module).values():
-        if (
-            isinstance(value, type)
-            and issubclass(value, Rule)
-            and value is not Rule
-            and value.__module__ == module.__name__
-            and "CODE" in vars(value)
-            and not value.__name__.startswith("_")
-        ):
-            found.append(value)
-    return found
+def _family_modules(family_package: str) -> Iterator[ModuleType]:
+    module = importlib.import_module(f"neuron_port.rules.{family_package}")
+    yield module
+    for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+        if not info.name.startswith("_"):
+            yield importlib.import_module(f"{module.__name__}.{info.name}")
+
+
+def _rule_classes_in(module: ModuleType) -> list[type[RuleSpec]]:
+    return [
+        value for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, RuleSpec) and value.__module__ == module.__name__
+        and "CODE" in vars(value) and not value.__name__.startswith("_")
+    ]
 
 
 @lru_cache(maxsize=None)
-def all_rules() -> tuple[type[Rule], ...]:
-    rules: dict[str, type[Rule]] = {}
-    for name in RULE_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # a family not written yet
-                continue
-            raise
-        for rule in _rule_classes_in(module):
-            if rule.CODE in rules:
-                raise RuntimeError(f"duplicate rule code {rule.CODE}: {rules[rule.CODE]} and {rule}")
-            rules[rule.CODE] = rule
+def all_rules() -> tuple[type[RuleSpec], ...]:
+    rules: dict[str, type[RuleSpec]] = {}
+    for family in FAMILIES:
+        for module in _family_modules(family.package):
+            for rule in _rule_classes_in(module):
+                if rule.CODE in rules and rules[rule.CODE] is not rule:
+                    raise RuntimeError(f"duplicate rule code {rule.CODE}: {rules[rule.CODE]} and {rule}")
+                if not rule.CODE.startswith(family.prefix):
+                    raise RuntimeError(f"{rule.CODE} ({rule.__qualname__}) is in the package of the "
+                                       f"{family.prefix}xx family ({family.package})")
+                rules[rule.CODE] = rule
     return tuple(sorted(rules.values(), key=lambda r: r.CODE))
 
 
-def rule_by_code(code: str) -> type[Rule]:
-    code = code.strip().upper()
+def rules_of_kind(kind: str) -> tuple[type[RuleSpec], ...]:
+    return tuple(rule for rule in all_rules() if rule.KIND == kind)
+
+
+def rule_by_code(code: str) -> type[RuleSpec]:
+    """The rule with this code (NP101) or kebab-case name (cuda-device-string)."""
+    wanted = code.strip()
     for rule in all_rules():
-        if rule.CODE == code:
-            return rule
-    # also accept the kebab-case name
-    for rule in all_rules():
-        if rule.NAME == code.lower():
+        if rule.CODE == wanted.upper() or rule.NAME == wanted.lower():
             return rule
     raise UnknownCodeError(f"unknown rule {code!r}; `neuron-port rules` lists them")
 
 
-def _matches(rule: type[Rule], patterns: Iterable[str]) -> bool:
+def code_matches(code: str, name: Optional[str], patterns: Iterable[str]) -> bool:
+    """True when a selector (ALL, a code, a code prefix such as NP1, or a rule name) covers the code."""
     for pattern in patterns:
         pattern = pattern.strip()
-        if pattern.upper() == "ALL" or rule.CODE.startswith(pattern.upper()) or rule.NAME == pattern:
+        if pattern.upper() == "ALL" or code.startswith(pattern.upper()) or (name is not None and name == pattern):
             return True
     return False
+
+
+def is_selected(code: str, select: Sequence[str] = (), ignore: Sequence[str] = (),
+                name: Optional[str] = None) -> bool:
+    """--select / --ignore for one code (rules and the findings they made alike)."""
+    if select and not code_matches(code, name, select):
+        return False
+    return not (ignore and code_matches(code, name, ignore))
 
 
 def validate_patterns(patterns: Iterable[str]) -> None:
@@ -102,34 +114,36 @@ def select_rules(
     select: Optional[Sequence[str]] = None,
     ignore: Optional[Sequence[str]] = None,
     target: str = "neuron",
-) -> list[type[Rule]]:
-    chosen = []
-    for rule in all_rules():
-        if select and not _matches(rule, select):
-            continue
-        if ignore and _matches(rule, ignore):
-            continue
-        if target not in rule.TARGETS:
-            continue
-        chosen.append(rule)
-    return chosen
+) -> list[type[RuleSpec]]:
+    """The static rules (python and line kinds) that run for these selectors and target."""
+    return [
+        rule for rule in all_rules()
+        if rule.KIND != "runtime" and target in rule.TARGETS
+        and is_selected(rule.CODE, select or (), ignore or (), rule.NAME)
+    ]
 
 
-def check_rule_metadata(rule: type[Rule]) -> list[str]:
-    """Problems with a rule's registry entry (used by the tests and `neuron-port rules --check`)."""
-    from neuron_port.rules.base import DOC_SECTIONS, EFFORTS, FIX_SAFETIES, NAME_RE, SEVERITIES
-
+def check_rule_metadata(rule: type[RuleSpec]) -> list[str]:
+    """Problems with a rule's registry entry (used by the tests)."""
     problems = []
+    if getattr(rule, "KIND", None) not in KINDS:
+        problems.append(f"bad kind {getattr(rule, 'KIND', None)!r}")
     if not CODE_RE.match(getattr(rule, "CODE", "")):
         problems.append(f"bad code {getattr(rule, 'CODE', None)!r}")
     if not NAME_RE.match(getattr(rule, "NAME", "")):
         problems.append(f"bad name {getattr(rule, 'NAME', None)!r}")
+    if not getattr(rule, "FAMILY", ""):
+        problems.append("no family")
     if getattr(rule, "SEVERITY", None) not in SEVERITIES:
         problems.append("bad severity")
-    if getattr(rule, "FIX", None) not in FIX_SAFETIES:
+    if getattr(rule, "FIX_AVAILABILITY", None) not in FIX_AVAILABILITIES:
+        problems.append("bad fix availability")
+    if getattr(rule, "FIX_SAFETY", None) not in FIX_SAFETIES:
         problems.append("bad fix safety")
-    if rule.FIX == "none" and rule.EFFORT not in EFFORTS:
-        problems.append("report-only rule needs an effort")
+    if rule.KIND == "runtime" and rule.FIX_AVAILABILITY != "never":
+        problems.append("runtime findings have no fix")
+    if rule.FIX_AVAILABILITY == "never" and rule.EFFORT not in EFFORTS:
+        problems.append("a rule that never fixes needs an effort")
     if not getattr(rule, "MESSAGE", ""):
         problems.append("no message")
     docs = rule.docs()

@@ -1,6 +1,6 @@
 """NP9xx: runtime findings of `neuron-port check`, recorded by the simulated neuron device.
 
-These rules do not visit source code: `neuron_port/runtime_report.py` turns simulator events into
+These rules do not visit source code: `neuron_port/check/runtime_report.py` turns simulator events into
 findings with these codes. Each carries the same registry entry as a static rule (docs, severity,
 effort), and its examples are *scripts*: INVALID ones must produce the finding when run under the
 simulator, VALID ones must not (tests/test_runtime_rules.py runs them).
@@ -8,16 +8,7 @@ simulator, VALID ones must not (tests/test_runtime_rules.py runs them).
 
 from __future__ import annotations
 
-from neuron_port.rules.base import Invalid, Rule, Valid
-
-
-class RuntimeRule(Rule):
-    """Base of the NP9xx entries: never part of a static pass (no targets, no triggers)."""
-
-    RUNTIME = True
-    TARGETS = ()
-    TRIGGERS = ()
-    FIX = "none"
+from neuron_port.rules.spec import Invalid, RuntimeRule, Valid
 
 
 class CpuFallback(RuntimeRule):

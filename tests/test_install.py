@@ -49,3 +49,22 @@ def test_wheel_install_finds_registry(tmp_path):
     )
     assert listing.returncode == 0, listing.stderr
     assert {r["code"] for r in json.loads(listing.stdout)} >= {"NP201", "NP202"}
+
+
+def test_every_package_is_listed_for_the_wheel():
+    """pyproject.toml lists packages by hand (``rules/`` installs as ``neuron_port.rules``): a package
+    folder missing there would be left out of the wheel and fail only after installation."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    roots = {installed: REPO / folder for installed, folder in setup["package-dir"].items()}
+    found = set()
+    for installed, folder in roots.items():
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder)
+            found.add(".".join((installed, *rel.parts)) if rel.parts else installed)
+    assert found - listed == set()
+    assert listed - found == set()

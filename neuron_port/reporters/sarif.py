@@ -43,10 +43,6 @@ INFORMATION_URI = "https://github.com/neuron-port/neuron-port"
 # One page per rule code; the same text ships in the SARIF file (help) and prints with `neuron-port explain`.
 DOCS_URL = INFORMATION_URI + "/blob/main/docs/rules/{code}.md"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
-FAMILIES = {
-    "NP1": "device-placement", "NP2": "cuda-api", "NP3": "mixed-precision", "NP4": "compile",
-    "NP5": "distributed", "NP9": "runtime",
-}
 NO_LOCATION = {".", "", "<unknown>"}
 
 
@@ -57,15 +53,16 @@ def _short(docs: str, fallback: str) -> str:
 
 def rule_descriptor(rule) -> dict[str, Any]:
     docs = rule.docs()
-    header = (f"# {rule.CODE} {rule.NAME}\n\nseverity: {rule.SEVERITY} · fix: {rule.FIX}"
-              + (f" · effort: {rule.EFFORT}" if rule.EFFORT else "") + "\n\n")
     properties: dict[str, Any] = {
-        "tags": ["neuron-port", FAMILIES.get(rule.CODE[:3], "other"), rule.SEVERITY],
-        "fix": rule.FIX,
+        "tags": ["neuron-port", rule.FAMILY, rule.SEVERITY],
+        "kind": rule.KIND,
+        "fix": rule.FIX_AVAILABILITY,
         "targets": list(rule.TARGETS),
         "messageTemplate": rule.MESSAGE,
-        "runtime": bool(getattr(rule, "RUNTIME", False)),
+        "runtime": rule.KIND == "runtime",
     }
+    if rule.FIX_AVAILABILITY != "never":
+        properties["fixSafety"] = rule.FIX_SAFETY
     if rule.EFFORT:
         properties["effort"] = rule.EFFORT
     return {
@@ -74,7 +71,7 @@ def rule_descriptor(rule) -> dict[str, Any]:
         "shortDescription": {"text": _short(docs, rule.NAME)},
         "fullDescription": {"text": docs or rule.NAME},
         "help": {"text": (docs or rule.NAME) + f"\n\n(neuron-port explain {rule.CODE})",
-                 "markdown": header + (docs or rule.NAME)},
+                 "markdown": rule.docs_header() + (docs or rule.NAME)},
         "helpUri": DOCS_URL.format(code=rule.CODE),
         "defaultConfiguration": {"level": LEVELS[rule.SEVERITY]},
         "properties": properties,

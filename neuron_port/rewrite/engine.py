@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
@@ -18,12 +17,11 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from neuron_port.results import Finding, Fix
-from neuron_port.rules.base import Report, Rule
+from neuron_port.rewrite.suppression import is_suppressed, suppressions
+from neuron_port.rules.spec import PythonRule, RuleSpec, Violation
 from neuron_port.rules.context import FileContext, ImportTracker
 
 MAX_PASSES = 4
-
-SUPPRESSION_RE = re.compile(r"#\s*neuron-port:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s-]*)\])?")
 
 
 class RewriteError(Exception):
@@ -48,9 +46,14 @@ class SourceOutcome:
         return self.fixes_applied > 0
 
 
-def triggers_for(rules: Iterable[type[Rule]]) -> tuple[str, ...]:
+def python_rules(rules: Iterable[type[RuleSpec]]) -> list[type[PythonRule]]:
+    """The rules this engine runs: line and runtime rules in a selection are someone else's."""
+    return [rule for rule in rules if rule.KIND == "python"]  # type: ignore[misc]
+
+
+def triggers_for(rules: Iterable[type[RuleSpec]]) -> tuple[str, ...]:
     out: set[str] = set()
-    for rule in rules:
+    for rule in python_rules(rules):
         out.update(rule.TRIGGERS)
     return tuple(sorted(out))
 
@@ -58,29 +61,6 @@ def triggers_for(rules: Iterable[type[Rule]]) -> tuple[str, ...]:
 def could_match(source: str, triggers: Sequence[str]) -> bool:
     """The cheap pre-filter: a file that contains no trigger substring cannot produce a finding."""
     return any(t in source for t in triggers)
-
-
-def _suppressions(lines: Sequence[str]) -> dict[int, Optional[set[str]]]:
-    """line number -> suppressed codes (None = every code) for lines with an ignore comment."""
-    out: dict[int, Optional[set[str]]] = {}
-    for number, line in enumerate(lines, start=1):
-        if "neuron-port" not in line:
-            continue
-        match = SUPPRESSION_RE.search(line)
-        if not match:
-            continue
-        codes = match.group("codes")
-        out[number] = None if codes is None else {c.strip().upper() for c in codes.split(",") if c.strip()}
-    return out
-
-
-def _is_suppressed(code: str, start: int, end: int, suppressions: dict[int, Optional[set[str]]]) -> bool:
-    for line in {start, end}:
-        if line in suppressions:
-            codes = suppressions[line]
-            if codes is None or code in codes or any(code.startswith(c) for c in codes):
-                return True
-    return False
 
 
 class _ApplyReplacements(cst.CSTTransformer):
@@ -254,7 +234,7 @@ class _BatchedVisitor(cst.CSTVisitor):
         walk(node)
 
 
-def _run_rules(module: cst.Module, rules: Sequence[type[Rule]], options: EngineOptions, path: str,
+def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: EngineOptions, path: str,
                need_positions: bool = True):
     context = FileContext(target=options.target, path=path)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
@@ -265,17 +245,17 @@ def _run_rules(module: cst.Module, rules: Sequence[type[Rule]], options: EngineO
     else:
         _BatchedVisitor(visitors).walk(module)
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
-    positions = wrapper.resolve(PositionProvider) if context.reports and need_positions else None
-    return context.reports, positions
+    positions = wrapper.resolve(PositionProvider) if context.violations and need_positions else None
+    return context.violations, positions
 
 
-def _allowed(report: Report, options: EngineOptions) -> bool:
+def _allowed(report: Violation, options: EngineOptions) -> bool:
     if report.replacement is None:
         return False
     return report.safety == "safe" or (report.safety == "unsafe" and options.unsafe_fixes)
 
 
-def _apply(module: cst.Module, reports: Sequence[Report]) -> tuple[cst.Module, int]:
+def _apply(module: cst.Module, reports: Sequence[Violation]) -> tuple[cst.Module, int]:
     replacements: dict[cst.CSTNode, cst.CSTNode] = {}
     imports: list[tuple[str, Optional[str], Optional[str]]] = []
     for report in reports:
@@ -311,14 +291,16 @@ def _parse(code: str, path: str) -> cst.Module:
 
 def transform_source(
     source: str,
-    rules: Sequence[type[Rule]],
+    rules: Sequence[type[RuleSpec]],
     options: EngineOptions = EngineOptions(),
     path: str = "<string>",
     triggers: Optional[Sequence[str]] = None,
     line_offset: int = 0,
     cell: Optional[int] = None,
 ) -> SourceOutcome:
-    """Rewrite one module's source. Raises RewriteError for input it cannot handle."""
+    """Rewrite one module's source with the Python rules among ``rules``. Raises RewriteError for input
+    it cannot handle."""
+    rules = python_rules(rules)
     if triggers is None:
         triggers = triggers_for(rules)
     if not rules or not could_match(source, triggers):
@@ -336,14 +318,14 @@ def transform_source(
         # later passes only need positions to honour suppression comments
         reports, positions = _run_rules(module, active, options, path,
                                         need_positions=pass_number == 0 or has_suppressions)
-        suppressions = _suppressions(code.splitlines()) if reports and has_suppressions else {}
-        kept: list[Report] = []
+        found = suppressions(code.splitlines()) if reports and has_suppressions else {}
+        kept: list[Violation] = []
         for report in reports:
             if positions is None:
                 kept.append(report)
                 continue
             rng = positions[report.node]
-            if _is_suppressed(report.rule.CODE, rng.start.line, rng.end.line, suppressions):
+            if is_suppressed(report.rule.CODE, rng.start.line, rng.end.line, found):
                 continue
             kept.append(report)
             if pass_number == 0:
@@ -360,7 +342,8 @@ def transform_source(
                         end_line=rng.end.line + line_offset,
                         end_column=rng.end.column + 1,
                         message=report.message,
-                        fix=Fix(available=report.replacement is not None, applied=allowed, safety=report.safety),
+                        fix=Fix(available=report.replacement is not None, applied=allowed,
+                            safety=report.safety or "none"),
                         effort=report.effort,
                         cell=cell,
                     )

@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 
 from neuron_port.rewrite.engine import EngineOptions, RewriteError, SourceOutcome, transform_source
 from neuron_port.rewrite.sources import SourceError
-from neuron_port.rules.base import Rule
+from neuron_port.rules.spec import PythonRule
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
 _WS = " \t\n\r"
@@ -213,7 +213,7 @@ def _render_source(text: str, start: int, end: int, new_source: str, ascii_only:
 # -- the notebook ----------------------------------------------------------------------------------
 def transform_notebook(
     text: str,
-    rules: Sequence[type[Rule]],
+    rules: Sequence[type[PythonRule]],
     options: EngineOptions = EngineOptions(),
     path: str = "<notebook>",
     triggers: Optional[Sequence[str]] = None,

@@ -44,8 +44,7 @@ _rules_cache: dict[tuple[str, ...], tuple] = {}
 
 def _rules_for(codes: tuple[str, ...]):
     if codes not in _rules_cache:
-        # rules with FILE_KINDS (NP52x) match scripts and configs, never a Python tree
-        rules = tuple(r for r in (rule_by_code(c) for c in codes) if not getattr(r, "FILE_KINDS", None))
+        rules = tuple(r for r in (rule_by_code(c) for c in codes) if r.KIND == "python")
         _rules_cache[codes] = (rules, triggers_for(rules))
     return _rules_cache[codes]
 

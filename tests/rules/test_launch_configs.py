@@ -9,22 +9,18 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from neuron_port.rewrite.line_files import (
-    INSTANCES,
-    InstanceError,
-    ScanOptions,
-    resolve_instance,
-    transform_text,
-)
-from neuron_port.rules.base import Valid
-from neuron_port.rules.registry import all_rules, check_rule_metadata
+from neuron_port.rewrite.line_files import transform_text
+from neuron_port.rules.instances import INSTANCES, InstanceError, resolve_instance
+from neuron_port.rules.registry import check_rule_metadata, rules_of_kind
+from neuron_port.rules.spec import LineOptions
+from neuron_port.rules.spec import Valid
 
-LAUNCH_RULES = [r for r in all_rules() if getattr(r, "FILE_KINDS", None)]
+LAUNCH_RULES = rules_of_kind("line")
 
 
-def _options(rule, example, unsafe=False):
-    cores = getattr(example, "neuron_cores", None)
-    return ScanOptions(codes=frozenset({rule.CODE}), target=example.target, unsafe_fixes=unsafe,
+def _options(example, unsafe=False):
+    cores = example.neuron_cores
+    return LineOptions(target=example.target, unsafe_fixes=unsafe,
                        cores=resolve_instance(None, cores) if cores else None)
 
 
@@ -38,28 +34,28 @@ def test_the_launch_family_is_registered():
     assert {r.CODE for r in LAUNCH_RULES} == {f"NP52{i}" for i in range(6)}
     for rule in LAUNCH_RULES:
         assert check_rule_metadata(rule) == []
-        assert rule.TRIGGERS == ()  # never part of a Python pass
+        assert rule.KIND == "line" and set(rule.FILE_KINDS) <= {"shell", "make", "yaml", "json", "toml"}
 
 
 @pytest.mark.parametrize("rule, example", list(_cases("VALID")))
 def test_valid(rule, example):
     example = example if isinstance(example, Valid) else Valid(example)
-    out = transform_text(example.source(), getattr(example, "kind", "shell"), _options(rule, example, unsafe=True))
+    out = transform_text(example.source(), example.kind, _options(example, unsafe=True), [rule])
     assert out.findings == [] and out.text == example.source()
 
 
 @pytest.mark.parametrize("rule, example", list(_cases("INVALID")))
 def test_invalid(rule, example):
-    options = _options(rule, example, unsafe=example.unsafe_fixes)
+    options = _options(example, unsafe=example.unsafe_fixes)
     source = example.source()
-    out = transform_text(source, example.kind, options)
+    out = transform_text(source, example.kind, options, [rule])
     mine = [f for f in out.findings if f.code == rule.CODE]
     assert mine, f"{rule.CODE} reported nothing"
     if example.message_contains:
         assert any(example.message_contains in f.message for f in mine), [f.message for f in mine]
     expected = example.expected_source()
     assert out.text == (source if expected is None else expected)
-    again = transform_text(out.text, example.kind, options)
+    again = transform_text(out.text, example.kind, options, [rule])
     assert again.text == out.text and not any(f.fix.applied for f in again.findings)
 
 
@@ -72,16 +68,16 @@ def test_explain_works_for_each(cli):
 def test_value_swaps_keep_everything_else():
     yaml = ("# settings\r\ntrain:\r\n  device: 'cuda:1'   # keep this comment\r\n  eval_device: \"cuda\"\r\n"
             "  backend: nccl\r\nname: cuda-experiment\r\ndevice_map: auto\r\n")
-    out = transform_text(yaml, "yaml", ScanOptions())
+    out = transform_text(yaml, "yaml", LineOptions())
     assert out.text == ("# settings\r\ntrain:\r\n  device: 'neuron:1'   # keep this comment\r\n"
                         "  eval_device: \"neuron\"\r\n  backend: neuron\r\nname: cuda-experiment\r\ndevice_map: auto\r\n")
     assert out.fixes_applied == 3
     toml = '[trainer]\ndevice = "cuda"  # gpu\nnum_gpus = 8\n'
-    out = transform_text(toml, "toml", ScanOptions())
+    out = transform_text(toml, "toml", LineOptions())
     assert out.text == '[trainer]\ndevice = "neuron"  # gpu\nnum_gpus = 8\n'
     assert [f.code for f in out.findings] == ["NP522", "NP521"]
     js = '{\n    "device": "cuda",\n    "note": "runs on cuda",\n    "NCCL_DEBUG": "INFO"\n}\n'
-    out = transform_text(js, "json", ScanOptions())
+    out = transform_text(js, "json", LineOptions())
     assert out.text == js.replace('"device": "cuda"', '"device": "neuron"')
     assert [f.code for f in out.findings] == ["NP522", "NP524"]
 
@@ -94,7 +90,7 @@ def test_shell_details():
         "CUDA_VISIBLE_DEVICES=4,6 python eval.py --device cuda  # neuron-port: ignore[NP522]\n"
         "echo $CUDA_VISIBLE_DEVICES\n"
     )
-    out = transform_text(script, "shell", ScanOptions(unsafe_fixes=True))
+    out = transform_text(script, "shell", LineOptions(unsafe_fixes=True))
     assert out.text == (
         "#!/bin/bash\n"
         "# CUDA_VISIBLE_DEVICES=0 is the GPU setup\n"
@@ -107,24 +103,24 @@ def test_shell_details():
     # a script that runs torchrun: the exported list is deleted, the inline prefix dropped
     torchrun = ("export CUDA_VISIBLE_DEVICES=0,1\nCUDA_VISIBLE_DEVICES=0,1 \\\n"
                 "  torchrun --nnodes=1 --nproc_per_node 2 train.py\n")
-    out = transform_text(torchrun, "shell", ScanOptions(unsafe_fixes=True, cores=resolve_instance("trn2.3xlarge", None)))
+    out = transform_text(torchrun, "shell", LineOptions(unsafe_fixes=True, cores=resolve_instance("trn2.3xlarge", None)))
     assert out.text == "\\\n  torchrun --nnodes=1 --nproc_per_node 4 train.py\n"
     # safe fixes only: nothing unsafe is applied
-    out = transform_text(torchrun, "shell", ScanOptions(cores=resolve_instance("trn2.3xlarge", None)))
+    out = transform_text(torchrun, "shell", LineOptions(cores=resolve_instance("trn2.3xlarge", None)))
     assert out.text == torchrun and {f.fix.safety for f in out.findings} == {"unsafe"}
 
 
 def test_makefile():
     make = ("GPUS ?= 0,1\ntrain:\n\tCUDA_VISIBLE_DEVICES=$(GPUS) torchrun --nproc_per_node=2 train.py --dist-backend=nccl\n"
             "smi:\n\t@nvidia-smi\n")
-    out = transform_text(make, "make", ScanOptions())
+    out = transform_text(make, "make", LineOptions())
     assert out.text == make.replace("--dist-backend=nccl", "--dist-backend=neuron")
     assert [f.code for f in out.findings] == ["NP520", "NP521", "NP523", "NP525"]
 
 
 def test_accelerator_target_reports_only():
     text = "device: cuda\nbackend: nccl\n"
-    out = transform_text(text, "yaml", ScanOptions(target="accelerator", unsafe_fixes=True))
+    out = transform_text(text, "yaml", LineOptions(target="accelerator", unsafe_fixes=True))
     assert out.text == text and len(out.findings) == 2 and not any(f.fix.available for f in out.findings)
 
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import pytest
 
 from neuron_port.rewrite.engine import EngineOptions, transform_source
-from neuron_port.rules.base import Valid
-from neuron_port.rules.registry import all_rules, check_rule_metadata
+from neuron_port.rules.spec import Valid
+from neuron_port.rules.registry import all_rules, check_rule_metadata, rules_of_kind
 
 
 def _cases(kind):
-    for rule in all_rules():
-        if getattr(rule, "RUNTIME", False):
-            continue  # NP9xx examples are scripts, run under the simulator in test_runtime_rules.py
-        if getattr(rule, "FILE_KINDS", None):
-            continue  # NP52x examples are launch scripts and configs, run in test_launch_configs.py
+    # runtime rules' examples are scripts run on the simulator (test_runtime_rules.py); line rules' are
+    # launch scripts and configs (test_launch_configs.py)
+    for rule in rules_of_kind("python"):
         for i, example in enumerate(getattr(rule, kind)):
             yield pytest.param(rule, example, id=f"{rule.CODE}-{rule.NAME}-{kind.lower()}{i}")
 

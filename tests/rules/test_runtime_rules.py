@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from neuron_port.rules.base import Valid
-from neuron_port.rules.registry import all_rules
+from neuron_port.rules.spec import Valid
+from neuron_port.rules.registry import rules_of_kind
 
 pytestmark = pytest.mark.slow
 
-RUNTIME_RULES = [r for r in all_rules() if getattr(r, "RUNTIME", False)]
+RUNTIME_RULES = rules_of_kind("runtime")
 
 
 def _cases():

@@ -26,7 +26,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.base import Invalid, Rule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.context import dotted_name
 from neuron_port.rules.device_placement import _AvailabilityMixin, _last_segment, _source, is_rank_expression
 from neuron_port.rules.device_tables import (
@@ -50,7 +50,7 @@ from neuron_port.rules.device_tables import (
 from neuron_port.rules.helpers import arg_named, expr, remove_arg, replace_string, string_value
 
 
-class _SkipProse(Rule):
+class _SkipProse(PythonRule):
     """Tracks strings that are docstrings or arguments of print/log calls (never configuration)."""
 
     def __init__(self, context) -> None:
@@ -109,7 +109,7 @@ class NcclBackend(_AvailabilityMixin, _SkipProse):
     CODE = "NP501"
     NAME = "nccl-backend"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "always"
     EFFORT = "low"
     MESSAGE = "the NCCL backend does not exist on Trainium: use `{new}`"
     TRIGGERS = ("nccl", "NCCL")
@@ -238,7 +238,7 @@ class DistributedSetDevice(_SkipProse):
     CODE = "NP502"
     NAME = "distributed-set-device"
     SEVERITY = "warning"
-    FIX = "safe"
+    FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = (
         "TorchNeuron's init_process_group pins each process to NeuronCore LOCAL_RANK (NEURON_RT_VISIBLE_CORES), "
@@ -367,7 +367,7 @@ def _is_index_zero(node) -> bool:
     return isinstance(node, cst.Integer) and node.value == "0"
 
 
-class DdpDeviceIds(Rule):
+class DdpDeviceIds(PythonRule):
     """Drops ``device_ids=[local_rank]`` and ``output_device=`` from ``DistributedDataParallel``.
 
     ## What it does
@@ -408,7 +408,8 @@ class DdpDeviceIds(Rule):
     CODE = "NP503"
     NAME = "ddp-device-ids"
     SEVERITY = "warning"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = "DDP needs no `device_ids`/`output_device` with one NeuronCore per process: drop them"
     TRIGGERS = ("device_ids", "output_device")
@@ -514,7 +515,7 @@ class DdpDeviceIds(Rule):
         self.report(node, message, replacement=replacement, safety="unsafe")
 
 
-class CudaDeviceMesh(Rule):
+class CudaDeviceMesh(PythonRule):
     """Rewrites ``init_device_mesh("cuda", ...)`` and ``DeviceMesh("cuda", ...)`` to ``"neuron"``.
 
     ## What it does
@@ -547,7 +548,7 @@ class CudaDeviceMesh(Rule):
     CODE = "NP504"
     NAME = "cuda-device-mesh"
     SEVERITY = "error"
-    FIX = "safe"
+    FIX_AVAILABILITY = "always"
     EFFORT = "low"
     MESSAGE = "a `cuda` device mesh does not exist on Trainium: use `{new}` and size the mesh in NeuronCores"
     TRIGGERS = ("init_device_mesh", "DeviceMesh")
@@ -621,7 +622,8 @@ class CudaVisibleDevices(_SkipProse):
     CODE = "NP505"
     NAME = "cuda-visible-devices"
     SEVERITY = "warning"
-    FIX = "unsafe"
+    FIX_AVAILABILITY = "sometimes"
+    FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = (
         "CUDA_VISIBLE_DEVICES has no effect on Trainium: use NEURON_RT_VISIBLE_CORES (values are NeuronCore "
@@ -652,7 +654,7 @@ class CudaVisibleDevices(_SkipProse):
         self.report(node, replacement=replace_string(node, NEURON_RT_VISIBLE_CORES), safety="unsafe")
 
 
-class GpuCountWorldSize(Rule):
+class GpuCountWorldSize(PythonRule):
     """Reports ``torch.cuda.device_count()`` used as a world size or process count.
 
     ## What it does
@@ -684,7 +686,6 @@ class GpuCountWorldSize(Rule):
     CODE = "NP506"
     NAME = "gpu-count-world-size"
     SEVERITY = "info"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = "GPU count used as {what}: " + CORES_ADVICE
     TRIGGERS = ("device_count",)
@@ -745,7 +746,6 @@ class CudaEnvVar(_SkipProse):
     CODE = "NP507"
     NAME = "cuda-env-var"
     SEVERITY = "info"
-    FIX = "none"
     EFFORT = "low"
     MESSAGE = "`{name}` has no effect on Trainium: {advice}"
     TRIGGERS = ("NCCL_", *CUDA_ENV_ADVICE)
@@ -768,7 +768,7 @@ class CudaEnvVar(_SkipProse):
             self.report(node, self.MESSAGE.format(name=value, advice=NCCL_ENV_ADVICE))
 
 
-class DataParallel(Rule):
+class DataParallel(PythonRule):
     """Reports ``nn.DataParallel`` (single-process, multi-device data parallelism).
 
     ## What it does
@@ -801,7 +801,6 @@ class DataParallel(Rule):
     CODE = "NP508"
     NAME = "data-parallel"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = (
         "`DataParallel` is single-process multi-device, which Trainium does not support: use "
@@ -823,7 +822,7 @@ class DataParallel(Rule):
             self.report(node)
 
 
-class PointToPoint(Rule):
+class PointToPoint(PythonRule):
     """Reports point-to-point communication (``dist.send/recv/isend/irecv/batch_isend_irecv``).
 
     ## What it does
@@ -855,7 +854,6 @@ class PointToPoint(Rule):
     CODE = "NP509"
     NAME = "p2p-communication"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = "{what} (`dist.{name}`) is not supported by the neuron backend: use collectives (broadcast, all_gather, all_to_all_single)"
     TRIGGERS = ("send", "recv", "P2POp", "monitored_barrier")
@@ -896,7 +894,7 @@ def _is_default_group(node: cst.BaseExpression) -> bool:
     return name.endswith("group.WORLD") or name.endswith("GroupMember.WORLD")
 
 
-class BarrierNonDefaultGroup(Rule):
+class BarrierNonDefaultGroup(PythonRule):
     """Reports ``dist.barrier(group=...)`` on a group other than the default one.
 
     ## What it does
@@ -926,7 +924,6 @@ class BarrierNonDefaultGroup(Rule):
     CODE = "NP510"
     NAME = "barrier-non-default-group"
     SEVERITY = "error"
-    FIX = "none"
     EFFORT = "medium"
     MESSAGE = "the neuron backend implements barrier only on the default group: use dist.barrier() or an all_reduce on the group"
     TRIGGERS = ("barrier",)
@@ -944,7 +941,7 @@ class BarrierNonDefaultGroup(Rule):
             self.report(node)
 
 
-class UnevenAllToAll(Rule):
+class UnevenAllToAll(PythonRule):
     """Reports ``all_to_all_single`` with explicit split sizes.
 
     ## What it does
@@ -976,7 +973,6 @@ class UnevenAllToAll(Rule):
     CODE = "NP511"
     NAME = "uneven-all-to-all"
     SEVERITY = "warning"
-    FIX = "none"
     EFFORT = "high"
     MESSAGE = (
         "the neuron backend supports all_to_all_single only with even splits (and world sizes 4, 8, 16 or "

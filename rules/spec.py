@@ -1,0 +1,265 @@
+"""The rule spec: what every rule of the registry declares, whatever it checks.
+
+A rule is one class with a stable code, a kebab-case name, a severity, whether it can fix what it finds
+(FIX_AVAILABILITY: never / sometimes / always) and how safe its fixes are by default (FIX_SAFETY: safe /
+unsafe; each fix may say otherwise), an effort for what it cannot fix, a message, a docstring that is
+its docs page, and VALID / INVALID examples that the tests run. Three kinds share that spec:
+
+- ``PythonRule`` (KIND "python"): a LibCST visitor run in the engine's one batched pass over a module
+  or notebook cell; it *reports* violations (node, message, replacement, imports) and never edits.
+- ``LineRule`` (KIND "line"): matches one line of a launch script or config (``scan``); the line engine
+  applies the character replacements it proposes.
+- ``RuntimeRule`` (KIND "runtime"): a finding of ``neuron-port check``, made from the simulator's
+  events; its examples are scripts that are run on the simulated device.
+
+Consumers tell them apart by ``rule.KIND`` and group them by ``rule.FAMILY`` (from the code's
+hundred, see ``families.py``); nothing sniffs attributes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from abc import ABC, abstractmethod
+import textwrap
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Iterable, Literal, Optional, Sequence, Union
+
+import libcst as cst
+
+from neuron_port.rules.families import family_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_port.rules.context import FileContext
+
+Kind = Literal["python", "line", "runtime"]
+Severity = Literal["error", "warning", "info"]
+FixAvailability = Literal["never", "sometimes", "always"]
+FixSafety = Literal["safe", "unsafe"]
+Effort = Literal["low", "medium", "high"]
+Target = Literal["neuron", "accelerator"]
+
+KINDS: tuple[str, ...] = ("python", "line", "runtime")
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
+FIX_AVAILABILITIES: tuple[str, ...] = ("never", "sometimes", "always")
+FIX_SAFETIES: tuple[str, ...] = ("safe", "unsafe")
+EFFORTS: tuple[str, ...] = ("low", "medium", "high")
+TARGETS: tuple[str, ...] = ("neuron", "accelerator")
+# The launch scripts and configs that line rules read (see neuron_port/rewrite/sources.py file_kind).
+LINE_FILE_KINDS: tuple[str, ...] = ("shell", "make", "yaml", "json", "toml")
+
+CODE_RE = re.compile(r"^NP[1-9]\d\d$")
+NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+DOC_SECTIONS = ("## What it does", "## Why", "## Example", "## Fix safety", "## References")
+
+# (module, name, asname): `import module` when name is None, else `from module import name`
+Import = tuple[str, Optional[str], Optional[str]]
+
+
+# -- examples --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Valid:
+    """Code the rule must not report (for the given target). For a line rule, ``kind`` is the file
+    kind of the example (shell, make, yaml, json, toml); ``neuron_cores`` stands for --neuron-cores."""
+
+    code: str
+    target: Target = "neuron"
+    kind: str = "python"
+    neuron_cores: Optional[int] = None
+
+    def source(self) -> str:
+        return dedent_example(self.code)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code the rule must report at least once.
+
+    ``expected`` is the whole rewritten source after the fixes this rule allows (safe ones, plus unsafe
+    ones when ``unsafe_fixes``); ``None`` means the code stays as it is.
+    """
+
+    code: str
+    expected: Optional[str] = None
+    target: Target = "neuron"
+    unsafe_fixes: bool = False
+    message_contains: Optional[str] = None
+    kind: str = "python"
+    neuron_cores: Optional[int] = None
+
+    def source(self) -> str:
+        return dedent_example(self.code)
+
+    def expected_source(self) -> Optional[str]:
+        return None if self.expected is None else dedent_example(self.expected)
+
+
+def dedent_example(code: str) -> str:
+    code = textwrap.dedent(code)
+    if code.startswith("\n"):
+        code = code[1:]
+    return code
+
+
+# -- the spec --------------------------------------------------------------------------------------
+class RuleSpec:
+    """What every rule declares. Subclass one of the three kinds, never this class directly."""
+
+    KIND: ClassVar[Kind]
+    CODE: ClassVar[str]
+    NAME: ClassVar[str]
+    FAMILY: ClassVar[str]  # set from CODE when the class is defined (families.py)
+    SEVERITY: ClassVar[Severity]
+    FIX_AVAILABILITY: ClassVar[FixAvailability] = "never"
+    FIX_SAFETY: ClassVar[FixSafety] = "safe"  # the default applicability of this rule's fixes
+    EFFORT: ClassVar[Optional[Effort]] = None  # the work left when there is no fix
+    MESSAGE: ClassVar[str]
+    TARGETS: ClassVar[Sequence[Target]] = TARGETS  # targets the rule runs for
+    VALID: ClassVar[Sequence[Union[Valid, str]]] = ()
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "CODE" in vars(cls):
+            cls.FAMILY = family_of(cls.CODE).name
+
+    @classmethod
+    def docs(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def docs_header(cls) -> str:
+        """The lines above the docs page: code, name, severity, fix, effort."""
+        return (f"# {cls.CODE} {cls.NAME}\n\nseverity: {cls.SEVERITY} · fix: {cls.fix_label()}"
+                + (f" · effort: {cls.EFFORT}" if cls.EFFORT else "") + "\n\n")
+
+    @classmethod
+    def fix_label(cls) -> str:
+        """``never`` / ``sometimes (safe)`` / ``always (unsafe)``: what `rules` and `explain` show."""
+        if cls.FIX_AVAILABILITY == "never":
+            return "never"
+        return f"{cls.FIX_AVAILABILITY} ({cls.FIX_SAFETY})"
+
+    @classmethod
+    def summary(cls) -> dict:
+        return {
+            "code": cls.CODE,
+            "name": cls.NAME,
+            "kind": cls.KIND,
+            "family": cls.FAMILY,
+            "severity": cls.SEVERITY,
+            "fix": cls.FIX_AVAILABILITY,
+            "fix_safety": None if cls.FIX_AVAILABILITY == "never" else cls.FIX_SAFETY,
+            "effort": cls.EFFORT,
+            "message": cls.MESSAGE,
+            "targets": list(cls.TARGETS),
+        }
+
+
+# -- python rules ----------------------------------------------------------------------------------
+@dataclass
+class Violation:
+    """What a Python rule hands the engine for one node. Never seen outside the engine."""
+
+    rule: type["PythonRule"]
+    node: cst.CSTNode
+    message: str
+    replacement: Optional[cst.CSTNode] = None
+    safety: Optional[FixSafety] = None  # None when there is no replacement
+    effort: Optional[Effort] = None
+    imports: tuple[Import, ...] = ()
+    severity: Optional[Severity] = None
+
+
+class PythonRule(RuleSpec, cst.BatchableCSTVisitor):
+    """A rule over Python source: implement visit_* / leave_* and call ``report``."""
+
+    KIND = "python"
+    # Substrings of which at least one must occur in a file for this rule to be able to report anything.
+    # The engine skips a file (no parse) when no enabled rule's trigger occurs in it.
+    TRIGGERS: ClassVar[Sequence[str]] = ("cuda",)
+
+    def __init__(self, context: "FileContext") -> None:
+        super().__init__()
+        self.context = context
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: Optional[str] = None,
+        *,
+        replacement: Optional[cst.CSTNode] = None,
+        safety: Optional[FixSafety] = None,
+        effort: Optional[Effort] = None,
+        imports: Sequence[Import] = (),
+        severity: Optional[Severity] = None,
+    ) -> None:
+        self.context.violations.append(
+            Violation(
+                rule=type(self),
+                node=node,
+                message=message or self.MESSAGE,
+                replacement=replacement,
+                safety=None if replacement is None else (safety or self.FIX_SAFETY),
+                effort=effort if effort is not None else (self.EFFORT if replacement is None else None),
+                imports=tuple(imports),
+                severity=severity,
+            )
+        )
+
+
+# -- line rules ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScriptLine:
+    """One line of a launch script or config, as a line rule sees it."""
+
+    number: int  # 1-based
+    code: str  # the line without its newline and comment
+    logical: str  # scripts: the whole logical line (backslash continuations joined), comments stripped
+    in_launcher_script: bool  # the script runs torchrun / python -m torch.distributed.launch|run
+
+
+@dataclass(frozen=True)
+class LineOptions:
+    target: str = "neuron"
+    unsafe_fixes: bool = False
+    cores: Optional[tuple[int, str]] = None  # --instance / --neuron-cores: (cores per node, description)
+
+
+@dataclass
+class LineHit:
+    """A line rule's finding: columns ``start:end`` of the line, and the text to put there."""
+
+    start: int  # 0-based column
+    end: int
+    message: str
+    replacement: Optional[str] = None  # text for line[start:end]; "" deletes those characters
+    delete_line: bool = False
+    safety: Optional[FixSafety] = None  # None when there is no fix
+
+    @property
+    def fixable(self) -> bool:
+        return self.replacement is not None or self.delete_line
+
+
+class LineRule(RuleSpec, ABC):
+    """A rule over launch scripts and configs: ``scan`` yields the hits on one line."""
+
+    KIND = "line"
+    FILE_KINDS: ClassVar[tuple[str, ...]] = LINE_FILE_KINDS
+    # Substrings without which a file cannot produce a finding of this rule (the cheap pre-filter).
+    TRIGGERS: ClassVar[Sequence[str]] = ()
+
+    @abstractmethod
+    def scan(self, line: ScriptLine, file_kind: str, options: LineOptions) -> Iterable[LineHit]:
+        """The hits of this rule on one line (``file_kind`` is one of FILE_KINDS)."""
+
+
+# -- runtime rules ---------------------------------------------------------------------------------
+class RuntimeRule(RuleSpec):
+    """A finding of `neuron-port check`, made by neuron_port/check from the simulator's events. Its
+    examples are scripts: INVALID ones must produce the finding on the simulated device, VALID ones not.
+    ``MESSAGE`` is a format string the aggregator fills in."""
+
+    KIND = "runtime"
+    TARGETS = ()
