@@ -12,20 +12,10 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from neuron_port.rules.helpers.names import dotted_name
+
 if TYPE_CHECKING:  # pragma: no cover
     from neuron_port.rules.spec import Violation
-
-
-def dotted_name(node: cst.BaseExpression) -> Optional[str]:
-    """``a.b.c`` for Name/Attribute chains, else None."""
-    parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    parts.append(node.value)
-    return ".".join(reversed(parts))
 
 
 class FileContext:

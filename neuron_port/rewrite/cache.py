@@ -36,23 +36,31 @@ _FINDING_FIELDS = {f.name: f for f in dataclasses.fields(Finding) if f.name not 
 _fingerprint_memo: dict[str, str] = {}
 
 
-def code_fingerprint() -> str:
-    """Hash of the source that decides a result: the rule package and the engine/runner/file modules."""
-    if "code" in _fingerprint_memo:
-        return _fingerprint_memo["code"]
+def fingerprinted_files() -> list[tuple[str, Path]]:
+    """(label, path) of the source that decides a result: every module and data file of the registry,
+    the rewrite half (engine, traversal, runner, notebooks, line files, sources) and the result types."""
     import neuron_port
     import neuron_port.rules as rules_pkg
 
-    h = hashlib.sha256()
     here = Path(neuron_port.__file__).parent
-    sources = sorted(Path(rules_pkg.__file__).parent.glob("*.py")) + sorted(
-        Path(rules_pkg.__file__).parent.glob("*.toml"))
-    sources += [here / "engine.py", here / "runner.py", here / "files.py", here / "results.py"]
-    for path in sources:
+    files = [("neuron_port/results.py", here / "results.py")]
+    for label, root, patterns in (("rules", Path(rules_pkg.__file__).parent, ("*.py", "*.toml")),
+                                  ("neuron_port/rewrite", here / "rewrite", ("*.py",))):
+        found = {path for pattern in patterns for path in root.rglob(pattern)}
+        files += [(f"{label}/{path.relative_to(root).as_posix()}", path) for path in sorted(found)]
+    return files
+
+
+def code_fingerprint() -> str:
+    """Hash of ``fingerprinted_files()``: editing a rule or the engine invalidates every entry."""
+    if "code" in _fingerprint_memo:
+        return _fingerprint_memo["code"]
+    h = hashlib.sha256()
+    for label, path in fingerprinted_files():
         try:
-            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+            h.update(label.encode() + b"\0" + path.read_bytes() + b"\0")
         except OSError:
-            h.update(path.name.encode() + b"\0missing\0")
+            h.update(label.encode() + b"\0missing\0")
     _fingerprint_memo["code"] = h.hexdigest()
     return _fingerprint_memo["code"]
 

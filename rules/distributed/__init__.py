@@ -27,9 +27,11 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-from neuron_port.rules.context import dotted_name
-from neuron_port.rules.device_placement import _AvailabilityMixin, _last_segment, _source, is_rank_expression
-from neuron_port.rules.device_tables import (
+from neuron_port.rules.helpers.names import dotted_name
+from neuron_port.rules.device_placement import is_rank_expression
+from neuron_port.rules.helpers.guards import AvailabilityMixin
+from neuron_port.rules.helpers.names import last_segment, source_of
+from neuron_port.rules.device_placement.tables import (
     BACKEND_MAP_RE,
     CORES_ADVICE,
     CUDA_ENV_ADVICE,
@@ -47,7 +49,8 @@ from neuron_port.rules.device_tables import (
     SET_DEVICE_QUALNAMES,
     WORLD_SIZE_NAME_RE,
 )
-from neuron_port.rules.helpers import arg_named, expr, remove_arg, replace_string, string_value
+from neuron_port.rules.helpers.calls import arg_named, remove_arg
+from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 
 
 class _SkipProse(PythonRule):
@@ -62,7 +65,7 @@ class _SkipProse(PythonRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        name = _last_segment(func)
+        name = last_segment(func)
         receiver = (dotted_name(func.value) or "").lower() if isinstance(func, cst.Attribute) else ""
         if name in ("print", "getattr", "hasattr") and isinstance(func, cst.Name) or "log" in receiver:
             for arg in node.args:
@@ -73,7 +76,7 @@ class _SkipProse(PythonRule):
         pass
 
 
-class NcclBackend(_AvailabilityMixin, _SkipProse):
+class NcclBackend(AvailabilityMixin, _SkipProse):
     """Rewrites the ``"nccl"`` process-group backend to ``"neuron"``.
 
     ## What it does
@@ -147,7 +150,7 @@ class NcclBackend(_AvailabilityMixin, _SkipProse):
         self._guarded: set[cst.CSTNode] = set()
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        if self._is_availability_check(node.test):
+        if self.is_availability_check(node.test):
             self._guarded.add(node.body)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
@@ -185,7 +188,7 @@ class NcclBackend(_AvailabilityMixin, _SkipProse):
             )
             return
         replacement = replace_string(literal, NEURON_BACKEND) if literal is not None else cst.SimpleString('"neuron"')
-        self.report(node, self.MESSAGE.format(new=_source(replacement)), replacement=replacement)
+        self.report(node, self.MESSAGE.format(new=source_of(replacement)), replacement=replacement)
 
 
 class DistributedSetDevice(_SkipProse):
@@ -316,7 +319,7 @@ class DistributedSetDevice(_SkipProse):
         self._record_block(node, node.body)
 
     def _on_call(self, node: cst.Call) -> None:
-        last = _last_segment(node.func)
+        last = last_segment(node.func)
         if last == "init_process_group":
             self._init_seen = True
             return
@@ -328,7 +331,7 @@ class DistributedSetDevice(_SkipProse):
         for node, after_init in self._calls:
             arg = arg_named(node, "device", 0) or node.args[0]
             rank = not arg.star and is_rank_expression(arg.value)
-            source = _source(arg.value)
+            source = source_of(arg.value)
             if not (self._init_seen or rank or "rank" in source.lower()):
                 continue
             extra = (
@@ -454,7 +457,7 @@ class DdpDeviceIds(PythonRule):
     def visit_Call(self, node: cst.Call) -> None:
         qualname = self.context.qualname(node.func)
         if qualname not in DDP_QUALNAMES and not (
-            qualname is None and _last_segment(node.func) == "DistributedDataParallel"
+            qualname is None and last_segment(node.func) == "DistributedDataParallel"
         ):
             return
         device_ids = arg_named(node, "device_ids", 1)
@@ -484,7 +487,7 @@ class DdpDeviceIds(PythonRule):
         )
         if rank_indexed:
             message += (
-                f" (`device_ids={_source(ids)}` moves inputs to `neuron:<rank>`, which fails on every rank but 0: "
+                f" (`device_ids={source_of(ids)}` moves inputs to `neuron:<rank>`, which fails on every rank but 0: "
                 f"{ONE_CORE_PER_PROCESS})"
             )
             if all(a.keyword is not None for a in drop):
@@ -573,7 +576,7 @@ class CudaDeviceMesh(PythonRule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _last_segment(node.func) not in ("init_device_mesh", "DeviceMesh"):
+        if last_segment(node.func) not in ("init_device_mesh", "DeviceMesh"):
             return
         arg = arg_named(node, "device_type", 0)
         if arg is None or string_value(arg.value) != "cuda" or not isinstance(arg.value, cst.SimpleString):
@@ -584,7 +587,7 @@ class CudaDeviceMesh(PythonRule):
             self.report(arg.value, self.MESSAGE.format(new=new), replacement=expr(new), imports=imports)
             return
         replacement = replace_string(arg.value, "neuron")
-        self.report(arg.value, self.MESSAGE.format(new=_source(replacement)), replacement=replacement)
+        self.report(arg.value, self.MESSAGE.format(new=source_of(replacement)), replacement=replacement)
 
 
 class CudaVisibleDevices(_SkipProse):
@@ -704,7 +707,7 @@ class GpuCountWorldSize(PythonRule):
         if not self._is_count(node.value):
             return
         for target in node.targets:
-            name = _last_segment(target.target)
+            name = last_segment(target.target)
             if name and WORLD_SIZE_NAME_RE.match(name):
                 self.report(node.value, self.MESSAGE.format(what=f"`{name}`"))
                 return

@@ -13,10 +13,10 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 from neuron_port.rewrite import cache as cache_mod
 from neuron_port.rewrite import runner
-from neuron_port.rewrite.cache import CACHE_DIR_NAME, ResultCache, config_fingerprint
+from neuron_port.rewrite.cache import CACHE_DIR_NAME, ResultCache, config_fingerprint, fingerprinted_files
 from neuron_port.rewrite.engine import _BatchedVisitor
 from neuron_port.rewrite.discovery import discover
 from neuron_port.rules.registry import all_rules, select_rules
@@ -237,3 +237,13 @@ def test_walk_visits_like_libcst():
         assert got.events == expected.events, source[:200]
         count += 1
     assert count > 100
+
+
+def test_the_code_fingerprint_covers_every_rule_and_rewrite_module():
+    """A rule edited in any family package (or the engine) must invalidate the cache."""
+    covered = {path.resolve() for _label, path in fingerprinted_files()}
+    wanted = set((REPO / "rules").rglob("*.py")) | set((REPO / "rules").rglob("*.toml")) | set(
+        (REPO / "neuron_port" / "rewrite").rglob("*.py"))
+    wanted = {path.resolve() for path in wanted if "__pycache__" not in path.parts}
+    assert wanted - covered == set()
+    assert all(path.exists() for path in covered)

@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 
 from neuron_port.rewrite.engine import EngineOptions, transform_source
-from neuron_port.rules.mixed_precision import insert_arg, keyword_arg
+from neuron_port.rules.helpers.calls import insert_arg, keyword_arg
 from neuron_port.rules.registry import all_rules, rule_by_code, select_rules
 
 

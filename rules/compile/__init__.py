@@ -18,7 +18,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-from neuron_port.rules.compile_tables import (
+from neuron_port.rules.compile.tables import (
     COMPILE_FUNCS,
     CUDA_BACKENDS,
     CUDA_FLAG_ASSIGNMENTS,
@@ -35,17 +35,9 @@ from neuron_port.rules.compile_tables import (
     NEURON_COMPILE_OPTIONS,
     SDPA_CONTEXTS,
 )
-from neuron_port.rules.helpers import (
-    arg_named,
-    has_comment_above,
-    insert_arg,
-    keyword_arg,
-    quote_of,
-    remove_arg,
-    replace_string,
-    statement_without,
-    string_value,
-)
+from neuron_port.rules.helpers.calls import arg_named, insert_arg, keyword_arg, quote_of, remove_arg
+from neuron_port.rules.helpers.nodes import replace_string, string_value
+from neuron_port.rules.helpers.statements import has_comment_above, statement_without
 
 # --------------------------------------------------------------------------------------------------
 # Shared matching

@@ -27,9 +27,11 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-from neuron_port.rules.compile_tables import COMPILE_FUNCS
-from neuron_port.rules.context import dotted_name
-from neuron_port.rules.helpers import arg_named, has_comment_above, remove_arg, statement_without, string_value
+from neuron_port.rules.compile.tables import COMPILE_FUNCS
+from neuron_port.rules.helpers.names import dotted_name
+from neuron_port.rules.helpers.calls import arg_named, remove_arg
+from neuron_port.rules.helpers.nodes import string_value
+from neuron_port.rules.helpers.statements import has_comment_above, statement_without
 
 
 def _source(node: cst.CSTNode) -> str:

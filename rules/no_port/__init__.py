@@ -32,9 +32,11 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-from neuron_port.rules.context import dotted_name
-from neuron_port.rules.helpers import GuardedBlocks, arg_named, string_value
-from neuron_port.rules.no_port_tables import (
+from neuron_port.rules.helpers.names import dotted_name
+from neuron_port.rules.helpers.calls import arg_named
+from neuron_port.rules.helpers.guards import GuardedBlocks
+from neuron_port.rules.helpers.nodes import string_value
+from neuron_port.rules.no_port.tables import (
     APEX,
     AVAILABILITY_CALL_RE,
     AVAILABILITY_FLAG_RE,

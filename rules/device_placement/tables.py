@@ -27,6 +27,8 @@ LEGACY_CUDA_TENSOR_TYPES: dict[str, str] = {
 LEGACY_CUDA_TYPE_STRINGS: frozenset[str] = frozenset(f"torch.cuda.{name}" for name in LEGACY_CUDA_TENSOR_TYPES)
 
 # Device templates: the literal part of a %-, +- or str.format-template that yields "cuda:N".
+# A device string: "cuda", "cuda:0", "cuda:12". Anything longer (prose, log text) is not a device.
+CUDA_DEVICE_RE = re.compile(r"^cuda(:\d+)?$")
 PERCENT_TEMPLATE_RE = re.compile(r"^cuda:%[dis]$")
 FORMAT_TEMPLATE_RE = re.compile(r"^cuda:\{[A-Za-z0-9_]*(:d)?\}$")
 PLUS_TEMPLATE = "cuda:"

@@ -22,8 +22,8 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-from neuron_port.rules.context import dotted_name
-from neuron_port.rules.device_tables import (
+from neuron_port.rules.helpers.names import dotted_name
+from neuron_port.rules.device_placement.tables import (
     FOREIGN_DEVICE_CALLEES,
     FOREIGN_DEVICE_KEYWORDS,
     FORMAT_TEMPLATE_RE,
@@ -39,11 +39,11 @@ from neuron_port.rules.device_tables import (
     RANK_ENV_VARS,
     RANK_NAME_RE,
 )
-from neuron_port.rules.helpers import CUDA_DEVICE_RE, GuardedBlocks, arg_named, expr, replace_string, string_value
+from neuron_port.rules.device_placement.tables import CUDA_DEVICE_RE
+from neuron_port.rules.helpers.calls import arg_named
+from neuron_port.rules.helpers.guards import AvailabilityMixin, GuardedBlocks
+from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 
-AVAILABILITY_CHECKS = frozenset(
-    {"torch.cuda.is_available", "torch.accelerator.is_available", "torch.neuron.is_available"}
-)
 NEURON_DEVICE_VALUES = ("neuron",)
 
 
@@ -122,23 +122,11 @@ def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
     )
 
 
-class _AvailabilityMixin:
-    context: object
-
-    def _is_availability_check(self, node: cst.BaseExpression) -> bool:
-        """``torch.cuda.is_available()`` (any spelling), alone or as a term of an ``and`` chain."""
-        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
-            return self._is_availability_check(node.left) or self._is_availability_check(node.right)
-        if isinstance(node, cst.Call) and not node.args:
-            return self.context.qualname(node.func) in AVAILABILITY_CHECKS  # type: ignore[attr-defined]
-        return False
-
-
 # Where a candidate string sits; a stronger role wins when two parents mark the same node.
 _PRIORITY = {"value": 0, "container": 1, "key": 2, "check": 3, "multibackend": 4, "skip": 5}
 
 
-class _DeviceStringRule(_AvailabilityMixin, GuardedBlocks, PythonRule):
+class _DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
     """Shared classification of device-string candidates for NP101 (values) and NP102 (checks)."""
 
     def __init__(self, context) -> None:
@@ -220,7 +208,7 @@ class _DeviceStringRule(_AvailabilityMixin, GuardedBlocks, PythonRule):
         if role is not None:
             self._mark(node.body, role)
             self._mark(node.orelse, role)
-        if self._is_availability_check(node.test):
+        if self.is_availability_check(node.test):
             self._guarded_nodes.add(node.body)
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
@@ -230,7 +218,7 @@ class _DeviceStringRule(_AvailabilityMixin, GuardedBlocks, PythonRule):
             self._mark(node.right, role)
 
     def visit_If(self, node: cst.If) -> None:
-        if self._is_availability_check(node.test):
+        if self.is_availability_check(node.test):
             self._guarded_blocks.add(node.body)
         # An if/elif chain that already tests for neuron is multi-backend code: rewriting its CUDA
         # branch would shadow the neuron one.

@@ -27,17 +27,10 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-from neuron_port.rules.context import dotted_name
-from neuron_port.rules.helpers import (
-    CUDA_DEVICE_RE,
-    arg_named,
-    expr,
-    keyword_arg,
-    keyword_names,
-    quote_of,
-    replace_string,
-    string_value,
-)
+from neuron_port.rules.helpers.names import dotted_name
+from neuron_port.rules.device_placement.tables import CUDA_DEVICE_RE
+from neuron_port.rules.helpers.calls import arg_named, keyword_arg, keyword_names, quote_of
+from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 
 HF_ASYNC_ENV = "HF_DEACTIVATE_ASYNC_LOAD"
 

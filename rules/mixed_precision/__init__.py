@@ -22,17 +22,15 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-from neuron_port.rules.helpers import (
+from neuron_port.rules.helpers.calls import (
     arg_named,
-    expr,
     first_keyword_index,
     has_star_args,
     insert_arg,
     keyword_arg,
     quote_of,
-    replace_string,
-    string_value,
 )
+from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 
 Imports = tuple[tuple[str, Optional[str], Optional[str]], ...]
 
