@@ -9,7 +9,6 @@ within MAX_PASSES the file is left alone and reported as an error.
 from __future__ import annotations
 
 import ast
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
@@ -18,6 +17,7 @@ from libcst.metadata import PositionProvider
 
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.suppression import is_suppressed, suppressions
+from neuron_port.rewrite.traversal import walk_batched
 from neuron_port.rules.spec import PythonRule, RuleSpec, Violation
 from neuron_port.rules.context import FileContext, ImportTracker
 
@@ -83,167 +83,13 @@ class _ApplyReplacements(cst.CSTTransformer):
         return replacement
 
 
-_METHOD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _method_names(cls: type) -> tuple[str, ...]:
-    """The visit_*/leave_* methods a visitor class really defines (not LibCST's no-op stubs), per class.
-
-    LibCST's own visit_batched finds them with inspect.getmembers on every instance, every pass: with
-    ~35 visitors that is ~1,500 getattr calls each, about a third of the whole rule pass."""
-    names = _METHOD_NAMES.get(cls)
-    if names is None:
-        names = tuple(
-            n for n in dir(cls)
-            if n.startswith(("visit_", "leave_")) and callable(getattr(cls, n))
-            and not getattr(getattr(cls, n), "_is_no_op", False)
-        )
-        _METHOD_NAMES[cls] = names
-    return names
-
-
-def _leaf_types() -> frozenset:
-    import libcst._nodes.op as ops
-    import libcst._nodes.whitespace as whitespace
-
-    return frozenset(
-        kind for module in (ops, whitespace) for kind in vars(module).values()
-        if isinstance(kind, type) and issubclass(kind, cst.CSTNode) and kind.__module__ == module.__name__
-    )
-
-
-_LEAF_TYPES = _leaf_types()
-
-
-class _FieldRecorder(cst.CSTVisitor):
-    """Learns the order in which LibCST visits a node type's fields (without descending)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fields: list[str] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return False
-
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        self.fields.append(attribute)
-
-
-# type -> (fields a first recording did not visit, {which of those are None: visited fields in order})
-_CHILD_FIELDS: dict[type, tuple[tuple[str, ...], dict[tuple[bool, ...], tuple[str, ...]]]] = {}
-
-
-def _record(node: cst.CSTNode) -> tuple[str, ...]:
-    recorder = _FieldRecorder()
-    node._visit_and_replace_children(recorder)
-    return tuple(recorder.fields)
-
-
-def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
-    """The fields LibCST's visit descends into for this node, in its order. A few node types skip a
-    field when it is None (FormattedStringExpression.format_spec), so the order is kept per None-pattern
-    of the fields a recording did not visit."""
-    kind = type(node)
-    entry = _CHILD_FIELDS.get(kind)
-    if entry is None:
-        fields = _record(node)
-        others = tuple(f.name for f in dataclasses.fields(kind) if f.name not in fields)
-        entry = _CHILD_FIELDS[kind] = (others, {tuple(getattr(node, n) is None for n in others): fields})
-    others, variants = entry
-    pattern = tuple(getattr(node, n) is None for n in others) if others else ()
-    fields = variants.get(pattern)
-    if fields is None:
-        fields = variants[pattern] = _record(node)
-    return fields
-
-
-class _BatchedVisitor(cst.CSTVisitor):
-    """libcst's batched traversal (same order, same calls), with the method table built once per class
-    and looked up per node type instead of per formatted name. ``walk`` traverses without LibCST's
-    ``visit``, which rebuilds (and re-validates) every node even for read-only visitors: that rebuild
-    cost more than the parse itself. The field order is LibCST's own, learned once per node type."""
-
-    def __init__(self, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
-        super().__init__()
-        table: dict[str, list] = {}
-        for visitor in visitors:
-            for name in _method_names(type(visitor)):
-                table.setdefault(name, []).append(getattr(visitor, name))
-        self._table = table
-        self._visit: dict[type, tuple] = {}
-        self._leave: dict[type, tuple] = {}
-        # node type names have no underscore: visit_<Type>_<attribute> methods are those with two
-        self._attribute_types = {name.split("_")[1] for name in table if name.count("_") > 1}
-        # whitespace, comments and operator tokens (about half of all nodes) contain nothing but more of
-        # the same: the walk does not enter them unless some visitor has a method for such a type
-        wanted = {name.split("_")[1] for name in table}
-        self._skip = {kind for kind in _LEAF_TYPES if kind.__name__ not in wanted}
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        kind = type(node)
-        methods = self._visit.get(kind)
-        if methods is None:
-            methods = self._visit[kind] = tuple(self._table.get(f"visit_{kind.__name__}", ()))
-        for method in methods:
-            method(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        kind = type(original_node)
-        methods = self._leave.get(kind)
-        if methods is None:
-            methods = self._leave[kind] = tuple(self._table.get(f"leave_{kind.__name__}", ()))
-        for method in methods:
-            method(original_node)
-
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        if type(node).__name__ in self._attribute_types:
-            for method in self._table.get(f"visit_{type(node).__name__}_{attribute}", ()):
-                method(node)
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        if type(original_node).__name__ in self._attribute_types:
-            for method in self._table.get(f"leave_{type(original_node).__name__}_{attribute}", ()):
-                method(original_node)
-
-    def walk(self, node: cst.CSTNode) -> None:
-        on_visit, on_leave = self.on_visit, self.on_leave
-        attribute_types = self._attribute_types
-        child_fields = _child_fields
-        node_type, sequence_types, skip = cst.CSTNode, (tuple, list), self._skip
-
-        def walk(node: cst.CSTNode) -> None:
-            on_visit(node)
-            fields = child_fields(node)
-            with_attributes = type(node).__name__ in attribute_types
-            for name in fields:
-                if with_attributes:
-                    self.on_visit_attribute(node, name)
-                value = getattr(node, name)
-                if isinstance(value, node_type):
-                    if type(value) not in skip:
-                        walk(value)
-                elif isinstance(value, sequence_types):
-                    for child in value:
-                        if type(child) not in skip:
-                            walk(child)
-                if with_attributes:
-                    self.on_leave_attribute(node, name)
-            on_leave(node)
-
-        walk(node)
-
-
 def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: EngineOptions, path: str,
                need_positions: bool = True):
     context = FileContext(target=options.target, path=path)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     visitors: list[cst.BatchableCSTVisitor] = [ImportTracker(context)]
     visitors.extend(rule(context) for rule in rules)
-    if any(v.get_inherited_dependencies() for v in visitors):
-        wrapper.visit_batched(visitors)  # a visitor that needs metadata: LibCST resolves it
-    else:
-        _BatchedVisitor(visitors).walk(module)
+    walk_batched(wrapper, visitors)
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
     positions = wrapper.resolve(PositionProvider) if context.violations and need_positions else None
     return context.violations, positions

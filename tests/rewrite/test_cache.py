@@ -17,7 +17,6 @@ from conftest import FIXTURES, REPO
 from neuron_port.rewrite import cache as cache_mod
 from neuron_port.rewrite import runner
 from neuron_port.rewrite.cache import CACHE_DIR_NAME, ResultCache, config_fingerprint, fingerprinted_files
-from neuron_port.rewrite.engine import _BatchedVisitor
 from neuron_port.rewrite.discovery import discover
 from neuron_port.rules.registry import all_rules, select_rules
 from neuron_port.rewrite.runner import RunOptions, run_files
@@ -178,65 +177,6 @@ def test_parallel_runs_leave_a_valid_cache(tmp_path):
     files, _ = discover([str(tmp_path)])
     run_files(files, opts, jobs=1, cache=cache)
     assert (cache.stats.hits, cache.stats.misses, cache.stats.discarded) == (28, 0, 0)
-
-
-# -- the engine's traversal ---------------------------------------------------------------------------
-class _Events(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[tuple] = []
-
-    def on_visit(self, node):
-        self.events.append(("visit", id(node)))
-        return True
-
-    def on_leave(self, original_node):
-        self.events.append(("leave", id(original_node)))
-
-    def on_visit_attribute(self, node, attribute):
-        self.events.append(("visit_attr", id(node), attribute))
-
-    def on_leave_attribute(self, original_node, attribute):
-        self.events.append(("leave_attr", id(original_node), attribute))
-
-
-class _WalkEvents(_BatchedVisitor):
-    def __init__(self) -> None:
-        super().__init__([])
-        self.events: list[tuple] = []
-        self._attribute_types = type("All", (), {"__contains__": lambda self, x: True})()
-        self._skip = set()  # compare the full traversal; the rule example tests cover the skipping walk
-
-    on_visit = _Events.on_visit
-    on_leave = _Events.on_leave
-    on_visit_attribute = _Events.on_visit_attribute
-    on_leave_attribute = _Events.on_leave_attribute
-
-
-def _sources():
-    for path in sorted(FIXTURES.rglob("*.py")):
-        yield path.read_text(encoding="utf-8", errors="replace")
-    for rule in all_rules():
-        for example in list(rule.VALID) + list(rule.INVALID):
-            yield example if isinstance(example, str) else example.source()
-    yield 'f"{x!r:>{width}} {y=} {z:{w}.{p}}"\nasync def g[T](*, a: int = 1, **k) -> T:\n    yield\n'
-    yield "from a import (b as c, d)\nfrom . import *\nmatch p:\n    case [1, *r] | {'k': _}:\n        pass\n"
-    yield "lambda *a, b=1, **c: (yield from x)\nx: list[int] = [i async for i in y if i]\ndel a[1:2, ::3]\n"
-
-
-def test_walk_visits_like_libcst():
-    count = 0
-    for source in _sources():
-        try:
-            module = cst.parse_module(source)
-        except cst.ParserSyntaxError:
-            continue
-        expected, got = _Events(), _WalkEvents()
-        module.visit(expected)
-        got.walk(module)
-        assert got.events == expected.events, source[:200]
-        count += 1
-    assert count > 100
 
 
 def test_the_code_fingerprint_covers_every_rule_and_rewrite_module():

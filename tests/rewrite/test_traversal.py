@@ -1,0 +1,91 @@
+"""The engine's fast batched traversal makes exactly LibCST's calls, in LibCST's order; with a LibCST it
+was not tested with, the engine falls back to LibCST's public batched visitor and gives the same results."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from neuron_port.rewrite import traversal
+from neuron_port.rewrite.engine import EngineOptions, transform_source
+from neuron_port.rewrite.traversal import FastBatchedWalk, fast_walk_supported
+from neuron_port.rules.registry import all_rules, select_rules
+
+
+class _Events(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple] = []
+
+    def on_visit(self, node):
+        self.events.append(("visit", id(node)))
+        return True
+
+    def on_leave(self, original_node):
+        self.events.append(("leave", id(original_node)))
+
+    def on_visit_attribute(self, node, attribute):
+        self.events.append(("visit_attr", id(node), attribute))
+
+    def on_leave_attribute(self, original_node, attribute):
+        self.events.append(("leave_attr", id(original_node), attribute))
+
+
+class _WalkEvents(FastBatchedWalk):
+    def __init__(self) -> None:
+        super().__init__([], every_node=True)  # the full traversal; the rule example tests cover skipping
+        self.events: list[tuple] = []
+
+    on_visit = _Events.on_visit
+    on_leave = _Events.on_leave
+    on_visit_attribute = _Events.on_visit_attribute
+    on_leave_attribute = _Events.on_leave_attribute
+
+
+def _sources():
+    for path in sorted(FIXTURES.rglob("*.py")):
+        yield path.read_text(encoding="utf-8", errors="replace")
+    for rule in all_rules():
+        for example in list(rule.VALID) + list(rule.INVALID):
+            yield example if isinstance(example, str) else example.source()
+    yield 'f"{x!r:>{width}} {y=} {z:{w}.{p}}"\nasync def g[T](*, a: int = 1, **k) -> T:\n    yield\n'
+    yield "from a import (b as c, d)\nfrom . import *\nmatch p:\n    case [1, *r] | {'k': _}:\n        pass\n"
+    yield "lambda *a, b=1, **c: (yield from x)\nx: list[int] = [i async for i in y if i]\ndel a[1:2, ::3]\n"
+
+
+def test_walk_visits_like_libcst():
+    count = 0
+    for source in _sources():
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            continue
+        expected, got = _Events(), _WalkEvents()
+        module.visit(expected)
+        got.walk(module)
+        assert got.events == expected.events, source[:200]
+        count += 1
+    assert count > 100
+
+
+def test_the_installed_libcst_is_one_the_fast_walk_was_tested_with():
+    assert fast_walk_supported(), "pyproject.toml pins libcst to traversal.TESTED_LIBCST; update both together"
+
+
+@pytest.mark.parametrize("installed, supported", [("1.9.0", True), ("1.1.0", True), ("1.10.0", False),
+                                                  ("2.0.0", False), ("0.4.10", False), ("1.x", False)])
+def test_an_untested_libcst_turns_the_fast_walk_off(monkeypatch, installed, supported):
+    monkeypatch.setattr(traversal, "version", lambda name: installed)
+    assert fast_walk_supported() is supported
+
+
+def test_the_public_fallback_gives_the_same_rewrite(monkeypatch):
+    rules = select_rules(target="neuron")
+    sources = [path.read_text(encoding="utf-8") for path in sorted(FIXTURES.rglob("*.py"))]
+    options = EngineOptions(unsafe_fixes=True)
+    fast = [transform_source(source, rules, options) for source in sources]
+    monkeypatch.setattr(traversal, "FAST_WALK", False)
+    slow = [transform_source(source, rules, options) for source in sources]
+    assert [(o.code, o.findings) for o in fast] == [(o.code, o.findings) for o in slow]
+    assert sum(len(o.findings) for o in fast) > 20
