@@ -1,0 +1,57 @@
+// The Python module of the C++ core (loaded as neuron_backend._C). Bindings only: every function
+// is implemented in runtime/ or accounting/.
+#include <torch/extension.h>
+
+#include "accounting/accounting.h"
+#include "accounting/callbacks.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
+#include "runtime/memory_stats.h"
+
+#include <torch/csrc/Generator.h>
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace neuron_sim;
+  m.doc() = "neuron-port simulated neuron device (C++ core)";
+  m.def("set_device_count", &set_device_count);
+  m.def("device_count", &device_count);
+  m.def("current_device", []() { return static_cast<int>(current_device()); });
+  m.def("set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("set_policy", &set_policy);
+  m.def("set_callbacks", [](py::object site_cb, py::object unsup_cb) {
+    set_callbacks(site_cb.is_none() ? nullptr : site_cb.ptr(), unsup_cb.is_none() ? nullptr : unsup_cb.ptr());
+  });
+  m.def("set_accounting", &set_accounting);
+  m.def("set_emulate_float64", &set_emulate_float64);
+  m.def("op_stats", &op_stats);
+  m.def("explicit_counts", []() {
+    py::dict d;
+    for (const auto& kv : explicit_counts()) d[py::str(kv.first)] = kv.second;
+    return d;
+  });
+  m.def("reset_stats", &reset_stats);
+  m.def("memory_stats", [](int dev) {
+    TORCH_CHECK(dev >= 0 && dev < kMaxDevices, "Invalid device id: ", dev);
+    auto s = mem_stats(dev);
+    py::dict d;
+    d["allocated_bytes.all.current"] = s.allocated;
+    d["allocated_bytes.all.peak"] = s.peak_allocated;
+    d["allocated_bytes.all.allocated"] = s.total_allocated_bytes;
+    d["reserved_bytes.all.current"] = s.reserved;
+    d["reserved_bytes.all.peak"] = s.peak_reserved;
+    d["allocation.all.allocated"] = s.alloc_count;
+    d["allocation.all.freed"] = s.free_count;
+    d["allocation.all.current"] = s.alloc_count - s.free_count;
+    return d;
+  });
+  m.def("reset_peak_memory_stats", [](int dev) { mem_reset_peak(dev); });
+  m.def("empty_cache", [](int dev) { mem_empty_cache(dev); });
+  m.def("default_generator", [](int dev) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(dev))));
+  });
+  m.def("route_through_fallback", &route_through_fallback, py::arg("ns"), py::arg("prefix") = "");
+  m.def("report_unsupported", [](const std::string& feature, const std::string& op, const std::string& msg, int kind) {
+    report_unsupported(feature, op, msg, kind);
+  });
+}
