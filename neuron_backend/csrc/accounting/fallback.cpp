@@ -102,7 +102,7 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const size_t nargs = schema.arguments().size();
   const size_t begin = stack->size() - nargs;
   OpInfo* o = get_op_info(op);
-  if (g_accounting) account(o, *stack, begin, nargs);
+  if (accounting_on()) account(o, *stack, begin, nargs);
 
   // Replace neuron tensors by CPU aliases.
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 6> aliased;  // (neuron original, cpu alias)
@@ -186,7 +186,7 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
   // Results back to neuron.
   auto convert = [&](const at::Tensor& r) -> at::Tensor {
     if (!r.defined() || r.device().type() != c10::kCPU) return r;
-    if (g_emulate_f64 && !explicit_cpu) round_to_f32(r);  // Trainium computes float64 in float32
+    if (!explicit_cpu && emulate_f64()) round_to_f32(r);  // Trainium computes float64 in float32
     for (auto& p : aliased)
       if (p.second.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return p.first;
     for (auto* ci : cpu_inputs)

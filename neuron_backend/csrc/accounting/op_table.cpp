@@ -17,12 +17,12 @@ std::mutex g_ops_mu;
 static std::unordered_map<const void*, OpInfo*> g_ops;  // by &op.schema()
 static std::vector<OpInfo*> g_op_list;                 // in order of first use
 static std::unordered_set<std::string> g_native, g_native_no_neff;
-static bool g_policy_set = false;
-bool g_accounting = true;
-bool g_emulate_f64 = false;  // NEURON_PORT_FLOAT64=emulate: round float64 results to float32 precision
+static std::atomic<bool> g_policy_set{false};  // written under g_ops_mu, atomic for any other reader
+std::atomic<bool> g_accounting{true};
+std::atomic<bool> g_emulate_f64{false};  // NEURON_PORT_FLOAT64=emulate: round float64 results to float32 precision
 
-void set_accounting(bool on) { g_accounting = on; }
-void set_emulate_float64(bool on) { g_emulate_f64 = on; }
+void set_accounting(bool on) { g_accounting.store(on, std::memory_order_relaxed); }
+void set_emulate_float64(bool on) { g_emulate_f64.store(on, std::memory_order_relaxed); }
 
 // ------------------------------------------------------------------ explicit-op counters
 static std::array<std::atomic<int64_t>, kNumExplicitOps> g_explicit{};
@@ -36,7 +36,7 @@ void count_explicit(ExplicitOp op) { g_explicit[op].fetch_add(1, std::memory_ord
 
 // ------------------------------------------------------------------ op registry and policy
 static int classify(const OpInfo& o) {
-  if (!g_policy_set) return kNative;
+  if (!g_policy_set.load(std::memory_order_relaxed)) return kNative;
   std::string full = o.overload.empty() ? o.base : o.base + "." + o.overload;
   if (g_native_no_neff.count(full) || g_native_no_neff.count(o.base)) return kNativeNoNeff;
   if (g_native.count(full) || g_native.count(o.base)) return kNative;
@@ -106,7 +106,7 @@ void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
                        std::string(op == kOpEmpty ? "empty" : "empty_strided") +
                            ": Neuron tensors only support contiguous or preserve memory format",
                        0);
-  if (!(flags & (kF64 | kI64)) || !g_accounting) return;
+  if (!(flags & (kF64 | kI64)) || !accounting_on()) return;
   uint64_t h = mix(mix(0x77, static_cast<uint64_t>(dtype)), sizes.size());
   for (auto s : sizes) h = mix(h, static_cast<uint64_t>(s));
   OpInfo* o;
@@ -180,7 +180,7 @@ void set_policy(const std::vector<std::string>& native, const std::vector<std::s
   std::lock_guard<std::mutex> l(g_ops_mu);
   g_native = std::unordered_set<std::string>(native.begin(), native.end());
   g_native_no_neff = std::unordered_set<std::string>(native_no_neff.begin(), native_no_neff.end());
-  g_policy_set = true;
+  g_policy_set.store(true, std::memory_order_relaxed);
   for (auto& kv : g_ops) kv.second->policy = classify(*kv.second);
 }
 

@@ -4,6 +4,7 @@
 
 #include "accounting/accounting.h"
 
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -33,8 +34,12 @@ struct OpInfo {
 };
 
 extern std::mutex g_ops_mu;
-extern bool g_accounting;   // per-op accounting on (off while torch.compile traces)
-extern bool g_emulate_f64;  // NEURON_PORT_FLOAT64=emulate
+// Switches set from Python and read by every op on any thread (relaxed loads: a plain flag, no
+// ordering with other data is needed).
+extern std::atomic<bool> g_accounting;   // per-op accounting on (off while torch.compile traces)
+extern std::atomic<bool> g_emulate_f64;  // NEURON_PORT_FLOAT64=emulate
+inline bool accounting_on() { return g_accounting.load(std::memory_order_relaxed); }
+inline bool emulate_f64() { return g_emulate_f64.load(std::memory_order_relaxed); }
 // Find or create the OpInfo of an operator (takes g_ops_mu). The fallback caches the result per
 // thread.
 OpInfo* find_or_add_op(const c10::OperatorHandle& op);
