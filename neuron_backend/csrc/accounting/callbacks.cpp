@@ -4,7 +4,7 @@
 // (autograd's device threads too) that do not hold it: they are atomic, and a caller re-reads the
 // pointer and takes a reference under the GIL before calling it, so a concurrent set_callbacks()
 // cannot free the callback while it runs.
-#include <Python.h>
+#include "accounting/python_compat.h"  // first: includes Python.h
 
 #include "accounting/callbacks.h"
 
@@ -21,8 +21,6 @@ void set_callbacks(PyObject* site_cb, PyObject* unsupported_cb) {
   Py_XDECREF(g_site_cb.exchange(site_cb));
   Py_XDECREF(g_unsup_cb.exchange(unsupported_cb));
 }
-
-static bool python_ok() { return Py_IsInitialized() && !_Py_IsFinalizing(); }
 
 // The callback in `slot` with a new reference, or nullptr. Call with the GIL held.
 static PyObject* acquire_callback(const std::atomic<PyObject*>& slot) {
