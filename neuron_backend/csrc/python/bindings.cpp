@@ -16,7 +16,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_device_count", &set_device_count);
   m.def("device_count", &device_count);
   m.def("current_device", []() { return static_cast<int>(current_device()); });
-  m.def("set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  // Entry points that take a device index check it against device_count() before any table is
+  // touched (int64_t: no silent narrowing to c10::DeviceIndex, an int8_t).
+  m.def("set_device", [](int64_t d) { set_current_device(check_device_index(d, "set_device")); });
   m.def("set_policy", &set_policy);
   m.def("set_callbacks", [](py::object site_cb, py::object unsup_cb) {
     set_callbacks(site_cb.is_none() ? nullptr : site_cb.ptr(), unsup_cb.is_none() ? nullptr : unsup_cb.ptr());
@@ -30,9 +32,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return d;
   });
   m.def("reset_stats", &reset_stats);
-  m.def("memory_stats", [](int dev) {
-    TORCH_CHECK(dev >= 0 && dev < kMaxDevices, "Invalid device id: ", dev);
-    auto s = mem_stats(dev);
+  m.def("memory_stats", [](int64_t dev) {
+    auto s = mem_stats(check_device_index(dev, "memory_stats", true));
     py::dict d;
     d["allocated_bytes.all.current"] = s.allocated;
     d["allocated_bytes.all.peak"] = s.peak_allocated;
@@ -44,11 +45,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["allocation.all.current"] = s.alloc_count - s.free_count;
     return d;
   });
-  m.def("reset_peak_memory_stats", [](int dev) { mem_reset_peak(dev); });
-  m.def("empty_cache", [](int dev) { mem_empty_cache(dev); });
-  m.def("default_generator", [](int dev) {
+  m.def("reset_peak_memory_stats",
+        [](int64_t dev) { mem_reset_peak(check_device_index(dev, "reset_peak_memory_stats", true)); });
+  m.def("empty_cache", [](int64_t dev) { mem_empty_cache(check_device_index(dev, "empty_cache", true)); });
+  m.def("default_generator", [](int64_t dev) {
     return py::reinterpret_steal<py::object>(
-        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(dev))));
+        THPGenerator_initDefaultGenerator(default_generator(check_device_index(dev, "default_generator", true))));
   });
   m.def("route_through_fallback", &route_through_fallback, py::arg("ns"), py::arg("prefix") = "");
   m.def("report_unsupported", [](const std::string& feature, const std::string& op, const std::string& msg, int kind) {

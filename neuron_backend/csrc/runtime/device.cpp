@@ -29,4 +29,12 @@ void set_current_device(c10::DeviceIndex d) {
 }
 void set_current_device_unchecked(c10::DeviceIndex d) noexcept { t_current_device = d; }
 
+c10::DeviceIndex check_device_index(int64_t d, const char* what, bool allow_no_device) {
+  const int n = device_count();
+  const int valid = allow_no_device && n == 0 ? 1 : n;  // always <= kMaxDevices
+  TORCH_CHECK(d >= 0 && d < valid, what, ": Invalid device id: ", d, ". Valid range is 0 to ", valid - 1,
+              " (device_count() is ", n, ")");
+  return static_cast<c10::DeviceIndex>(d);
+}
+
 }  // namespace neuron_sim

@@ -56,7 +56,7 @@ const at::Generator& default_generator(c10::DeviceIndex d) {
       g_default_gens.push_back(at::make_generator<NeuronGenerator>(static_cast<c10::DeviceIndex>(i)));
   });
   if (d < 0) d = current_device();
-  TORCH_CHECK(d < kMaxDevices, "Invalid device id: ", static_cast<int>(d));
+  TORCH_CHECK(d >= 0 && d < kMaxDevices, "Invalid device id: ", static_cast<int>(d));
   return g_default_gens[d];
 }
 at::Generator make_neuron_generator(c10::DeviceIndex d) {

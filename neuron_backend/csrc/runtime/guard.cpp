@@ -13,6 +13,12 @@ namespace neuron_sim {
 
 static std::atomic<int64_t> g_stream_counter{0};
 static thread_local std::array<c10::StreamId, kMaxDevices> t_streams{};
+// The slot of a device in the per-thread stream table.
+static size_t stream_slot(c10::DeviceIndex i) {
+  TORCH_CHECK(i >= 0 && i < kMaxDevices, "neuron streams: device index ", static_cast<int>(i),
+              " is outside the per-device stream table (0 to ", kMaxDevices - 1, ")");
+  return static_cast<size_t>(i);
+}
 static double now_ms() {
   using namespace std::chrono;
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
@@ -34,7 +40,7 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getStream(c10::Device d) const override {
     auto i = d.index() < 0 ? current_device() : d.index();
-    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, i), t_streams[i]);
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, i), t_streams[stream_slot(i)]);
   }
   c10::Stream getDefaultStream(c10::Device d) const override {
     return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNeuron, d.index() < 0 ? current_device() : d.index()));
@@ -46,7 +52,7 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high*/) const override { return getNewStream(d, 0); }
   c10::Stream exchangeStream(c10::Stream s) const override {
     auto old = getStream(s.device());
-    t_streams[s.device_index()] = s.id();
+    t_streams[stream_slot(s.device_index())] = s.id();
     return old;
   }
   c10::DeviceIndex deviceCount() const noexcept override {

@@ -1,6 +1,8 @@
 // Per-device memory statistics, modelled on the Neuron caching allocator.
 #include "runtime/memory_stats.h"
 
+#include <c10/util/Exception.h>
+
 #include <array>
 #include <atomic>
 
@@ -11,6 +13,15 @@ struct DevMem {
       alloc_count{0}, free_count{0}, total_allocated{0};
 };
 static std::array<DevMem, kMaxDevices> g_mem;
+
+// The table entry of a device. Callers check the index against device_count() first; this
+// guards the table itself. (mem_on_alloc / mem_on_free run in deleters and must not throw: an
+// out-of-range device is counted on device 0 there, as before.)
+static DevMem& table_entry(int dev) {
+  TORCH_CHECK(dev >= 0 && dev < kMaxDevices, "neuron memory statistics: device index ", dev,
+              " is outside the per-device table (0 to ", kMaxDevices - 1, ")");
+  return g_mem[dev];
+}
 
 // Size classes modelled on the Neuron caching allocator (guidelines-memory-management):
 // < 1 MB small pool (256-byte classes), < 16 MB rounded to 2 MB, >= 16 MB exact.
@@ -43,17 +54,17 @@ void mem_on_free(int dev, size_t n) {
   m.free_count.fetch_add(1, std::memory_order_relaxed);
 }
 MemStats mem_stats(int dev) {
-  auto& m = g_mem[dev];
+  auto& m = table_entry(dev);
   return {m.allocated.load(), m.peak_allocated.load(), m.reserved.load(), m.peak_reserved.load(),
           m.alloc_count.load(), m.free_count.load(), m.total_allocated.load()};
 }
 void mem_reset_peak(int dev) {
-  auto& m = g_mem[dev];
+  auto& m = table_entry(dev);
   m.peak_allocated.store(m.allocated.load());
   m.peak_reserved.store(m.reserved.load());
 }
 void mem_empty_cache(int dev) {
-  auto& m = g_mem[dev];
+  auto& m = table_entry(dev);
   m.reserved.store(m.rounded.load());
 }
 
