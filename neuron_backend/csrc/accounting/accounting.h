@@ -19,10 +19,15 @@
 
 namespace neuron_sim {
 
-// Policy of an op on Trainium.
+// The enums below are exported to Python (python/bindings.cpp: Policy, SigFlag, ErrorKind,
+// EXPLICIT_OPS); neuron_backend/events.py reads the names and bits from there.
+
+// Policy of an op on Trainium; the Python names are the events file's "policy" values.
 enum Policy : int { kNative = 0, kNativeNoNeff = 1, kFallback = 2 };
 // Flags of a signature.
 enum SigFlag : uint32_t { kF64 = 1, kI64 = 2, kComplex = 4, kNeuronArg = 16 };
+// Python exception type raised for an unsupported feature.
+enum ErrorKind : int { kRuntimeError = 0, kNotImplementedError = 1, kTypeError = 2 };
 
 // Explicit kernels, counted without signatures.
 enum ExplicitOp : int {
@@ -36,8 +41,8 @@ void count_explicit(ExplicitOp op);
 void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
                    std::optional<c10::MemoryFormat> mf);
 
-// Report an unsupported feature; raises unless the Python side is in record mode.
-// error_kind: 0 RuntimeError, 1 NotImplementedError, 2 TypeError
+// Report an unsupported feature; raises (error_kind: an ErrorKind) unless the Python side is in
+// record mode.
 void report_unsupported(const std::string& feature, const std::string& op,
                         const std::string& message, int error_kind);
 

@@ -193,9 +193,11 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
       if (ci == r.unsafeGetTensorImpl()) return r;
     if (explicit_cpu) return r;
     if (c10::isComplexType(r.scalar_type()))  // e.g. torch.fft on a real input
-      report_unsupported("complex", o->name, o->name + ": complex dtypes are not supported natively on Neuron", 0);
+      report_unsupported("complex", o->name, o->name + ": complex dtypes are not supported natively on Neuron",
+                         kRuntimeError);
     if (r.layout() != c10::kStrided) {
-      report_unsupported("sparse", o->name, "Sparse tensors are not supported on Neuron (" + o->name + ")", 1);
+      report_unsupported("sparse", o->name, "Sparse tensors are not supported on Neuron (" + o->name + ")",
+                         kNotImplementedError);
       return r;  // record mode: the sparse result stays on the CPU
     }
     return wrap_cpu_result(r, dev);

@@ -100,12 +100,13 @@ void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
   if (!flags && !bad_mf) return;
   if (flags & kComplex)
     report_unsupported("complex", kExplicitNames[op],
-                       std::string(kExplicitNames[op]) + ": complex dtypes are not supported natively on Neuron", 0);
+                       std::string(kExplicitNames[op]) + ": complex dtypes are not supported natively on Neuron",
+                       kRuntimeError);
   if (bad_mf)
     report_unsupported("memory_format", kExplicitNames[op],
                        std::string(op == kOpEmpty ? "empty" : "empty_strided") +
                            ": Neuron tensors only support contiguous or preserve memory format",
-                       0);
+                       kRuntimeError);
   if (!(flags & (kF64 | kI64)) || !accounting_on()) return;
   uint64_t h = mix(mix(0x77, static_cast<uint64_t>(dtype)), sizes.size());
   for (auto s : sizes) h = mix(h, static_cast<uint64_t>(s));

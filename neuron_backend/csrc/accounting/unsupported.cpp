@@ -12,8 +12,8 @@ void report_unsupported(const std::string& feature, const std::string& op, const
                         int error_kind) {
   if (!unsupported_must_raise(feature, op, message)) return;
   const std::string msg = "[neuron-port simulator] " + message;
-  if (error_kind == 1) TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
-  if (error_kind == 2) TORCH_CHECK_TYPE(false, msg);
+  if (error_kind == kNotImplementedError) TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+  if (error_kind == kTypeError) TORCH_CHECK_TYPE(false, msg);
   TORCH_CHECK(false, msg);
 }
 
@@ -22,7 +22,7 @@ UnsupportedHit check_unsupported(const OpInfo& o, const torch::jit::Stack& stack
   UnsupportedHit u;
   const std::string short_name = o.base;
   if (flags & kComplex) {
-    u = {"complex", o.name + ": complex dtypes are not supported natively on Neuron", 0};
+    u = {"complex", o.name + ": complex dtypes are not supported natively on Neuron", kRuntimeError};
     return u;
   }
   if (o.memfmt_arg >= 0) {
@@ -30,15 +30,15 @@ UnsupportedHit check_unsupported(const OpInfo& o, const torch::jit::Stack& stack
     if (v.isInt()) {
       auto mf = static_cast<c10::MemoryFormat>(v.toInt());
       if (mf != c10::MemoryFormat::Contiguous && mf != c10::MemoryFormat::Preserve)
-        return {"memory_format", short_name + ": Neuron tensors only support contiguous or preserve memory format", 0};
+        return {"memory_format", short_name + ": Neuron tensors only support contiguous or preserve memory format", kRuntimeError};
     }
   }
   if (o.sparse_arg >= 0) {
     const auto& v = stack[begin + o.sparse_arg];
     if (v.isBool() && v.toBool()) {
       if (o.base == "embedding")
-        return {"sparse_embedding", "Sparse is currently not supported for embedding.", 1};
-      return {"gather_sparse_grad", "sparse_grad=True is not supported on Neuron", 1};
+        return {"sparse_embedding", "Sparse is currently not supported for embedding.", kNotImplementedError};
+      return {"gather_sparse_grad", "sparse_grad=True is not supported on Neuron", kNotImplementedError};
     }
   }
   if (o.is_mha) {
@@ -51,7 +51,7 @@ UnsupportedHit check_unsupported(const OpInfo& o, const torch::jit::Stack& stack
       return {"mha_arbitrary_mask",
               "Arbitrary mask tensors not yet supported in Neuron implementation. Please use mask_type=1 for "
               "causal masking or mask=None.",
-              1};
+              kNotImplementedError};
     bool need = o.mha_need_weights >= 0 && stack[begin + o.mha_need_weights].isBool() &&
                 stack[begin + o.mha_need_weights].toBool();
     bool avg = o.mha_avg < 0 || !stack[begin + o.mha_avg].isBool() || stack[begin + o.mha_avg].toBool();
@@ -59,7 +59,7 @@ UnsupportedHit check_unsupported(const OpInfo& o, const torch::jit::Stack& stack
       return {"mha_per_head_weights",
               "Returning per-head attention weights not yet supported in Neuron implementation. Please use "
               "average_attn_weights=True or need_weights=False.",
-              1};
+              kNotImplementedError};
   }
   return u;
 }

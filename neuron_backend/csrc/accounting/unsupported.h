@@ -8,7 +8,7 @@ namespace neuron_sim {
 
 struct UnsupportedHit {
   std::string feature, message;  // feature empty: supported
-  int kind = 0;                  // error kind of report_unsupported
+  int kind = kRuntimeError;      // ErrorKind of report_unsupported
 };
 
 UnsupportedHit check_unsupported(const OpInfo& o, const torch::jit::Stack& stack, size_t begin, uint32_t flags);

@@ -18,7 +18,8 @@ static at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::S
   check_factory(kOpEmpty, size, st, memory_format);
   if (layout.has_value() && *layout != c10::kStrided)
     report_unsupported("sparse", "aten::empty.memory_format",
-                       "Sparse tensors are not supported on Neuron (layout " + c10::toString(*layout) + ")", 1);
+                       "Sparse tensors are not supported on Neuron (layout " + c10::toString(*layout) + ")",
+                       kNotImplementedError);
   const c10::OptionalDeviceGuard guard(device);
   constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_generic(size, neuron_allocator(), ks, st, memory_format);

@@ -9,14 +9,14 @@ namespace neuron_sim {
 static void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
   report_unsupported("sparse", op.schema().name(),
                      "Sparse tensors are not supported on Neuron (" + op.schema().name() + ")",
-                     1);
+                     kNotImplementedError);
   TORCH_CHECK_NOT_IMPLEMENTED(false, "[neuron-port simulator] sparse neuron tensors cannot run in record mode (",
                               op.schema().name(), ")");
 }
 static void nested_fallback(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
   report_unsupported("nested_tensor", op.schema().name(),
                      "NestedTensor is not supported on Neuron (" + op.schema().name() + ")",
-                     1);
+                     kNotImplementedError);
   TORCH_CHECK_NOT_IMPLEMENTED(false, "[neuron-port simulator] nested neuron tensors cannot run in record mode (",
                               op.schema().name(), ")");
 }

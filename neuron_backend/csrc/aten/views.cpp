@@ -41,7 +41,8 @@ static const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Contiguous &&
       *memory_format != c10::MemoryFormat::Preserve)
     report_unsupported("memory_format", "aten::resize_",
-                       "resize_: Neuron tensors only support contiguous or preserve memory format", 0);
+                       "resize_: Neuron tensors only support contiguous or preserve memory format",
+                       kRuntimeError);
   return at::native::resize_(self, size, std::nullopt);
 }
 

@@ -13,6 +13,25 @@
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace neuron_sim;
   m.doc() = "neuron-port simulated neuron device (C++ core)";
+
+  // Enums shared with the Python side (neuron_backend/events.py reads names and bits from here).
+  py::enum_<Policy>(m, "Policy", "Policy of an op on Trainium (op_stats); names as in the events file")
+      .value("native", kNative)
+      .value("native_no_neff", kNativeNoNeff)
+      .value("fallback", kFallback);
+  py::enum_<SigFlag>(m, "SigFlag", py::arithmetic(), "Flag bits of a signature (op_stats)")
+      .value("F64", kF64)
+      .value("I64", kI64)
+      .value("COMPLEX", kComplex)
+      .value("NEURON_ARG", kNeuronArg);
+  py::enum_<ErrorKind>(m, "ErrorKind", "Python exception raised for an unsupported feature (report_unsupported)")
+      .value("RuntimeError", kRuntimeError)
+      .value("NotImplementedError", kNotImplementedError)
+      .value("TypeError", kTypeError);
+  py::tuple explicit_ops(static_cast<size_t>(kNumExplicitOps));
+  for (int i = 0; i < kNumExplicitOps; ++i) explicit_ops[i] = py::str(kExplicitNames[i]);
+  m.attr("EXPLICIT_OPS") = explicit_ops;  // names of the explicit_counts() keys, in ExplicitOp order
+
   m.def("set_device_count", &set_device_count);
   m.def("device_count", &device_count);
   m.def("current_device", []() { return static_cast<int>(current_device()); });
