@@ -18,7 +18,7 @@
 #include "runtime/device.h"
 #include "runtime/generator.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
 #include <sstream>

@@ -2,7 +2,9 @@
 #include "accounting/accounting.h"
 #include "accounting/alias.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
 #include <torch/library.h>
 
 #include <array>

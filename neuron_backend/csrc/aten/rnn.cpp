@@ -1,5 +1,8 @@
 // Fused RNN cells (CUDA-only kernels upstream, used by LSTM/GRU on PrivateUse1 devices).
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <optional>

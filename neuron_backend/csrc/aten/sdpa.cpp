@@ -1,7 +1,9 @@
 // Scaled dot-product attention through the "overrideable" backend.
 #include "accounting/accounting.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 

@@ -1,6 +1,6 @@
 // The Python module of the C++ core (loaded as neuron_backend._C). Bindings only: every function
 // is implemented in runtime/ or accounting/.
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>  // pybind11 with torch's casters (not torch/extension.h: compile time)
 
 #include "accounting/accounting.h"
 #include "accounting/callbacks.h"
@@ -8,6 +8,7 @@
 #include "runtime/generator.h"
 #include "runtime/memory_stats.h"
 
+#include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
