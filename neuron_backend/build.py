@@ -22,8 +22,6 @@ import time
 from pathlib import Path
 
 _CSRC = Path(__file__).resolve().parent / "csrc"
-_SOURCES = ("neuron_device.cpp", "neuron_dispatch.cpp")
-_HEADERS = ("neuron.h",)
 _NAME = "neuron_port_sim"
 _module = None
 STALE_LOCK_S = 20 * 60
@@ -33,11 +31,31 @@ class BuildError(RuntimeError):
     """The C++ core could not be built; the message says what to install or fix."""
 
 
+def _files(*suffixes: str) -> list[Path]:
+    """Files under csrc/ (recursive) with one of the suffixes, sorted by their relative path."""
+    return sorted((p for p in _CSRC.rglob("*") if p.is_file() and p.suffix in suffixes),
+                  key=lambda p: p.relative_to(_CSRC).as_posix())
+
+
+def sources() -> list[Path]:
+    """The .cpp files of the extension (runtime/, aten/, accounting/, python/)."""
+    srcs = _files(".cpp")
+    # torch's ninja build names each object after the source's base name: they must be unique
+    seen: dict[str, Path] = {}
+    for p in srcs:
+        if p.stem in seen:
+            raise BuildError(f"neuron-port: two C++ sources share the name {p.stem!r} ({seen[p.stem]} and {p}); "
+                             "torch.utils.cpp_extension would build both into one object file")
+        seen[p.stem] = p
+    return srcs
+
+
 def source_hash() -> str:
+    """Hash of every .cpp and .h under csrc/ (relative path and content)."""
     h = hashlib.sha256()
-    for name in sorted(_SOURCES + _HEADERS):
-        h.update(name.encode())
-        h.update((_CSRC / name).read_bytes())
+    for p in _files(".cpp", ".h"):
+        h.update(p.relative_to(_CSRC).as_posix().encode())
+        h.update(p.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -121,8 +139,9 @@ def build(force: bool = False, verbose: bool = False) -> Path:
     try:
         mod = load(
             name=_NAME,
-            sources=[str(_CSRC / s) for s in _SOURCES],
+            sources=[str(p) for p in sources()],
             extra_cflags=["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"],
+            extra_include_paths=[str(_CSRC)],
             build_directory=str(d),
             verbose=verbose,
             is_python_module=True,

@@ -188,8 +188,16 @@ def records(kind: str | None = None) -> list[dict]:
 
 
 # ---------------------------------------------------------------- aggregation
-_POLICY_NAMES = {0: "native", 1: "native_no_neff", 2: "fallback"}
-F64, I64, COMPLEX = 1, 2, 4
+# Policy names and signature flag bits of the C++ core: read from its Policy / SigFlag enums by
+# install() (_load_enums), never copied here by hand.
+_POLICY_NAMES: dict[int, str] = {}
+F64 = I64 = COMPLEX = 0
+
+
+def _load_enums(c_module) -> None:
+    global _POLICY_NAMES, F64, I64, COMPLEX
+    _POLICY_NAMES = {int(v): name for name, v in c_module.Policy.__members__.items()}
+    F64, I64, COMPLEX = (int(c_module.SigFlag.F64), int(c_module.SigFlag.I64), int(c_module.SigFlag.COMPLEX))
 
 
 def _raw_ops() -> list:
@@ -394,6 +402,7 @@ def install(c_module) -> None:
     """Connect to the C++ core and install the exit / exception / SIGTERM hooks (idempotent)."""
     global _C, _installed, _prev_excepthook, _prev_sigterm, _install_pid
     _C = c_module
+    _load_enums(c_module)
     _install_pid = os.getpid()
     _C.set_callbacks(_site_callback, _unsupported_callback)
     if _installed:

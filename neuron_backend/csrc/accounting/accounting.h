@@ -1,0 +1,71 @@
+// What the rest of the core uses from the accounting layer: the boxed fallback, explicit-op
+// counters, factory checks, unsupported-feature reports, policy and statistics export.
+#pragma once
+
+#include "common.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/MemoryFormat.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace neuron_sim {
+
+// The enums below are exported to Python (python/bindings.cpp: Policy, SigFlag, ErrorKind,
+// EXPLICIT_OPS); neuron_backend/events.py reads the names and bits from there.
+
+// Policy of an op on Trainium; the Python names are the events file's "policy" values.
+enum Policy : int { kNative = 0, kNativeNoNeff = 1, kFallback = 2 };
+// Flags of a signature.
+enum SigFlag : uint32_t { kF64 = 1, kI64 = 2, kComplex = 4, kNeuronArg = 16 };
+// Python exception type raised for an unsupported feature.
+enum ErrorKind : int { kRuntimeError = 0, kNotImplementedError = 1, kTypeError = 2 };
+
+// Explicit kernels, counted without signatures.
+enum ExplicitOp : int {
+  kOpEmpty = 0, kOpEmptyStrided, kOpAsStrided, kOpView, kOpReshapeAlias, kOpResize, kOpSet,
+  kOpCopyFrom, kOpCopyFromAndResize, kOpLocalScalarDense, kOpConvolution, kOpConvolutionBackward,
+  kOpUnfold, kNumExplicitOps
+};
+extern const char* const kExplicitNames[kNumExplicitOps];
+void count_explicit(ExplicitOp op);
+// Factory checks (complex dtypes, 64-bit dtypes, memory formats): slow path only when needed.
+void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
+                   std::optional<c10::MemoryFormat> mf);
+
+// Report an unsupported feature; raises (error_kind: an ErrorKind) unless the Python side is in
+// record mode.
+void report_unsupported(const std::string& feature, const std::string& op,
+                        const std::string& message, int error_kind);
+
+// The boxed fallback, also registered for selected ops explicitly.
+void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// The fallback with a runner in place of the CPU redispatch: the runner pops the (CPU-aliased)
+// arguments and pushes the returns.
+using Runner = void (*)(torch::jit::Stack*);
+void neuron_fallback_with_runner(const c10::OperatorHandle& op, torch::jit::Stack* stack, Runner runner);
+// Route every op of a namespace (or with a name prefix) through the fallback at run time.
+int route_through_fallback(const std::string& ns, const std::string& prefix);
+
+// Switches set from Python.
+void set_accounting(bool on);
+void set_emulate_float64(bool on);
+void set_policy(const std::vector<std::string>& native, const std::vector<std::string>& native_no_neff);
+
+// Statistics export: per op (name, policy, calls, signatures), per signature (calls, site id,
+// SigFlag bits, unsupported feature, description).
+using SigStats = std::tuple<int64_t, int, uint32_t, std::string, std::vector<std::string>>;
+using OpStats = std::tuple<std::string, int, int64_t, std::vector<SigStats>>;
+std::vector<OpStats> op_stats();
+std::vector<std::pair<std::string, int64_t>> explicit_counts();  // in ExplicitOp order
+void reset_stats();
+
+}  // namespace neuron_sim

@@ -1,0 +1,242 @@
+// The boxed CPU fallback with per-op accounting.
+//
+// Every op without an explicit PrivateUse1 kernel lands in neuron_fallback(). It
+//   1. counts the call by op and by signature (op + shapes + dtypes + scalar arguments): a new
+//      signature is an eager NEFF compile on Trainium, a repeated one a cache hit;
+//   2. on a *new* signature only, calls into Python once to capture the user's source line;
+//   3. replaces neuron tensors by zero-copy CPU aliases and redispatches to the CPU kernel;
+//   4. turns CPU results back into neuron tensors without copying.
+// Nothing calls Python on the hot path (a repeated signature). The per-call code (op lookup,
+// account(), fallback_impl()) stays in this one file so the compiler can inline it as before.
+#include "accounting/accounting.h"
+
+#include "accounting/alias.h"
+#include "accounting/callbacks.h"
+#include "accounting/op_table.h"
+#include "accounting/signatures.h"
+#include "accounting/unsupported.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
+
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include <sstream>
+
+namespace neuron_sim {
+
+static void round_to_f32(const at::Tensor& t) {
+  if (t.defined() && t.scalar_type() == at::kDouble && t.numel() > 0) t.copy_(t.to(at::kFloat));
+}
+
+// OpInfo objects live forever, so each thread keeps a lock-free lookup cache.
+static OpInfo* get_op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, OpInfo*> cache;
+  const void* key = &op.schema();
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  OpInfo* o = find_or_add_op(op);
+  cache.emplace(key, o);
+  return o;
+}
+
+// Count one call; slow path (site capture, unsupported check) only for a new signature.
+static void account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
+  uint32_t flags = 0;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < nargs; ++i) h = hash_ivalue(h, stack[begin + i], flags);
+  for (int i : o->dtype_args) {
+    const auto& v = stack[begin + i];
+    if (v.isInt()) flags |= dtype_flags(static_cast<c10::ScalarType>(v.toInt()));
+  }
+  std::string unsup;
+  {
+    std::lock_guard<std::mutex> l(g_ops_mu);
+    o->calls++;
+    auto it = o->sigs.find(h);
+    if (it != o->sigs.end()) {
+      it->second.calls++;
+      if (it->second.unsupported.empty()) return;
+      unsup = it->second.unsupported;
+    }
+  }
+  if (!unsup.empty()) {  // repeated signature of an unsupported call: report (raises by default)
+    auto u = check_unsupported(*o, stack, begin, flags);
+    report_unsupported(u.feature, o->name, u.message, u.kind);
+    return;
+  }
+  // New signature: describe it, capture the user site, check unsupported features.
+  SigInfo si;
+  si.calls = 1;
+  si.flags = flags;
+  for (size_t i = 0; i < nargs; ++i) si.desc.push_back(describe(stack[begin + i]));
+  for (int i : o->dtype_args)  // ScalarType arguments arrive as ints: print their names
+    if (stack[begin + i].isInt()) si.desc[i] = c10::toString(static_cast<c10::ScalarType>(stack[begin + i].toInt()));
+  if (o->memfmt_arg >= 0 && stack[begin + o->memfmt_arg].isInt()) {
+    std::ostringstream mf;
+    mf << static_cast<c10::MemoryFormat>(stack[begin + o->memfmt_arg].toInt());
+    si.desc[o->memfmt_arg] = mf.str();
+  }
+  auto u = check_unsupported(*o, stack, begin, flags);
+  si.unsupported = u.feature;
+  {
+    std::lock_guard<std::mutex> l(g_ops_mu);
+    auto res = o->sigs.emplace(h, si);
+    if (!res.second) {  // another thread inserted it meanwhile
+      res.first->second.calls++;
+      if (u.feature.empty()) return;
+    }
+  }
+  int site = capture_site();
+  {
+    std::lock_guard<std::mutex> l(g_ops_mu);
+    auto it = o->sigs.find(h);
+    if (it != o->sigs.end() && it->second.site == -2) it->second.site = site;
+  }
+  if (!u.feature.empty()) report_unsupported(u.feature, o->name, u.message, u.kind);
+}
+
+// ------------------------------------------------------------------ the fallback
+static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stack, Runner runner = nullptr) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t begin = stack->size() - nargs;
+  OpInfo* o = get_op_info(op);
+  if (accounting_on()) account(o, *stack, begin, nargs);
+
+  // Replace neuron tensors by CPU aliases.
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 6> aliased;  // (neuron original, cpu alias)
+  c10::SmallVector<c10::TensorImpl*, 4> cpu_inputs;
+  c10::DeviceIndex dev = -1;
+  bool explicit_cpu = false, saw_cpu_tensor = false;
+  c10::Device cpu_dev(c10::kCPU);
+  auto note_neuron = [&](const at::Tensor& t) {
+    auto d = t.device().index();
+    if (dev < 0) {
+      dev = d;
+    } else if (d != dev && !o->mixed_device_ok) {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, neuron:",
+                  static_cast<int>(dev), " and neuron:", static_cast<int>(d), "!");
+    }
+  };
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) continue;
+      if (t.device().type() == kNeuron) {
+        note_neuron(t);
+        at::Tensor a = cpu_alias(t);
+        aliased.emplace_back(t, a);
+        v = c10::IValue(std::move(a));
+      } else {
+        cpu_inputs.push_back(t.unsafeGetTensorImpl());
+        if (t.dim() > 0 && t.device().type() == c10::kCPU) saw_cpu_tensor = true;
+      }
+    } else if (v.isList()) {
+      c10::List<c10::IValue> l = v.toList();
+      bool any = false;
+      for (size_t j = 0; j < l.size(); ++j) {
+        c10::IValue e = l.get(j);
+        if (e.isTensor() && e.toTensor().defined()) {
+          if (e.toTensor().device().type() == kNeuron) {
+            any = true;
+          } else if (e.toTensor().dim() > 0) {
+            saw_cpu_tensor = true;
+          }
+        }
+      }
+      if (any) {
+        c10::List<c10::IValue> nl = l.copy();
+        for (size_t j = 0; j < nl.size(); ++j) {
+          c10::IValue e = nl.get(j);
+          if (e.isTensor() && e.toTensor().defined() && e.toTensor().device().type() == kNeuron) {
+            note_neuron(e.toTensor());
+            nl.set(j, c10::IValue(cpu_alias(e.toTensor())));
+          }
+        }
+        v = c10::IValue(nl);
+      }
+    } else if (v.isDevice()) {
+      auto d = v.toDevice();
+      if (d.type() == kNeuron) {
+        if (d.index() >= 0) dev = d.index();
+        v = c10::IValue(cpu_dev);
+      } else if (d.type() == c10::kCPU) {
+        explicit_cpu = true;
+      }
+    } else if (v.isGenerator()) {
+      v = c10::IValue(cpu_generator_of(v.toGenerator()));
+    }
+  }
+  if (saw_cpu_tensor && dev >= 0 && !o->mixed_device_ok && !explicit_cpu) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, neuron:",
+                static_cast<int>(dev), " and cpu!");
+  }
+  if (dev < 0) dev = current_device();
+  if (o->gen_arg >= 0 && (*stack)[begin + o->gen_arg].isNone())
+    (*stack)[begin + o->gen_arg] = c10::IValue(cpu_generator_of(default_generator(dev)));
+
+  if (runner) {
+    runner(stack);
+  } else {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+
+  // Results back to neuron.
+  auto convert = [&](const at::Tensor& r) -> at::Tensor {
+    if (!r.defined() || r.device().type() != c10::kCPU) return r;
+    if (!explicit_cpu && emulate_f64()) round_to_f32(r);  // Trainium computes float64 in float32
+    for (auto& p : aliased)
+      if (p.second.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return p.first;
+    for (auto* ci : cpu_inputs)
+      if (ci == r.unsafeGetTensorImpl()) return r;
+    if (explicit_cpu) return r;
+    if (c10::isComplexType(r.scalar_type()))  // e.g. torch.fft on a real input
+      report_unsupported("complex", o->name, o->name + ": complex dtypes are not supported natively on Neuron",
+                         kRuntimeError);
+    if (r.layout() != c10::kStrided) {
+      report_unsupported("sparse", o->name, "Sparse tensors are not supported on Neuron (" + o->name + ")",
+                         kNotImplementedError);
+      return r;  // record mode: the sparse result stays on the CPU
+    }
+    return wrap_cpu_result(r, dev);
+  };
+  const size_t nret = schema.returns().size();
+  const size_t rbegin = stack->size() - nret;
+  for (size_t j = 0; j < nret; ++j) {
+    c10::IValue& v = (*stack)[rbegin + j];
+    if (v.isTensor()) {
+      v = c10::IValue(convert(v.toTensor()));
+    } else if (v.isList()) {
+      c10::List<c10::IValue> l = v.toList();
+      c10::List<c10::IValue> nl = l.copy();
+      for (size_t k = 0; k < nl.size(); ++k) {
+        c10::IValue e = nl.get(k);
+        if (e.isTensor()) nl.set(k, c10::IValue(convert(e.toTensor())));
+      }
+      v = c10::IValue(nl);
+    }
+  }
+  // out= arguments (or in-place metadata ops) whose CPU alias the kernel resized or restrided.
+  for (auto& p : aliased) {
+    const auto* ai = p.second.unsafeGetTensorImpl();
+    const auto* oi = p.first.unsafeGetTensorImpl();
+    if (ai->sizes() != oi->sizes() || ai->storage_offset() != oi->storage_offset() ||
+        ai->strides() != oi->strides() ||
+        ai->storage().unsafeGetStorageImpl()->data_ptr().get_deleter() != &alias_deleter)
+      sync_back(p.first, p.second);
+  }
+}
+
+void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { fallback_impl(op, stack); }
+void neuron_fallback_with_runner(const c10::OperatorHandle& op, torch::jit::Stack* stack, Runner runner) {
+  fallback_impl(op, stack, runner);
+}
+
+// ------------------------------------------------------------------ registrations
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+}
+
+}  // namespace neuron_sim

@@ -1,0 +1,188 @@
+// The op table: every operator seen by the fallback with its policy (native / native without a
+// NEFF / CPU fallback), call counts and signatures; the explicit-op counters; the factory checks;
+// the statistics export read by neuron_backend/events.py.
+#include "accounting/op_table.h"
+
+#include "accounting/callbacks.h"
+#include "accounting/signatures.h"
+
+#include <array>
+#include <atomic>
+#include <sstream>
+#include <unordered_set>
+
+namespace neuron_sim {
+
+std::mutex g_ops_mu;
+static std::unordered_map<const void*, OpInfo*> g_ops;  // by &op.schema()
+static std::vector<OpInfo*> g_op_list;                 // in order of first use
+static std::unordered_set<std::string> g_native, g_native_no_neff;
+static std::atomic<bool> g_policy_set{false};  // written under g_ops_mu, atomic for any other reader
+std::atomic<bool> g_accounting{true};
+std::atomic<bool> g_emulate_f64{false};  // NEURON_PORT_FLOAT64=emulate: round float64 results to float32 precision
+
+void set_accounting(bool on) { g_accounting.store(on, std::memory_order_relaxed); }
+void set_emulate_float64(bool on) { g_emulate_f64.store(on, std::memory_order_relaxed); }
+
+// ------------------------------------------------------------------ explicit-op counters
+static std::array<std::atomic<int64_t>, kNumExplicitOps> g_explicit{};
+const char* const kExplicitNames[kNumExplicitOps] = {
+    "aten::empty.memory_format", "aten::empty_strided", "aten::as_strided", "aten::view",
+    "aten::_reshape_alias", "aten::resize_", "aten::set_", "aten::_copy_from", "aten::_copy_from_and_resize",
+    "aten::_local_scalar_dense", "aten::convolution_overrideable", "aten::convolution_backward_overrideable",
+    "aten::unfold"};
+
+void count_explicit(ExplicitOp op) { g_explicit[op].fetch_add(1, std::memory_order_relaxed); }
+
+// ------------------------------------------------------------------ op registry and policy
+static int classify(const OpInfo& o) {
+  if (!g_policy_set.load(std::memory_order_relaxed)) return kNative;
+  std::string full = o.overload.empty() ? o.base : o.base + "." + o.overload;
+  if (g_native_no_neff.count(full) || g_native_no_neff.count(o.base)) return kNativeNoNeff;
+  if (g_native.count(full) || g_native.count(o.base)) return kNative;
+  return kFallback;
+}
+
+static OpInfo* make_op_info(const c10::OperatorHandle& op) {
+  auto* o = new OpInfo();
+  const auto& schema = op.schema();
+  const auto& on = schema.operator_name();
+  o->name = on.name + (on.overload_name.empty() ? "" : "." + on.overload_name);
+  auto pos = on.name.find("::");
+  o->base = pos == std::string::npos ? on.name : on.name.substr(pos + 2);
+  o->overload = on.overload_name;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    const auto& ty = a.real_type();
+    auto kind = ty->kind();
+    if (kind == c10::TypeKind::OptionalType) kind = ty->castRaw<c10::OptionalType>()->getElementType()->kind();
+    if (kind == c10::TypeKind::GeneratorType) o->gen_arg = static_cast<int>(i);
+    if (kind == c10::TypeKind::MemoryFormatType || a.name() == "memory_format") o->memfmt_arg = static_cast<int>(i);
+    if (kind == c10::TypeKind::ScalarTypeType) o->dtype_args.push_back(static_cast<int>(i));
+    if ((o->base == "embedding" && a.name() == "sparse") || (o->base == "gather" && a.name() == "sparse_grad"))
+      o->sparse_arg = static_cast<int>(i);
+  }
+  static const std::unordered_set<std::string> mixed_ok = {
+      "copy_", "_copy_from", "_to_copy", "index", "index_put_", "_index_put_impl_", "index_put",
+      "set_", "_foreach_copy_", "_fused_adamw_", "_fused_adam_", "_fused_sgd_"};
+  o->mixed_device_ok = mixed_ok.count(o->base) > 0;
+  if (o->base == "_native_multi_head_attention") {
+    o->is_mha = true;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].name() == "mask") o->mha_mask = static_cast<int>(i);
+      if (args[i].name() == "need_weights") o->mha_need_weights = static_cast<int>(i);
+      if (args[i].name() == "average_attn_weights") o->mha_avg = static_cast<int>(i);
+      if (args[i].name() == "mask_type") o->mha_mask_type = static_cast<int>(i);
+    }
+  }
+  o->policy = classify(*o);
+  return o;
+}
+
+OpInfo* find_or_add_op(const c10::OperatorHandle& op) {
+  const void* key = &op.schema();
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  auto it = g_ops.find(key);
+  if (it != g_ops.end()) return it->second;
+  OpInfo* o = make_op_info(op);
+  g_ops.emplace(key, o);
+  g_op_list.push_back(o);
+  return o;
+}
+
+// ------------------------------------------------------------------ factory checks
+// Explicit factory kernels: only 64-bit, complex dtypes and memory formats need attention.
+static OpInfo* g_factory_ops[kNumExplicitOps] = {};
+void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype, std::optional<c10::MemoryFormat> mf) {
+  uint32_t flags = dtype_flags(dtype);
+  bool bad_mf = mf.has_value() && *mf != c10::MemoryFormat::Contiguous && *mf != c10::MemoryFormat::Preserve;
+  if (!flags && !bad_mf) return;
+  if (flags & kComplex)
+    report_unsupported("complex", kExplicitNames[op],
+                       std::string(kExplicitNames[op]) + ": complex dtypes are not supported natively on Neuron",
+                       kRuntimeError);
+  if (bad_mf)
+    report_unsupported("memory_format", kExplicitNames[op],
+                       std::string(op == kOpEmpty ? "empty" : "empty_strided") +
+                           ": Neuron tensors only support contiguous or preserve memory format",
+                       kRuntimeError);
+  if (!(flags & (kF64 | kI64)) || !accounting_on()) return;
+  uint64_t h = mix(mix(0x77, static_cast<uint64_t>(dtype)), sizes.size());
+  for (auto s : sizes) h = mix(h, static_cast<uint64_t>(s));
+  OpInfo* o;
+  bool is_new = false;
+  {
+    std::lock_guard<std::mutex> l(g_ops_mu);
+    if (!g_factory_ops[op]) {
+      o = new OpInfo();
+      o->name = kExplicitNames[op];
+      o->base = op == kOpEmpty ? "empty" : "empty_strided";
+      o->overload = op == kOpEmpty ? "memory_format" : "";
+      o->policy = kNativeNoNeff;
+      g_factory_ops[op] = o;
+      g_op_list.push_back(o);
+    }
+    o = g_factory_ops[op];
+    o->calls++;
+    auto it = o->sigs.find(h);
+    if (it != o->sigs.end()) {
+      it->second.calls++;
+    } else {
+      SigInfo si;
+      si.calls = 1;
+      si.flags = flags;
+      std::ostringstream os;
+      os << dtype_short(dtype) << "[";
+      for (size_t i = 0; i < sizes.size(); ++i) os << (i ? "," : "") << sizes[i];
+      os << "]";
+      si.desc.push_back(os.str());
+      o->sigs.emplace(h, std::move(si));
+      is_new = true;
+    }
+  }
+  if (is_new) {
+    int site = capture_site();
+    std::lock_guard<std::mutex> l(g_ops_mu);
+    auto it = o->sigs.find(h);
+    if (it != o->sigs.end()) it->second.site = site;
+  }
+}
+
+// ------------------------------------------------------------------ statistics export
+std::vector<OpStats> op_stats() {
+  std::vector<OpStats> snap;
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  for (auto* o : g_op_list) {
+    std::vector<SigStats> sigs;
+    for (auto& kv : o->sigs)
+      sigs.emplace_back(kv.second.calls, kv.second.site, kv.second.flags, kv.second.unsupported, kv.second.desc);
+    snap.emplace_back(o->name, o->policy, o->calls, std::move(sigs));
+  }
+  return snap;
+}
+
+std::vector<std::pair<std::string, int64_t>> explicit_counts() {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (int i = 0; i < kNumExplicitOps; ++i) out.emplace_back(kExplicitNames[i], g_explicit[i].load());
+  return out;
+}
+
+void reset_stats() {
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  for (auto* o : g_op_list) {
+    o->calls = 0;
+    o->sigs.clear();
+  }
+  for (auto& c : g_explicit) c.store(0);
+}
+
+void set_policy(const std::vector<std::string>& native, const std::vector<std::string>& native_no_neff) {
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  g_native = std::unordered_set<std::string>(native.begin(), native.end());
+  g_native_no_neff = std::unordered_set<std::string>(native_no_neff.begin(), native_no_neff.end());
+  g_policy_set.store(true, std::memory_order_relaxed);
+  for (auto& kv : g_ops) kv.second->policy = classify(*kv.second);
+}
+
+}  // namespace neuron_sim

@@ -1,0 +1,79 @@
+// The Python module of the C++ core (loaded as neuron_backend._C). Bindings only: every function
+// is implemented in runtime/ or accounting/.
+#include <torch/csrc/utils/pybind.h>  // pybind11 with torch's casters (not torch/extension.h: compile time)
+
+#include "accounting/accounting.h"
+#include "accounting/callbacks.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
+#include "runtime/memory_stats.h"
+
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace neuron_sim;
+  m.doc() = "neuron-port simulated neuron device (C++ core)";
+
+  // Enums shared with the Python side (neuron_backend/events.py reads names and bits from here).
+  py::enum_<Policy>(m, "Policy", "Policy of an op on Trainium (op_stats); names as in the events file")
+      .value("native", kNative)
+      .value("native_no_neff", kNativeNoNeff)
+      .value("fallback", kFallback);
+  py::enum_<SigFlag>(m, "SigFlag", py::arithmetic(), "Flag bits of a signature (op_stats)")
+      .value("F64", kF64)
+      .value("I64", kI64)
+      .value("COMPLEX", kComplex)
+      .value("NEURON_ARG", kNeuronArg);
+  py::enum_<ErrorKind>(m, "ErrorKind", "Python exception raised for an unsupported feature (report_unsupported)")
+      .value("RuntimeError", kRuntimeError)
+      .value("NotImplementedError", kNotImplementedError)
+      .value("TypeError", kTypeError);
+  py::tuple explicit_ops(static_cast<size_t>(kNumExplicitOps));
+  for (int i = 0; i < kNumExplicitOps; ++i) explicit_ops[i] = py::str(kExplicitNames[i]);
+  m.attr("EXPLICIT_OPS") = explicit_ops;  // names of the explicit_counts() keys, in ExplicitOp order
+
+  m.def("set_device_count", &set_device_count);
+  m.def("device_count", &device_count);
+  m.def("current_device", []() { return static_cast<int>(current_device()); });
+  // Entry points that take a device index check it against device_count() before any table is
+  // touched (int64_t: no silent narrowing to c10::DeviceIndex, an int8_t).
+  m.def("set_device", [](int64_t d) { set_current_device(check_device_index(d, "set_device")); });
+  m.def("set_policy", &set_policy);
+  m.def("set_callbacks", [](py::object site_cb, py::object unsup_cb) {
+    set_callbacks(site_cb.is_none() ? nullptr : site_cb.ptr(), unsup_cb.is_none() ? nullptr : unsup_cb.ptr());
+  });
+  m.def("set_accounting", &set_accounting);
+  m.def("set_emulate_float64", &set_emulate_float64);
+  m.def("op_stats", &op_stats);
+  m.def("explicit_counts", []() {
+    py::dict d;
+    for (const auto& kv : explicit_counts()) d[py::str(kv.first)] = kv.second;
+    return d;
+  });
+  m.def("reset_stats", &reset_stats);
+  m.def("memory_stats", [](int64_t dev) {
+    auto s = mem_stats(check_device_index(dev, "memory_stats", true));
+    py::dict d;
+    d["allocated_bytes.all.current"] = s.allocated;
+    d["allocated_bytes.all.peak"] = s.peak_allocated;
+    d["allocated_bytes.all.allocated"] = s.total_allocated_bytes;
+    d["reserved_bytes.all.current"] = s.reserved;
+    d["reserved_bytes.all.peak"] = s.peak_reserved;
+    d["allocation.all.allocated"] = s.alloc_count;
+    d["allocation.all.freed"] = s.free_count;
+    d["allocation.all.current"] = s.alloc_count - s.free_count;
+    return d;
+  });
+  m.def("reset_peak_memory_stats",
+        [](int64_t dev) { mem_reset_peak(check_device_index(dev, "reset_peak_memory_stats", true)); });
+  m.def("empty_cache", [](int64_t dev) { mem_empty_cache(check_device_index(dev, "empty_cache", true)); });
+  m.def("default_generator", [](int64_t dev) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(check_device_index(dev, "default_generator", true))));
+  });
+  m.def("route_through_fallback", &route_through_fallback, py::arg("ns"), py::arg("prefix") = "");
+  m.def("report_unsupported", [](const std::string& feature, const std::string& op, const std::string& msg, int kind) {
+    report_unsupported(feature, op, msg, kind);
+  });
+}
