@@ -1,4 +1,5 @@
-"""The `neuron-port` command line. The only module that prints and decides exit codes.
+"""The `neuron-port` command line: options, rendering and exit codes over neuron_port.api. The only module
+that prints and decides exit codes.
 
 Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
 1 findings at or above it, pending changes under --check, or files that could not be processed;
@@ -7,9 +8,9 @@ Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
+import shlex
 import sys
 from enum import Enum
 from pathlib import Path
@@ -18,24 +19,13 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from neuron_port import __version__
-from neuron_port.config import ConfigError, Settings, load_settings
-from neuron_port.atomic import atomic_write
-from neuron_port.rewrite.discovery import discover
-from neuron_port.rewrite.sources import SourceError, check_writable, file_kind
-from neuron_port.rules.instances import InstanceError, resolve_instance
-from neuron_port.reporters import github, json_report, sarif, text
-from neuron_port.results import SEVERITY_RANK, FileError, Report
-from neuron_port.rules.registry import (
-    UnknownCodeError,
-    all_rules,
-    is_selected,
-    rule_by_code,
-    select_rules,
-    validate_patterns,
-)
+from neuron_port import __version__, api
 from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
-from neuron_port.rewrite.runner import RunOptions, run_files
+from neuron_port.config import Settings, load_settings
+from neuron_port.errors import UsageError
+from neuron_port.reporters import RenderContext, Streams, reporter
+from neuron_port.results import SEVERITY_RANK, Report
+from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code
 
 app = typer.Typer(
     name="neuron-port",
@@ -88,10 +78,7 @@ def _fail_usage(message: str) -> "typer.Exit":
 def _split_codes(values: Optional[List[str]]) -> Optional[tuple[str, ...]]:
     if values is None:
         return None
-    out: list[str] = []
-    for value in values:
-        out.extend(v.strip() for v in value.split(",") if v.strip())
-    return tuple(out)
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
 
 
 def version_callback(value: bool) -> None:
@@ -108,97 +95,11 @@ def _root(
     pass
 
 
-def load_project_settings(paths: List[Path], config: Optional[Path]) -> Settings:
-    start = paths[0] if paths else Path.cwd()
+def _settings(start: Path, config: Optional[Path], **cli) -> Settings:
     try:
-        return load_settings(start, explicit=config)
-    except ConfigError as exc:
+        return load_settings(start, explicit=config).merged(**cli)
+    except UsageError as exc:
         raise _fail_usage(str(exc))
-
-
-def run_static(
-    paths: List[Path],
-    settings: Settings,
-    *,
-    command: str,
-    write: bool,
-    want_diff: bool,
-    jobs: Optional[int],
-    progress: bool,
-    relative_to: Optional[Path] = None,
-    instance: Optional[str] = None,
-    neuron_cores: Optional[int] = None,
-    use_cache: bool = True,
-) -> Report:
-    """Discover, run the engine in workers, write results atomically when ``write``. Shared with `check`.
-
-    With ``use_cache``, results of unchanged files come from the content cache (neuron_port/rewrite/cache.py);
-    its hit/miss counts are left on the report as ``cache_stats`` (shown by --verbose)."""
-    try:
-        validate_patterns(settings.select + settings.ignore)
-    except UnknownCodeError as exc:
-        raise _fail_usage(str(exc))
-    rules = select_rules(settings.select or None, settings.ignore or None, settings.target)
-    if relative_to is not None:  # `check`: every path in the report is relative to the checked folder
-        files, problems = discover([str(relative_to.resolve())], exclude=settings.exclude,
-                                   cwd=relative_to.resolve())
-    else:
-        files, problems = discover([str(p) for p in paths], exclude=settings.exclude)
-    missing = [p for p, reason in problems if reason == "no such file or directory"]
-    if missing:
-        raise _fail_usage(f"{missing[0]}: no such file or directory")
-    report = Report(command=command, target=settings.target)
-    for path, reason in problems:
-        report.errors.append(FileError(path=path, message=f"{path}: {reason}"))
-    options = RunOptions(
-        rule_codes=tuple(r.CODE for r in rules),
-        target=settings.target,
-        unsafe_fixes=settings.unsafe_fixes,
-        want_diff=want_diff,
-        max_bytes=int(settings.max_file_size * 2**20),
-        instance=instance,
-        neuron_cores=neuron_cores,
-    )
-
-    cache = None
-    if use_cache:
-        from neuron_port.rewrite.cache import ResultCache
-        from neuron_port.config import find_pyproject
-
-        roots = [relative_to] if relative_to is not None else list(paths)
-        pyproject = settings.source or (find_pyproject(roots[0]) if roots and roots[0].exists() else None)
-        cache = ResultCache.for_run(roots, str(pyproject) if pyproject else None, options)
-    if progress and len(files) > 1:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=_err(), transient=True) as bar:
-            task = bar.add_task("scan", total=len(files))
-            results = run_files(files, options, jobs=jobs, on_result=lambda _r: bar.advance(task), cache=cache)
-    else:
-        results = run_files(files, options, jobs=jobs, cache=cache)
-    report.cache_stats = cache.stats if cache is not None else None  # type: ignore[attr-defined]
-
-    for result in results:
-        if result.error:
-            report.errors.append(FileError(path=result.path, message=result.error))
-        if result.changed and write:
-            try:
-                check_writable(Path(result.real_path), result.path)
-                atomic_write(Path(result.real_path), result.new_bytes or b"", durable=True)
-            except (SourceError, OSError) as exc:
-                message = str(exc) if isinstance(exc, SourceError) else f"{result.path}: cannot write: {exc}"
-                report.errors.append(FileError(path=result.path, message=message))
-                result.new_bytes = None
-                result.fixes_applied = 0
-                result.findings = [dataclasses.replace(f, fix=dataclasses.replace(f.fix, applied=False))
-                                   for f in result.findings]
-        elif not write:
-            result.findings = [dataclasses.replace(f, fix=dataclasses.replace(f.fix, applied=False))
-                               for f in result.findings]
-    # scripts and configs that mention nothing CUDA-like are not part of the report (a tree has many)
-    report.files = [r for r in results if not (r.skipped and file_kind(r.path) not in ("python", "notebook"))]
-    return report
 
 
 def exit_code(report: Report, fail_on: str, pending_fails: bool) -> int:
@@ -216,6 +117,11 @@ def exit_code(report: Report, fail_on: str, pending_fails: bool) -> int:
     return 0
 
 
+def _emit(report: Report, output_format: OutputFormat, context: RenderContext, text_out: Console) -> None:
+    reporter(output_format.value)(report, context, Streams(out=text_out if output_format == OutputFormat.text
+                                                           else _out(), err=_err()))
+
+
 @app.command()
 def rewrite(
     paths: List[Path] = typer.Argument(..., help="Files or folders to rewrite (.py files; .gitignore is honoured)."),
@@ -224,8 +130,8 @@ def rewrite(
                                help="Write nothing; exit 1 if a file would change or a finding at or above "
                                     "--fail-on remains."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
-                                                help="Also apply fixes marked unsafe (they may change behaviour "
-                                                     "on CUDA, or need review)."),
+                                             help="Also apply fixes marked unsafe (they may change behaviour "
+                                                  "on CUDA, or need review)."),
     select: Optional[List[str]] = typer.Option(None, "--select", help="Only these codes or prefixes (NP1, NP201, ALL); comma-separated or repeated."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
     target: Optional[TargetChoice] = typer.Option(None, "--target",
@@ -263,55 +169,53 @@ def rewrite(
     Findings are printed as `path:line:col CODE message`; `[*]` marks a fix that was not applied (use
     --unsafe-fixes for unsafe ones). Suppress a finding with `# neuron-port: ignore[NP101]` on its line.
     """
-    settings = load_project_settings(paths, config).merged(
-        select=_split_codes(select),
-        ignore=_split_codes(ignore),
-        exclude=exclude,
-        target=target.value if target else None,
-        unsafe_fixes=unsafe_fixes,
-        fail_on=fail_on.value if fail_on else None,
-        max_file_size=max_file_size,
-    )
-    write = not (diff or check)
-    try:
-        resolve_instance(instance, neuron_cores)
-    except InstanceError as exc:
-        raise _fail_usage(str(exc))
+    settings = _settings(paths[0] if paths else Path.cwd(), config, select=_split_codes(select),
+                         ignore=_split_codes(ignore), exclude=exclude, target=target.value if target else None,
+                         unsafe_fixes=unsafe_fixes, fail_on=fail_on.value if fail_on else None,
+                         max_file_size=max_file_size)
     show_progress = sys.stderr.isatty() and not quiet and output_format == OutputFormat.text
-    report = run_static(paths, settings, command="rewrite", write=write, want_diff=diff, jobs=jobs,
-                        progress=show_progress, instance=instance, neuron_cores=neuron_cores,
-                        use_cache=not no_cache)
+    try:
+        if show_progress:
+            report = _rewrite_with_progress(paths, settings, diff=diff, check=check, jobs=jobs, instance=instance,
+                                            neuron_cores=neuron_cores, no_cache=no_cache)
+        else:
+            report = api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs,
+                                 use_cache=not no_cache, instance=instance, neuron_cores=neuron_cores)
+    except UsageError as exc:
+        raise _fail_usage(str(exc))
     code = exit_code(report, settings.fail_on, pending_fails=check)
-    stats = getattr(report, "cache_stats", None)
+    stats = report.cache_stats
     if verbose and stats is not None:
         _err().print(f"cache: {stats.hits} hit(s), {stats.misses} miss(es), {stats.stored} stored, "
                      f"{stats.discarded} discarded", markup=False, highlight=False)
-
-    if output_format != OutputFormat.text:
-        if output_format == OutputFormat.sarif:
-            sys.stdout.write(sarif.render(report, wrote=write, unsafe_fixes=settings.unsafe_fixes, exit_code=code))
-        elif output_format == OutputFormat.github:
-            sys.stdout.write(github.render(report))
-        else:
-            sys.stdout.write(json_report.render(report, wrote=write))
-        if diff:
-            for result in report.files:
-                if result.diff:
-                    sys.stderr.write(result.diff)
-        raise typer.Exit(code)
-
-    out = _out()
-    info = _err() if diff else out  # with --diff, stdout carries only the patch
-    if diff:
-        for result in report.files:
-            if result.diff:
-                sys.stdout.write(result.diff)
+    patches = "".join(r.diff for r in report.files if r.diff) if diff else ""
+    machine = output_format != OutputFormat.text
+    # with --diff, stdout carries only the patch (text) or only the document (other formats)
+    if patches and not machine:
+        sys.stdout.write(patches)
         sys.stdout.flush()
-    text.render_errors(_err(), report)
-    text.render_findings(info, report, include_fixed=verbose)
-    if not quiet:
-        text.render_summary(info, report, mode="write" if write else ("diff" if diff else "check"))
+    context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, diff=diff, verbose=verbose,
+                            quiet=quiet)
+    _emit(report, output_format, context, text_out=_err() if diff else _out())
+    if patches and machine:
+        sys.stderr.write(patches)
     raise typer.Exit(code)
+
+
+def _rewrite_with_progress(paths: List[Path], settings: Settings, *, diff: bool, check: bool, jobs: Optional[int],
+                           instance: Optional[str], neuron_cores: Optional[int], no_cache: bool) -> Report:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=_err(), transient=True) as bar:
+        task = bar.add_task("scan", total=None, visible=False)
+
+        def on_files(count: int) -> None:
+            bar.update(task, total=count, visible=count > 1)
+
+        return api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs, use_cache=not no_cache,
+                           instance=instance, neuron_cores=neuron_cores, on_files=on_files,
+                           on_result=lambda _r: bar.advance(task))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -327,7 +231,7 @@ def check(
                                  help="Run on a temporary rewritten copy (safe fixes applied); the project is "
                                       "not changed. Without it the tree runs as it is."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
-                                                help="With --preview: also apply unsafe fixes in the copy."),
+                                             help="With --preview: also apply unsafe fixes in the copy."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format",
                                                help="text, json, sarif or github (stdout)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
@@ -351,93 +255,44 @@ def check(
     Exit code 0 when the command succeeded and nothing at or above --fail-on was found; 1 otherwise;
     2 for usage errors.
     """
-    import shlex
-    import shutil
-    import tempfile
-
-    from neuron_port.check.runner import CommandError, build_command, run_command
-    from neuron_port.check.preview import make_preview
-    from neuron_port.reporters import check_text
-    from neuron_port.check.runtime_report import SiteMapper, build_runtime, read_events
-
     if not path.is_dir():
         raise _fail_usage(f"{path}: not a folder")
-    settings = load_project_settings([path], config).merged(
-        select=_split_codes(select), ignore=_split_codes(ignore),
-        target=target.value if target else None, fail_on=fail_on.value if fail_on else None,
-        unsafe_fixes=unsafe_fixes)
-    command = list(ctx.args)
-    if not command and settings.check_command:
-        command = shlex.split(settings.check_command)
-    if not command:
-        raise _fail_usage("no command to run: give one after `--` (neuron-port check PATH -- python train.py) "
-                          "or set check-command in [tool.neuron-port]")
+    settings = _settings(path, config, select=_split_codes(select), ignore=_split_codes(ignore),
+                         target=target.value if target else None, fail_on=fail_on.value if fail_on else None,
+                         unsafe_fixes=unsafe_fixes)
+    command = list(ctx.args) or (shlex.split(settings.check_command) if settings.check_command else [])
+    err = _err()
     try:
-        argv = build_command(command, nproc)
-    except CommandError as exc:
-        raise _fail_usage(str(exc))
-
-    static: list[Report] = []
-
-    def scan() -> None:
-        static.append(run_static([path], settings, command="check", write=False, want_diff=False, jobs=None,
-                                 progress=False, relative_to=path, use_cache=not no_cache))
-
-    scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
-    try:
-        tree = None
-        cwd = path.resolve()
-        if preview:  # the copy needs the rewrites first
-            scan()
-            rewritten = {Path(r.real_path): r.new_bytes for r in static[0].files if r.changed and r.new_bytes}
-            tree = make_preview(path, rewritten, scratch / "tree")
-            cwd = tree.root
-        events_dir = scratch / "events"
-        events_dir.mkdir()
-        overlap = None if preview else scan  # otherwise the static scan runs while the command starts up
-        err = _err()
-        if sys.stderr.isatty() and not quiet:
-            with err.status(f"running {shlex.join(command)} on the simulated neuron device") as spinner:
-                status = run_command(argv, cwd, events_dir, timeout, while_running=overlap, on_tick=lambda t: spinner.update(
-                    f"running {shlex.join(command)} on the simulated neuron device ({t:.0f} s)"))
+        if sys.stderr.isatty() and not quiet and command:
+            label = f"running {shlex.join(command)} on the simulated neuron device"
+            with err.status(label) as spinner:
+                report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
+                                   use_cache=not no_cache, on_tick=lambda t: spinner.update(f"{label} ({t:.0f} s)"))
         else:
-            status = run_command(argv, cwd, events_dir, timeout, while_running=overlap)
-        report = static[0]
-        shown = command[1:] if command[0] in ("python", "python3") else command
-        status.command = command if not nproc else ["torchrun", f"--nproc_per_node={nproc}", *shown]
-        processes = read_events(events_dir)
-        runtime, findings = build_runtime(processes, status, SiteMapper(path, tree))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    report.runtime = runtime
-    report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]
-
-    document = json_report.render(report, wrote=False)
+            report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
+                               use_cache=not no_cache)
+    except UsageError as exc:
+        raise _fail_usage(str(exc))
     if output is not None:
+        from neuron_port.atomic import atomic_write
+        from neuron_port.reporters.json_report import render
+
         try:
             output.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(output, document.encode())
+            atomic_write(output, render(report).encode())
         except OSError as exc:
-            _err().print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
+            err.print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
     code = exit_code(report, settings.fail_on, pending_fails=False)
-    if not status.succeeded:
+    if not _command_succeeded(report):
         code = 1
-    if output_format == OutputFormat.json:
-        sys.stdout.write(document)
-        raise typer.Exit(code)
-    if output_format == OutputFormat.sarif:
-        sys.stdout.write(sarif.render(report, wrote=False, unsafe_fixes=settings.unsafe_fixes, folder=path,
-                                      exit_code=code))
-        raise typer.Exit(code)
-    if output_format == OutputFormat.github:
-        sys.stdout.write(github.render(report, folder=path))
-        raise typer.Exit(code)
-    console = _out()
-    text.render_errors(_err(), report)
-    check_text.render_check(Console(highlight=False), report)  # wraps, unlike the findings console
-    if not quiet:
-        text.render_findings(console, report)
+    context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, folder=path, quiet=quiet)
+    _emit(report, output_format, context, text_out=_out())
     raise typer.Exit(code)
+
+
+def _command_succeeded(report: Report) -> bool:
+    status = (report.runtime or {}).get("status") or {}
+    return status.get("exit_code") == 0 and not status.get("timed_out") and not status.get("error")
 
 
 @app.command("rules")

@@ -16,10 +16,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from neuron_port.errors import UsageError
 from neuron_port.rules.spec import SEVERITIES, TARGETS
 
 
-class ConfigError(Exception):
+class ConfigError(UsageError):
     pass
 
 

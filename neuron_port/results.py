@@ -6,8 +6,11 @@ without a conversion layer of their own.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Optional
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_port.rewrite.cache import CacheStats
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
@@ -47,7 +50,9 @@ class Finding:
 
 @dataclass
 class FileResult:
-    """The outcome for one file. ``new_bytes`` is set only when the file would change."""
+    """The outcome for one file. ``new_bytes`` is set only when the file would change; a finding's
+    ``fix.applied`` says its fix is part of ``new_bytes``. Whether that reached the disk is ``written``,
+    which only the writer (neuron_port/rewrite/writer.py) sets."""
 
     path: str  # as displayed (relative to the working directory)
     real_path: str  # absolute path to write to (symlinks resolved)
@@ -57,10 +62,21 @@ class FileResult:
     diff: Optional[str] = None
     error: Optional[str] = None
     skipped: bool = False  # pre-filter: no rule could match
+    written: bool = False
 
     @property
     def changed(self) -> bool:
         return self.new_bytes is not None
+
+    def reported_findings(self) -> list[Finding]:
+        """The findings as a report shows them: a fix counts as applied once the file is written."""
+        if self.written:
+            return list(self.findings)
+        return [replace(f, fix=replace(f.fix, applied=False)) if f.fix.applied else f for f in self.findings]
+
+    def without_rewrite(self) -> "FileResult":
+        """This result for a file that keeps its old content (its rewrite could not be written)."""
+        return replace(self, new_bytes=None, fixes_applied=0, diff=None, written=False)
 
 
 @dataclass
@@ -71,15 +87,19 @@ class FileError:
 
 @dataclass
 class Report:
-    command: str
+    """What a `rewrite` or `check` run found (neuron_port.api builds it; reporters render it)."""
+
+    command: str  # "rewrite" or "check"
     target: str
+    wrote: bool = False  # the run wrote the rewritten files (rewrite without --diff / --check)
     files: list[FileResult] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     runtime: Optional[dict] = None
     runtime_findings: list[Finding] = field(default_factory=list)  # NP9xx from `check`
+    cache_stats: Optional["CacheStats"] = None  # the result cache's counts, when it was used
 
     @property
     def findings(self) -> list[Finding]:
-        out = [f for r in self.files for f in r.findings] + list(self.runtime_findings)
+        out = [f for r in self.files for f in r.reported_findings()] + list(self.runtime_findings)
         out.sort(key=Finding.sort_key)
         return out

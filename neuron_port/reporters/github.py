@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from neuron_port.reporters.sarif import NO_LOCATION, display_path, locate
+from neuron_port.reporters import RenderContext, Streams
 from neuron_port.results import Finding, Report
 
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
@@ -60,3 +61,7 @@ def render(report: Report, folder: Optional[Path] = None) -> str:
              for e in report.errors]
     lines += [finding_line(f, prefix) for f in report.findings if not f.fix.applied]
     return "".join(line + "\n" for line in lines)
+
+
+def emit(report: Report, context: RenderContext, streams: Streams) -> None:
+    streams.out.file.write(render(report, folder=context.folder))

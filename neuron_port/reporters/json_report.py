@@ -11,13 +11,15 @@ from collections import Counter
 from typing import Any
 
 from neuron_port import __version__
+from neuron_port.reporters import RenderContext, Streams
 from neuron_port.results import Report
 from neuron_port.rewrite.statistics import file_statistics, total_statistics
 
 SCHEMA_VERSION = 1
 
 
-def summary(report: Report, wrote: bool) -> dict[str, Any]:
+def summary(report: Report) -> dict[str, Any]:
+    wrote = report.wrote
     findings = report.findings
     remaining = [f for f in findings if not f.fix.applied]
     pending = sum(1 for f in findings if f.fix.available and not f.fix.applied)
@@ -36,13 +38,13 @@ def summary(report: Report, wrote: bool) -> dict[str, Any]:
     }
 
 
-def to_document(report: Report, wrote: bool) -> dict[str, Any]:
+def to_document(report: Report) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "neuron-port", "version": __version__},
         "command": report.command,
         "target": report.target,
-        "summary": summary(report, wrote),
+        "summary": summary(report),
         "files": [{"path": r.path, "changed": r.changed, "statistics": file_statistics(r).to_json()}
                   for r in report.files],
         "findings": [f.to_json() for f in report.findings],
@@ -53,5 +55,9 @@ def to_document(report: Report, wrote: bool) -> dict[str, Any]:
     return doc
 
 
-def render(report: Report, wrote: bool) -> str:
-    return json.dumps(to_document(report, wrote), indent=2, sort_keys=False) + "\n"
+def render(report: Report) -> str:
+    return json.dumps(to_document(report), indent=2, sort_keys=False) + "\n"
+
+
+def emit(report: Report, context: RenderContext, streams: Streams) -> None:
+    streams.out.file.write(render(report))

@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 from neuron_port import __version__
 from neuron_port.rewrite.sources import SourceError, decode_source
+from neuron_port.reporters import RenderContext, Streams
 from neuron_port.results import Finding, Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -201,7 +202,6 @@ def _pending(f: Finding, unsafe_fixes: bool) -> bool:
 def to_document(
     report: Report,
     *,
-    wrote: bool,
     unsafe_fixes: bool = False,
     folder: Optional[Path] = None,
     exit_code: Optional[int] = None,
@@ -215,7 +215,7 @@ def to_document(
 
     fixes: dict[int, dict[str, Any]] = {}
     left = [f for f in report.findings if not f.fix.applied]
-    if not wrote:
+    if not report.wrote:
         by_path: dict[str, list[Finding]] = {}
         for f in left:
             if f.source == "static" and f.cell is None and _pending(f, unsafe_fixes):
@@ -268,7 +268,7 @@ def to_document(
     from neuron_port.reporters.json_report import summary
 
     run_properties: dict[str, Any] = {"command": report.command, "target": report.target,
-                                      "summary": summary(report, wrote)}
+                                      "summary": summary(report)}
     if report.runtime is not None:
         run_properties["runtime"] = {k: report.runtime[k] for k in ("status", "ops", "neff_cache")
                                      if k in report.runtime}
@@ -294,3 +294,8 @@ def to_document(
 
 def render(report: Report, **kwargs: Any) -> str:
     return json.dumps(to_document(report, **kwargs), indent=2, ensure_ascii=False) + "\n"
+
+
+def emit(report: Report, context: RenderContext, streams: Streams) -> None:
+    streams.out.file.write(render(report, unsafe_fixes=context.unsafe_fixes, folder=context.folder,
+                                  exit_code=context.exit_code))

@@ -1,4 +1,5 @@
-"""Console rendering of a report: findings as ``path:line:col CODE message``, then a summary.
+"""Console rendering of a report: findings as ``path:line:col CODE message``, then a summary; for
+`check`, the runtime tables first (check_text.py).
 
 Reporters only format onto the console they are given; the CLI owns the consoles and the exit code.
 """
@@ -10,6 +11,7 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
+from neuron_port.reporters import RenderContext, Streams
 from neuron_port.results import Finding, Report
 from neuron_port.rewrite.statistics import file_statistics, percent, total_statistics
 
@@ -104,3 +106,19 @@ def render_statistics(console: Console, report: Report, mode: str, verbose: bool
     if len(shown) < len(rows):
         console.print(f"  ... and {len(rows) - len(shown)} more file(s) (--verbose or --output-format json)",
                       highlight=False)
+
+
+def emit(report: Report, context: RenderContext, streams: Streams) -> None:
+    render_errors(streams.err, report)
+    if report.runtime is not None:
+        from neuron_port.reporters.check_text import render_check
+
+        # the runtime tables wrap long advice, unlike the findings, which keep one line each
+        render_check(Console(file=streams.out.file, highlight=False), report)
+        if not context.quiet:
+            render_findings(streams.out, report)
+        return
+    render_findings(streams.out, report, include_fixed=context.verbose)
+    if not context.quiet:
+        mode = "write" if report.wrote else ("diff" if context.diff else "check")
+        render_summary(streams.out, report, mode=mode)

@@ -94,6 +94,11 @@ class _FieldRecorder(cst.CSTVisitor):
 _CHILD_FIELDS: dict[type, tuple[tuple[str, ...], dict[tuple[bool, ...], tuple[str, ...]]]] = {}
 
 
+def _may_be_none(field: dataclasses.Field) -> bool:
+    annotation = str(field.type)
+    return "Optional" in annotation or "None" in annotation
+
+
 def _record(node: cst.CSTNode) -> tuple[str, ...]:
     recorder = _FieldRecorder()
     node._visit_and_replace_children(recorder)
@@ -103,12 +108,13 @@ def _record(node: cst.CSTNode) -> tuple[str, ...]:
 def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
     """The fields LibCST's visit descends into for this node, in its order. A few node types skip a
     field when it is None (FormattedStringExpression.format_spec), so the order is kept per None-pattern
-    of the fields a recording did not visit."""
+    of the fields that can be None or that a recording did not visit (whichever node of the type came
+    first)."""
     kind = type(node)
     entry = _CHILD_FIELDS.get(kind)
     if entry is None:
         fields = _record(node)
-        others = tuple(f.name for f in dataclasses.fields(kind) if f.name not in fields)
+        others = tuple(f.name for f in dataclasses.fields(kind) if f.name not in fields or _may_be_none(f))
         entry = _CHILD_FIELDS[kind] = (others, {tuple(getattr(node, n) is None for n in others): fields})
     others, variants = entry
     pattern = tuple(getattr(node, n) is None for n in others) if others else ()

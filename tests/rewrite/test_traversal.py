@@ -89,3 +89,16 @@ def test_the_public_fallback_gives_the_same_rewrite(monkeypatch):
     slow = [transform_source(source, rules, options) for source in sources]
     assert [(o.code, o.findings) for o in fast] == [(o.code, o.findings) for o in slow]
     assert sum(len(o.findings) for o in fast) > 20
+
+
+def test_field_order_does_not_depend_on_which_node_of_a_type_came_first():
+    """FormattedStringExpression visits format_spec only when it is set: learning the order from a node
+    that has one must not make the walk visit the attribute of a node that has none."""
+    traversal._CHILD_FIELDS.clear()
+    for source in ('f"{a:>{w}}"\nf"{b}"\n', 'f"{b}"\nf"{a:>{w}}"\n'):
+        module = cst.parse_module(source)
+        expected, got = _Events(), _WalkEvents()
+        module.visit(expected)
+        got.walk(module)
+        assert got.events == expected.events
+        traversal._CHILD_FIELDS.clear()

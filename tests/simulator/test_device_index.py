@@ -4,6 +4,8 @@ reading or writing past a per-device table; valid indices keep working."""
 
 import pytest
 
+from conftest import simulator_env
+
 from .conftest import PRELUDE
 
 pytestmark = pytest.mark.slow
@@ -78,12 +80,12 @@ def checked(sim_build, tmp_path_factory):
     import sys
     import textwrap
 
-    from .conftest import SimRun, _base_env
+    from .conftest import SimRun
 
     tmp = tmp_path_factory.mktemp("devidx")
     script = tmp / "check.py"
     script.write_text(textwrap.dedent(CHECK % (BAD, BINDINGS)))
-    env = {**_base_env(), "NEURON_PORT_SIMULATE": "1", **ENV}
+    env = simulator_env(NEURON_PORT_SIMULATE="1", **ENV)
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp, env=env, capture_output=True, text=True,
                           timeout=240)
     if proc.returncode != 0:  # e.g. a write past a per-device table crashed the process
