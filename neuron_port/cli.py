@@ -358,7 +358,9 @@ def check(
     from neuron_port.check.runner import CommandError, build_command, run_command
     from neuron_port.check.preview import make_preview
     from neuron_port.reporters import check_text
-    from neuron_port.check.runtime_report import SiteMapper, build_runtime, read_events
+    from neuron_port.check.events import read_events
+    from neuron_port.check.runtime import build_runtime
+    from neuron_port.check.sites import SiteMapper
 
     if not path.is_dir():
         raise _fail_usage(f"{path}: not a folder")

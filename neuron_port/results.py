@@ -7,7 +7,10 @@ without a conversion layer of their own.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # the static path does not import the runtime half
+    from neuron_port.check.runtime import RuntimeSection
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
@@ -75,7 +78,7 @@ class Report:
     target: str
     files: list[FileResult] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
-    runtime: Optional[dict] = None
+    runtime: Optional[RuntimeSection] = None  # `check` only
     runtime_findings: list[Finding] = field(default_factory=list)  # NP9xx from `check`
 
     @property
