@@ -42,9 +42,10 @@ class CompileInput:
 
 def _function(f: EventFields) -> Union[FunctionRef, str, None]:
     """An object for compiles; recompile-limit events may carry the function as text."""
-    if f.raw("function") is None or isinstance(f.raw("function"), str):
-        return f.raw("function")
-    ref = f.nested("function")
+    value = f.raw("function")
+    if value is None or isinstance(value, str):
+        return value
+    ref = f.nested("function")  # anything but an object raises MalformedEvent
     assert ref is not None
     return FunctionRef(name=ref.text("name"), file=ref.text("file"), line=ref.optional_integer("line"),
                        module=ref.text("module"))
