@@ -291,8 +291,7 @@ def check(
 
 
 def _command_succeeded(report: Report) -> bool:
-    status = (report.runtime or {}).get("status") or {}
-    return status.get("exit_code") == 0 and not status.get("timed_out") and not status.get("error")
+    return report.runtime is not None and report.runtime.status.succeeded
 
 
 @app.command("rules")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Optional
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover (the static path imports neither the cache nor the runtime half)
+    from neuron_port.check.runtime import RuntimeSection
     from neuron_port.rewrite.cache import CacheStats
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -94,7 +95,7 @@ class Report:
     wrote: bool = False  # the run wrote the rewritten files (rewrite without --diff / --check)
     files: list[FileResult] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
-    runtime: Optional[dict] = None
+    runtime: Optional["RuntimeSection"] = None  # `check` only
     runtime_findings: list[Finding] = field(default_factory=list)  # NP9xx from `check`
     cache_stats: Optional["CacheStats"] = None  # the result cache's counts, when it was used
 

@@ -16,7 +16,9 @@ from typing import Callable, Optional
 
 from neuron_port.check.preview import make_preview
 from neuron_port.check.runner import CommandError, build_command, run_command
-from neuron_port.check.runtime_report import SiteMapper, build_runtime, read_events
+from neuron_port.check.events import read_events
+from neuron_port.check.runtime import build_runtime
+from neuron_port.check.sites import SiteMapper
 from neuron_port.config import Settings
 from neuron_port.errors import UsageError
 from neuron_port.results import Report

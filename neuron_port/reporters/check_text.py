@@ -3,23 +3,27 @@ table per runtime category sorted by impact, each row with the user site and the
 
 from __future__ import annotations
 
+from typing import Optional
+
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from neuron_port.check.aggregate.demotions import Float64DemotionEntry
+from neuron_port.check.sites import UserSite
 from neuron_port.results import Report
 
 MAX_ROWS = 15
 
 
-def _site(site: dict | None) -> str:
+def _site(site: Optional[UserSite]) -> str:
     if not site:
         return "(no user frame)"
-    return f"{site['path']}:{site['line']}"
+    return f"{site.path}:{site.line}"
 
 
-def _code(site: dict | None) -> str:
-    return (site or {}).get("code") or ""
+def _code(site: Optional[UserSite]) -> str:
+    return site.code if site else ""
 
 
 def _table(title: str, columns: list[str]) -> Table:
@@ -36,100 +40,99 @@ def _more(console: Console, total: int) -> None:
 
 
 def render_check(console: Console, report: Report) -> None:
-    runtime = report.runtime or {}
-    status = runtime.get("status", {})
-    ops = runtime.get("ops", {})
-    readiness = ops.get("readiness")
-    if status.get("error"):
-        outcome = f"[red]could not start: {status['error']}[/red]"
-    elif status.get("timed_out"):
-        outcome = f"[red]timed out after {status.get('duration', 0):.0f} s[/red]"
-    elif status.get("signal"):
-        outcome = f"[red]killed by {status['signal']}[/red]"
-    elif status.get("exit_code") != 0:
-        outcome = f"[red]exited with code {status.get('exit_code')}[/red]"
+    runtime = report.runtime
+    if runtime is None:
+        return
+    status = runtime.status
+    ops = runtime.ops
+    readiness = ops.readiness
+    duration = round(status.duration, 3)  # as the JSON report gives it
+    if status.error:
+        outcome = f"[red]could not start: {status.error}[/red]"
+    elif status.timed_out:
+        outcome = f"[red]timed out after {duration:.0f} s[/red]"
+    elif status.signal:
+        outcome = f"[red]killed by {status.signal}[/red]"
+    elif status.exit_code != 0:
+        outcome = f"[red]exited with code {status.exit_code}[/red]"
     else:
-        outcome = f"[green]succeeded[/green] in {status.get('duration', 0):.1f} s"
+        outcome = f"[green]succeeded[/green] in {duration:.1f} s"
     static_left = [f for f in report.findings if f.source == "static" and not f.fix.applied]
     pending = sum(1 for f in static_left if f.fix.available)
+    float64 = [d for d in runtime.demotions if isinstance(d, Float64DemotionEntry) and d.dtype == "float64"]
     lines = [
-        f"command: {' '.join(status.get('command', []))}",
-        f"outcome: {outcome}, {status.get('processes', 0)} process(es) recorded",
-        "readiness: " + (f"[bold]{readiness:.1%}[/bold] of {ops.get('calls', 0):,} op calls ran natively"
+        f"command: {' '.join(status.command)}",
+        f"outcome: {outcome}, {status.processes} process(es) recorded",
+        "readiness: " + (f"[bold]{readiness:.1%}[/bold] of {ops.calls:,} op calls ran natively"
                          if readiness is not None else "no op reached the neuron device"),
-        f"CPU fallbacks: {len(runtime.get('fallbacks', []))} op(s), {ops.get('fallback_calls', 0):,} call(s)",
-        f"eager NEFF compiles: {ops.get('unique_signatures', 0)} unique signature(s); "
-        f"{len(runtime.get('shape_variance', []))} (op, line) pair(s) with varying shapes",
-        f"torch.compile graphs: {sum(c.get('count', 0) for c in runtime.get('compiles', []))} compile(s) of "
-        f"{len(runtime.get('compiles', []))} function(s)",
-        f"float64 demotions: {sum(1 for d in runtime.get('demotions', []) if d.get('dtype') == 'float64')} "
-        f"(op, line) pair(s); unsupported features: {len(runtime.get('unsupported', []))}",
-        f"NEFF cache: {runtime.get('neff_cache', {}).get('hits', 0)} hit(s), "
-        f"{runtime.get('neff_cache', {}).get('misses', 0)} miss(es)",
+        f"CPU fallbacks: {len(runtime.fallbacks)} op(s), {ops.fallback_calls:,} call(s)",
+        f"eager NEFF compiles: {ops.unique_signatures} unique signature(s); "
+        f"{len(runtime.shape_variance)} (op, line) pair(s) with varying shapes",
+        f"torch.compile graphs: {sum(c.count for c in runtime.compiles)} compile(s) of "
+        f"{len(runtime.compiles)} function(s)",
+        f"float64 demotions: {len(float64)} (op, line) pair(s); unsupported features: {len(runtime.unsupported)}",
+        f"NEFF cache: {runtime.neff_cache.hits} hit(s), {runtime.neff_cache.misses} miss(es)",
         f"static findings left: {len(static_left)} ({pending} with a fix `neuron-port rewrite` would apply)",
     ]
     console.print(Panel("\n".join(lines), title="neuron-port check", expand=False))
 
-    fallbacks = runtime.get("fallbacks", [])
-    if fallbacks:
+    if runtime.fallbacks:
         table = _table("CPU fallbacks (move off the hot path, replace with a supported op, or write an NKI kernel)",
                        ["op", "calls", "site", "code"])
-        rows = [(f["op"], s["calls"], s) for f in fallbacks for s in f["sites"]]
+        rows = [(f.op, s.calls, s.site) for f in runtime.fallbacks for s in f.sites]
         for op, calls, site in rows[:MAX_ROWS]:
             table.add_row(op, f"{calls:,}", _site(site), _code(site))
         console.print(table)
         _more(console, len(rows))
 
-    variance = runtime.get("shape_variance", [])
+    variance = runtime.shape_variance
     if variance:
         table = _table("Shapes that vary (each new shape is an eager NEFF compile: pad to buckets)",
                        ["site", "op", "shapes", "varying", "buckets"])
         for v in variance[:MAX_ROWS]:
             dims = "; ".join(
-                (f"arg{d['arg']} dim {d['dim']}" if d["dim"] is not None else f"arg{d['arg']} rank")
-                + f": {','.join(map(str, d['values'][:6]))}" for d in v["varying"][:2])
-            table.add_row(_site(v["site"]), v["op"], str(v["signatures"]), dims, str(v["suggested_buckets"]))
+                (f"arg{d.arg} dim {d.dim}" if d.dim is not None else f"arg{d.arg} rank")
+                + f": {','.join(map(str, d.values[:6]))}" for d in v.varying[:2])
+            table.add_row(_site(v.site), v.op, str(v.signatures), dims, str(list(v.suggested_buckets)))
         console.print(table)
         _more(console, len(variance))
 
-    compiles = [c for c in runtime.get("compiles", [])]
+    compiles = runtime.compiles
     if compiles:
         table = _table("torch.compile(backend=\"neuron\") (static shapes: every new shape recompiles)",
                        ["function", "site", "compiles", "limit hits", "last reason"])
         for c in compiles[:MAX_ROWS]:
-            table.add_row(str(c["function"]), _site(c["site"]), str(c["count"]), str(c["recompile_limit_hits"]),
-                          (c["reasons"][-1] if c["reasons"] else "-"))
+            table.add_row(str(c.function), _site(c.site), str(c.count), str(c.recompile_limit_hits),
+                          (c.reasons[-1] if c.reasons else "-"))
         console.print(table)
         _more(console, len(compiles))
 
-    demotions = [d for d in runtime.get("demotions", []) if d.get("dtype") == "float64"]
-    if demotions:
+    if float64:
         table = _table("float64 computed as float32 on Trainium (use float32, or accumulate on the CPU)",
                        ["site", "op", "calls", "code"])
-        for d in demotions[:MAX_ROWS]:
-            table.add_row(_site(d["site"]), d["op"], f"{d['calls']:,}", _code(d["site"]))
+        for d in float64[:MAX_ROWS]:
+            table.add_row(_site(d.site), d.op, f"{d.calls:,}", _code(d.site))
         console.print(table)
-        _more(console, len(demotions))
+        _more(console, len(float64))
 
-    unsupported = runtime.get("unsupported", [])
+    unsupported = runtime.unsupported
     if unsupported:
         table = _table("Unsupported on Trainium", ["site", "feature", "count", "message"])
         for u in unsupported[:MAX_ROWS]:
-            table.add_row(_site(u["site"]), str(u["feature"]), str(u["count"]), str(u["message"]))
+            table.add_row(_site(u.site), str(u.feature), str(u.count), str(u.message))
         console.print(table)
         _more(console, len(unsupported))
 
-    distributed = runtime.get("distributed", [])
+    distributed = runtime.distributed
     if distributed:
         table = _table("Distributed (merged over ranks)", ["site", "op", "calls", "ranks", "note"])
         for d in distributed[:MAX_ROWS]:
-            table.add_row(_site(d["site"]), str(d["op"]), str(d["count"]), ",".join(map(str, d["ranks"])),
-                          str(d.get("message") or ""))
+            table.add_row(_site(d.site), str(d.op), str(d.count), ",".join(map(str, d.ranks)), str(d.message or ""))
         console.print(table)
         _more(console, len(distributed))
 
-    if status.get("exit_code") not in (0, None) or status.get("timed_out") or status.get("signal"):
-        tail = status.get("stderr_tail") or []
+    if status.exit_code not in (0, None) or status.timed_out or status.signal:
+        tail = status.stderr_tail or []
         if tail:
             console.print("last lines of the command's stderr:", style="bold")
             for line in tail[-15:]:

@@ -51,7 +51,7 @@ def to_document(report: Report) -> dict[str, Any]:
         "errors": [{"path": e.path, "message": e.message} for e in report.errors],
     }
     if report.runtime is not None:
-        doc["runtime"] = report.runtime
+        doc["runtime"] = report.runtime.to_json()
     return doc
 
 

@@ -257,9 +257,9 @@ def to_document(
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(display_path(e.path, prefix)),
                                                                  "uriBaseId": "%SRCROOT%"}}}],
     } for e in report.errors]
-    status = (report.runtime or {}).get("status") or {}
-    successful = not report.errors and (report.runtime is None or (status.get("exit_code") == 0
-                                                                   and not status.get("timed_out")))
+    runtime = report.runtime
+    successful = not report.errors and (runtime is None or (runtime.status.exit_code == 0
+                                                            and not runtime.status.timed_out))
     invocation: dict[str, Any] = {"executionSuccessful": successful,
                                   "toolExecutionNotifications": notifications}
     if exit_code is not None:
@@ -269,9 +269,9 @@ def to_document(
 
     run_properties: dict[str, Any] = {"command": report.command, "target": report.target,
                                       "summary": summary(report)}
-    if report.runtime is not None:
-        run_properties["runtime"] = {k: report.runtime[k] for k in ("status", "ops", "neff_cache")
-                                     if k in report.runtime}
+    if runtime is not None:
+        run_properties["runtime"] = {"status": runtime.status.to_json(), "ops": runtime.ops.to_json(),
+                                     "neff_cache": runtime.neff_cache.to_json()}
     return {
         "$schema": SCHEMA_URI,
         "version": "2.1.0",

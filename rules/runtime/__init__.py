@@ -1,6 +1,6 @@
 """NP9xx: runtime findings of `neuron-port check`, recorded by the simulated neuron device.
 
-These rules do not visit source code: `neuron_port/check/runtime_report.py` turns simulator events into
+These rules do not visit source code: `neuron_port/check/runtime.py` turns simulator events into
 findings with these codes. Each carries the same registry entry as a static rule (docs, severity,
 effort), and its examples are *scripts*: INVALID ones must produce the finding when run under the
 simulator, VALID ones must not (tests/test_runtime_rules.py runs them).

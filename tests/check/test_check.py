@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES
 from neuron_port.check.preview import line_map
-from neuron_port.check.runtime_report import padding_buckets, varying_dims
+from neuron_port.check.aggregate.shapes import padding_buckets, varying_dims
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,139 @@
+"""Events of the simulator's C++ core: per-op counts, CPU fallbacks, eager NEFF compile signatures,
+dtype demotions, unsupported features and the explicit memory/view kernel counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Optional
+
+from neuron_port.check.events.fields import EventFields, MalformedEvent, Site, is_integer, site_field
+
+
+@dataclass(frozen=True)
+class OpEvent:
+    KIND: ClassVar[str] = "op"
+    op: str
+    policy: Optional[str] = None  # native | native_no_neff | fallback
+    calls: int = 0
+    unique_signatures: int = 0
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> OpEvent:
+        return cls(op=f.required_text("op"), policy=f.text("policy"), calls=f.integer("calls"),
+                   unique_signatures=f.integer("unique_signatures"))
+
+
+@dataclass(frozen=True)
+class FallbackSite:
+    site: Optional[Site]
+    calls: int = 0
+
+
+@dataclass(frozen=True)
+class FallbackEvent:
+    KIND: ClassVar[str] = "fallback"
+    op: str
+    calls: int = 0
+    sites: tuple[FallbackSite, ...] = ()  # where each signature was first seen, most calls first
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> FallbackEvent:
+        sites = tuple(FallbackSite(site_field(s), s.integer("calls")) for s in f.objects("sites"))
+        return cls(op=f.required_text("op"), calls=f.integer("calls"), sites=sites)
+
+
+@dataclass(frozen=True)
+class EagerCompileEvent:
+    KIND: ClassVar[str] = "eager_compile"
+    op: str
+    signature: tuple[Any, ...] = ()  # one JSON value per schema argument: "f32[64,512]", scalars, ...
+    calls: int = 0
+    cache_hits: Optional[int] = None
+    site: Optional[Site] = None  # where the signature was first seen
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> EagerCompileEvent:
+        return cls(op=f.required_text("op"), signature=tuple(f.array("signature") or ()), calls=f.integer("calls"),
+                   cache_hits=f.optional_integer("cache_hits"), site=site_field(f))
+
+
+@dataclass(frozen=True)
+class EagerCompileTruncatedEvent:
+    KIND: ClassVar[str] = "eager_compile_truncated"
+    op: str
+    omitted_signatures: int = 0
+    omitted_calls: int = 0
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> EagerCompileTruncatedEvent:
+        return cls(op=f.required_text("op"), omitted_signatures=f.integer("omitted_signatures"),
+                   omitted_calls=f.integer("omitted_calls"))
+
+
+def _aggregate_sites(f: EventFields) -> tuple[Optional[Site], ...]:
+    """The sites of an int64 aggregate: site objects (what the simulator writes) or ``{"site": ...}``."""
+    sites = []
+    for index, item in enumerate(f.array("sites") or []):
+        where = f"sites[{index}]"
+        if item is not None and not isinstance(item, dict):
+            raise MalformedEvent(f"{where}: expected an object or null, got {type(item).__name__}")
+        if item is None:
+            sites.append(None)
+        elif "file" in item:
+            sites.append(Site.from_json(item, where))
+        else:
+            sites.append(site_field(EventFields(item, f"{where}.")))
+    return tuple(sites)
+
+
+@dataclass(frozen=True)
+class DemotionEvent:
+    KIND: ClassVar[str] = "demotion"
+    op: str
+    dtype: Optional[str] = None  # float64 | int64
+    computed_as: Optional[str] = None
+    calls: int = 0
+    signatures: Optional[int] = None
+    site: Optional[Site] = None  # float64: one event per op and site
+    aggregated: bool = False  # int64: one event per op, with up to 5 sites
+    sites: tuple[Optional[Site], ...] = ()
+
+    @property
+    def is_int64_aggregate(self) -> bool:
+        return self.aggregated or self.dtype == "int64"
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> DemotionEvent:
+        return cls(op=f.required_text("op"), dtype=f.text("dtype"), computed_as=f.text("computed_as"),
+                   calls=f.integer("calls"), signatures=f.optional_integer("signatures"), site=site_field(f),
+                   aggregated=bool(f.flag("aggregated")), sites=_aggregate_sites(f))
+
+
+@dataclass(frozen=True)
+class UnsupportedEvent:
+    KIND: ClassVar[str] = "unsupported"
+    feature: Optional[str] = None
+    op: Optional[str] = None
+    message: Optional[str] = None
+    error: Optional[str] = None  # the Python exception type TorchNeuron raises
+    action: Optional[str] = None  # raised | recorded
+    count: int = 1
+    site: Optional[Site] = None
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> UnsupportedEvent:
+        return cls(feature=f.text("feature"), op=f.text("op"), message=f.text("message"), error=f.text("error"),
+                   action=f.text("action"), count=f.integer("count", 1), site=site_field(f))
+
+
+@dataclass(frozen=True)
+class ExplicitOpsEvent:
+    KIND: ClassVar[str] = "explicit_ops"
+    counts: Mapping[str, int]
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> ExplicitOpsEvent:
+        counts = f.mapping("counts") or {}
+        if not all(is_integer(n) for n in counts.values()):
+            raise MalformedEvent("counts: expected integers")
+        return cls(counts=dict(counts))

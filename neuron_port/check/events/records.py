@@ -1,0 +1,143 @@
+"""Events other simulator modules append through ``neuron_backend.events.record()``: ``compile``
+(torch.compile(backend="neuron")), ``distributed`` (process groups, collectives, violated limits)
+and ``neff_cache`` (hits and misses, once at exit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional, Union
+
+from neuron_port.check.events.fields import EventFields, MalformedEvent, Site, is_integer, site_field
+
+
+@dataclass(frozen=True)
+class FunctionRef:
+    """The compiled function (or module ``forward``) of a compile event."""
+
+    name: Optional[str] = None
+    file: Optional[str] = None
+    line: Optional[int] = None
+    module: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CompileInput:
+    name: Optional[str] = None
+    shape: Optional[tuple[Union[int, str], ...]] = None  # symbolic sizes as strings
+    dtype: Optional[str] = None
+    device: Optional[str] = None
+    parameter: Optional[bool] = None
+    symbol: Optional[str] = None  # SymInt / SymFloat / SymBool inputs
+    value: Optional[str] = None  # other inputs, as repr
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> CompileInput:
+        shape = f.array("shape")
+        if shape is not None and not all(is_integer(s) or isinstance(s, str) for s in shape):
+            raise MalformedEvent(f"{f.where}shape: expected a list of integers and strings")
+        return cls(name=f.text("name"), shape=None if shape is None else tuple(shape), dtype=f.text("dtype"),
+                   device=f.text("device"), parameter=f.flag("parameter"), symbol=f.text("symbol"),
+                   value=f.text("value"))
+
+
+def _function(f: EventFields) -> Union[FunctionRef, str, None]:
+    """An object for compiles; recompile-limit events may carry the function as text."""
+    value = f.raw("function")
+    if value is None or isinstance(value, str):
+        return value
+    ref = f.nested("function")  # anything but an object raises MalformedEvent
+    assert ref is not None
+    return FunctionRef(name=ref.text("name"), file=ref.text("file"), line=ref.optional_integer("line"),
+                       module=ref.text("module"))
+
+
+@dataclass(frozen=True)
+class CompileEvent:
+    KIND: ClassVar[str] = "compile"
+    event: Optional[str] = None  # compile | recompile | recompile_limit
+    backend: Optional[str] = None
+    compile_id: Optional[str] = None  # Dynamo's "frame/attempt"
+    function: Union[FunctionRef, str, None] = None
+    inputs: Optional[tuple[CompileInput, ...]] = None
+    reasons: tuple[str, ...] = ()  # Dynamo's guard failures
+    reason: Optional[str] = None
+    mode: Optional[str] = None
+    status: Optional[str] = None  # compiled | failed | fallback | rejected
+    error: Optional[str] = None
+    message: Optional[str] = None
+    graphs: tuple[Any, ...] = ()  # forward / backward graphs as the compile backend describes them
+    limit_type: Any = None  # recompile_limit: as Dynamo logged them
+    limit: Any = None
+    site: Optional[Site] = None  # the call that triggered the compile
+    time: Optional[float] = None
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> CompileEvent:
+        inputs = None if f.array("inputs") is None else tuple(CompileInput.from_fields(i) for i in f.objects("inputs"))
+        return cls(event=f.text("event"), backend=f.text("backend"), compile_id=f.text("compile_id"),
+                   function=_function(f), inputs=inputs, reasons=f.texts("reasons"), reason=f.text("reason"),
+                   mode=f.text("mode"), status=f.text("status"), error=f.text("error"), message=f.text("message"),
+                   graphs=tuple(f.array("graphs") or ()), limit_type=f.raw("limit_type"), limit=f.raw("limit"),
+                   site=site_field(f), time=f.number("time"))
+
+
+@dataclass(frozen=True)
+class DistributedEvent:
+    KIND: ClassVar[str] = "distributed"
+    event: Optional[str] = None  # process_group | collective | unsupported
+    op: Optional[str] = None  # all_reduce, broadcast, ... (not for process_group)
+    count: int = 1
+    bytes: int = 0
+    error: Optional[str] = None
+    message: Optional[str] = None
+    action: Optional[str] = None  # raised | recorded
+    backend: Optional[str] = None
+    group_rank: Optional[int] = None
+    group_size: Optional[int] = None
+    implementation: Optional[str] = None
+    group: Optional[str] = None
+    ranks: tuple[int, ...] = ()  # the group's ranks
+    site: Optional[Site] = None
+    time: Optional[float] = None
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> DistributedEvent:
+        return cls(event=f.text("event"), op=f.text("op"), count=f.integer("count", 1), bytes=f.integer("bytes"),
+                   error=f.text("error"), message=f.text("message"), action=f.text("action"),
+                   backend=f.text("backend"), group_rank=f.optional_integer("group_rank"),
+                   group_size=f.optional_integer("group_size"), implementation=f.text("implementation"),
+                   group=f.text("group"), ranks=f.integers("ranks"), site=site_field(f), time=f.number("time"))
+
+
+@dataclass(frozen=True)
+class NeffCacheCounts:
+    hits: int = 0
+    misses: int = 0
+    signatures: Optional[int] = None  # eager
+    graphs: Optional[int] = None  # compiled
+
+    @classmethod
+    def from_fields(cls, f: Optional[EventFields]) -> Optional[NeffCacheCounts]:
+        if f is None:
+            return None
+        return cls(hits=f.integer("hits"), misses=f.integer("misses"), signatures=f.optional_integer("signatures"),
+                   graphs=f.optional_integer("graphs"))
+
+
+@dataclass(frozen=True)
+class NeffCacheEvent:
+    KIND: ClassVar[str] = "neff_cache"
+    dir: Optional[str] = None
+    enabled: Optional[bool] = None
+    eager: Optional[NeffCacheCounts] = None
+    compiled: Optional[NeffCacheCounts] = None
+    hits: int = 0
+    misses: int = 0
+    site: Optional[Site] = None  # null: written at exit
+    time: Optional[float] = None
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> NeffCacheEvent:
+        return cls(dir=f.text("dir"), enabled=f.flag("enabled"), eager=NeffCacheCounts.from_fields(f.nested("eager")),
+                   compiled=NeffCacheCounts.from_fields(f.nested("compiled")), hits=f.integer("hits"),
+                   misses=f.integer("misses"), site=site_field(f), time=f.number("time"))
