@@ -8,24 +8,26 @@ Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
 from enum import Enum
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import typer
 from rich.console import Console
+from typing_extensions import Annotated
 
-from neuron_port import __version__, api
+from neuron_port import __version__, api, cli_reference
 from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
-from neuron_port.reporters import RenderContext, Streams, reporter
+from neuron_port.reporters import FORMATS, RenderContext, Streams, reporter
 from neuron_port.results import SEVERITY_RANK, Report
-from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code
+from neuron_port.rules.instances import INSTANCE_HELP
+from neuron_port.rules.spec import TARGETS
 
 app = typer.Typer(
     name="neuron-port",
@@ -43,23 +45,29 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-    sarif = "sarif"
-    github = "github"
+# The choices of --output-format, --target and --fail-on (str enums: typer lists and validates them).
+OutputFormat = Enum("OutputFormat", {name: name for name in FORMATS}, type=str)  # type: ignore[misc]
+TargetChoice = Enum("TargetChoice", {name: name for name in TARGETS}, type=str)  # type: ignore[misc]
+FailOn = Enum("FailOn", {name: name for name in ("error", "warning", "info", "never")}, type=str)  # type: ignore[misc]
 
 
-class TargetChoice(str, Enum):
-    neuron = "neuron"
-    accelerator = "accelerator"
-
-
-class FailOn(str, Enum):
-    error = "error"
-    warning = "warning"
-    info = "info"
-    never = "never"
+# -- options rewrite and check share --------------------------------------------------------------------
+SelectOption = Annotated[Optional[List[str]], typer.Option(
+    "--select", help="Only these rule codes, prefixes or names (NP1, NP201, ALL); comma-separated or repeated.")]
+IgnoreOption = Annotated[Optional[List[str]], typer.Option(
+    "--ignore", help="Skip these rule codes, prefixes or names; comma-separated or repeated.")]
+TargetOption = Annotated[Optional[TargetChoice], typer.Option(
+    "--target", help="neuron: rewrite to the 'neuron' device and torch.neuron (default). accelerator: rewrite to "
+                     "torch.accelerator, so the result runs on CUDA and Trainium alike.")]
+FormatOption = Annotated[OutputFormat, typer.Option(
+    "--output-format", help="text, json, sarif (SARIF 2.1.0) or github (Actions annotations); on stdout.")]
+FailOnOption = Annotated[Optional[FailOn], typer.Option(
+    "--fail-on", help="Lowest severity that makes the exit code 1 (error, warning, info, never). Default: error.")]
+ConfigOption = Annotated[Optional[Path], typer.Option(
+    "--config", help="pyproject.toml to read [tool.neuron-port] from (default: the nearest one above the path).")]
+NoCacheOption = Annotated[bool, typer.Option(
+    "--no-cache", help="Do not read or write the result cache of the static scan (.neuron-port-cache/ next to "
+                       "pyproject.toml); every file is processed.")]
 
 
 def _out() -> Console:
@@ -73,12 +81,6 @@ def _err() -> Console:
 def _fail_usage(message: str) -> "typer.Exit":
     _err().print(f"neuron-port: error: {message}", style="bold red", markup=False)
     return typer.Exit(2)
-
-
-def _split_codes(values: Optional[List[str]]) -> Optional[tuple[str, ...]]:
-    if values is None:
-        return None
-    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
 
 
 def version_callback(value: bool) -> None:
@@ -103,7 +105,7 @@ def _settings(start: Path, config: Optional[Path], **cli) -> Settings:
 
 
 def exit_code(report: Report, fail_on: str, pending_fails: bool) -> int:
-    if report.errors:
+    if report.errors or (report.runtime is not None and not report.runtime.status.succeeded):
         return 1
     if pending_fails and any(r.changed for r in report.files):
         return 1
@@ -117,11 +119,6 @@ def exit_code(report: Report, fail_on: str, pending_fails: bool) -> int:
     return 0
 
 
-def _emit(report: Report, output_format: OutputFormat, context: RenderContext, text_out: Console) -> None:
-    reporter(output_format.value)(report, context, Streams(out=text_out if output_format == OutputFormat.text
-                                                           else _out(), err=_err()))
-
-
 @app.command()
 def rewrite(
     paths: List[Path] = typer.Argument(..., help="Files or folders to rewrite (.py files; .gitignore is honoured)."),
@@ -132,55 +129,37 @@ def rewrite(
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
                                              help="Also apply fixes marked unsafe (they may change behaviour "
                                                   "on CUDA, or need review)."),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these codes or prefixes (NP1, NP201, ALL); comma-separated or repeated."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
-    target: Optional[TargetChoice] = typer.Option(None, "--target",
-                                                  help="neuron: rewrite to the 'neuron' device and torch.neuron "
-                                                       "(default). accelerator: rewrite to torch.accelerator, so "
-                                                       "the result runs on CUDA and Trainium alike."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format",
-                                               help="text, json, sarif (SARIF 2.1.0) or github (Actions "
-                                                    "annotations); on stdout."),
+    select: SelectOption = None,
+    ignore: IgnoreOption = None,
+    target: TargetOption = None,
+    output_format: FormatOption = OutputFormat.text,
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable)."),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 "
-                                                                     "(error, warning, info, never). Default: error."),
+    fail_on: FailOnOption = None,
     max_file_size: Optional[float] = typer.Option(None, "--max-file-size", min=0,
                                                   help="Skip (and report) files larger than this many MB; "
                                                        "0 = no limit. Default: 2."),
-    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.neuron-port] from "
-                                                                 "(default: the nearest one above the first path)."),
+    config: ConfigOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only findings and errors."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list fixed findings and skipped paths."),
-    instance: Optional[str] = typer.Option(None, "--instance",
-                                           help="Trainium instance the launch scripts are for (trn2.3xlarge, "
-                                                "trn2.48xlarge, trn2u.48xlarge, trn3-ultraserver-gen1, "
-                                                "trn3-ultraserver-gen2): GPU counts such as torchrun "
-                                                "--nproc_per_node become its logical NeuronCore count "
-                                                "(unsafe fix)."),
+    instance: Optional[str] = typer.Option(None, "--instance", help=INSTANCE_HELP),
     neuron_cores: Optional[int] = typer.Option(None, "--neuron-cores", min=1,
                                                help="Logical NeuronCores per node, instead of --instance."),
-    no_cache: bool = typer.Option(False, "--no-cache",
-                                  help="Do not read or write the result cache (.neuron-port-cache/ next to "
-                                       "pyproject.toml); every file is processed."),
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Rewrite CUDA-specific code for Trainium in place and report what could not be rewritten.
 
     Findings are printed as `path:line:col CODE message`; `[*]` marks a fix that was not applied (use
     --unsafe-fixes for unsafe ones). Suppress a finding with `# neuron-port: ignore[NP101]` on its line.
     """
-    settings = _settings(paths[0] if paths else Path.cwd(), config, select=_split_codes(select),
-                         ignore=_split_codes(ignore), exclude=exclude, target=target.value if target else None,
+    settings = _settings(paths[0] if paths else Path.cwd(), config, select=select,
+                         ignore=ignore, exclude=exclude, target=target.value if target else None,
                          unsafe_fixes=unsafe_fixes, fail_on=fail_on.value if fail_on else None,
                          max_file_size=max_file_size)
-    show_progress = sys.stderr.isatty() and not quiet and output_format == OutputFormat.text
     try:
-        if show_progress:
-            report = _rewrite_with_progress(paths, settings, diff=diff, check=check, jobs=jobs, instance=instance,
-                                            neuron_cores=neuron_cores, no_cache=no_cache)
-        else:
+        with _scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
             report = api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs,
-                                 use_cache=not no_cache, instance=instance, neuron_cores=neuron_cores)
+                                 use_cache=not no_cache, instance=instance, neuron_cores=neuron_cores, **progress)
     except UsageError as exc:
         raise _fail_usage(str(exc))
     code = exit_code(report, settings.fail_on, pending_fails=check)
@@ -196,26 +175,37 @@ def rewrite(
         sys.stdout.flush()
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, diff=diff, verbose=verbose,
                             quiet=quiet)
-    _emit(report, output_format, context, text_out=_err() if diff else _out())
+    # with --diff, the text report goes to stderr (stdout carries the patch)
+    reporter(output_format.value)(report, context, Streams(out=_err() if diff and not machine else _out(),
+                                                           err=_err()))
     if patches and machine:
         sys.stderr.write(patches)
     raise typer.Exit(code)
 
 
-def _rewrite_with_progress(paths: List[Path], settings: Settings, *, diff: bool, check: bool, jobs: Optional[int],
-                           instance: Optional[str], neuron_cores: Optional[int], no_cache: bool) -> Report:
+@contextmanager
+def _scan_progress(enabled: bool) -> Iterator[dict]:
+    """The progress callbacks of api.rewrite: a bar on stderr while more than one file is scanned."""
+    if not enabled:
+        yield {}
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=_err(), transient=True) as bar:
         task = bar.add_task("scan", total=None, visible=False)
+        yield {"on_files": lambda count: bar.update(task, total=count, visible=count > 1),
+               "on_result": lambda _result: bar.advance(task)}
 
-        def on_files(count: int) -> None:
-            bar.update(task, total=count, visible=count > 1)
 
-        return api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs, use_cache=not no_cache,
-                           instance=instance, neuron_cores=neuron_cores, on_files=on_files,
-                           on_result=lambda _r: bar.advance(task))
+@contextmanager
+def _run_spinner(label: Optional[str]) -> Iterator[dict]:
+    """The on_tick callback of api.check: a spinner with the elapsed time on stderr (no label: none)."""
+    if label is None:
+        yield {}
+        return
+    with _err().status(label) as spinner:
+        yield {"on_tick": lambda seconds: spinner.update(f"{label} ({seconds:.0f} s)")}
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -232,17 +222,15 @@ def check(
                                       "not changed. Without it the tree runs as it is."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
                                              help="With --preview: also apply unsafe fixes in the copy."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format",
-                                               help="text, json, sarif or github (stdout)."),
+    output_format: FormatOption = OutputFormat.text,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1."),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these codes or prefixes."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
-    target: Optional[TargetChoice] = typer.Option(None, "--target", help="neuron (default) or accelerator."),
-    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.neuron-port] from."),
+    fail_on: FailOnOption = None,
+    select: SelectOption = None,
+    ignore: IgnoreOption = None,
+    target: TargetOption = None,
+    config: ConfigOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary panel and errors."),
-    no_cache: bool = typer.Option(False, "--no-cache",
-                                  help="Do not read or write the result cache of the static scan."),
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
 
@@ -257,20 +245,15 @@ def check(
     """
     if not path.is_dir():
         raise _fail_usage(f"{path}: not a folder")
-    settings = _settings(path, config, select=_split_codes(select), ignore=_split_codes(ignore),
+    settings = _settings(path, config, select=select, ignore=ignore,
                          target=target.value if target else None, fail_on=fail_on.value if fail_on else None,
                          unsafe_fixes=unsafe_fixes)
     command = list(ctx.args) or (shlex.split(settings.check_command) if settings.check_command else [])
-    err = _err()
+    label = f"running {shlex.join(command)} on the simulated neuron device" if command else None
     try:
-        if sys.stderr.isatty() and not quiet and command:
-            label = f"running {shlex.join(command)} on the simulated neuron device"
-            with err.status(label) as spinner:
-                report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
-                                   use_cache=not no_cache, on_tick=lambda t: spinner.update(f"{label} ({t:.0f} s)"))
-        else:
+        with _run_spinner(label if sys.stderr.isatty() and not quiet else None) as progress:
             report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
-                               use_cache=not no_cache)
+                               use_cache=not no_cache, **progress)
     except UsageError as exc:
         raise _fail_usage(str(exc))
     if output is not None:
@@ -281,88 +264,17 @@ def check(
             output.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(output, render(report).encode())
         except OSError as exc:
-            err.print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
+            _err().print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
     code = exit_code(report, settings.fail_on, pending_fails=False)
-    if not _command_succeeded(report):
-        code = 1
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, folder=path, quiet=quiet)
-    _emit(report, output_format, context, text_out=_out())
+    reporter(output_format.value)(report, context, Streams(out=_out(), err=_err()))
     raise typer.Exit(code)
 
 
-def _command_succeeded(report: Report) -> bool:
-    return report.runtime is not None and report.runtime.status.succeeded
-
-
-@app.command("rules")
-def list_rules(
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--output-format", help="text or json."),
-) -> None:
-    """List every rule: code, name, severity, fix safety and message."""
-    rules = all_rules()
-    if output_format == OutputFormat.json:
-        sys.stdout.write(json.dumps([r.summary() for r in rules], indent=2) + "\n")
-        return
-    width = max(len(r.NAME) for r in rules)
-    lines = [f"{'code':<6} {'name':<{width}} {'severity':<8} {'fix':<16} {'effort':<6} scope"]
-    for r in rules:
-        scope = "runtime (check)" if r.KIND == "runtime" else ",".join(r.TARGETS)
-        if r.KIND == "line":
-            scope += " (scripts, configs)"
-        lines.append(f"{r.CODE:<6} {r.NAME:<{width}} {r.SEVERITY:<8} {r.fix_label():<16} {r.EFFORT or '-':<6} {scope}")
-    lines.append(f"{len(rules)} rules. `neuron-port explain CODE` shows a rule's documentation.")
-    sys.stdout.write("\n".join(lines) + "\n")
-
-
-@app.command()
-def explain(code: str = typer.Argument(..., help="A rule code (NP101) or name.")) -> None:
-    """Print a rule's documentation: what it does, why, an example, fix safety, references."""
-    try:
-        rule = rule_by_code(code)
-    except UnknownCodeError as exc:
-        raise _fail_usage(str(exc))
-    console = _out()
-    header = rule.docs_header()
-    if console.is_terminal:
-        from rich.markdown import Markdown
-
-        console.print(Markdown(header + rule.docs()))
-    else:
-        sys.stdout.write(header + rule.docs() + "\n")
-
-
-@app.command()
-def doctor(
-    build: bool = typer.Option(False, "--build", help="Build (or rebuild with --force) the simulator's C++ extension now."),
-    force: bool = typer.Option(False, "--force", help="With --build: rebuild even if a cached build exists."),
-) -> None:
-    """Check what the simulator needs (torch, a C++ compiler, ninja) and optionally prebuild it."""
-    import importlib.util
-    import shutil
-
-    console = _out()
-    ok = True
-    torch_spec = importlib.util.find_spec("torch")
-    console.print(f"torch: {'found' if torch_spec else 'missing: pip install torch==2.13.0 (the `sim` extra)'}")
-    ok &= torch_spec is not None
-    for tool, hint in (("g++", "install a C++ compiler (e.g. apt-get install g++)"), ("ninja", "pip install ninja")):
-        path = shutil.which(tool) or (shutil.which(tool, path=os.path.dirname(sys.executable)))
-        console.print(f"{tool}: {path or 'missing: ' + hint}")
-        ok &= path is not None
-    if importlib.util.find_spec("torch_neuronx") is not None:
-        console.print("torch_neuronx: installed: this is a real Trainium setup; the simulator will not register")
-    if build:
-        if not ok:
-            raise typer.Exit(1)
-        from neuron_backend import build as backend_build
-
-        try:
-            path = backend_build.build(force=force)
-        except Exception as exc:  # build errors carry their own explanation
-            _err().print(f"neuron-port: simulator build failed: {exc}", style="bold red", markup=False)
-            raise typer.Exit(1)
-        console.print(f"simulator extension: {path}")
-    raise typer.Exit(0 if ok else 1)
+# the reference commands: the registry as text, and what the simulator needs
+app.command("rules")(cli_reference.list_rules)
+app.command()(cli_reference.explain)
+app.command()(cli_reference.doctor)
 
 
 def main() -> None:

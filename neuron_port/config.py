@@ -39,7 +39,8 @@ class Settings:
     source: Optional[str] = None  # the pyproject.toml the settings came from
 
     def merged(self, **cli: Any) -> "Settings":
-        """CLI values win where given (None = not given); select/ignore/exclude from the CLI extend."""
+        """CLI values win where given (None = not given); --exclude extends the configured excludes;
+        --select / --ignore replace them and may be comma-separated (``--select NP1,NP201``)."""
         changes: dict[str, Any] = {}
         for key, value in cli.items():
             if value is None:
@@ -47,7 +48,7 @@ class Settings:
             if key in ("exclude",):
                 changes[key] = tuple(self.exclude) + tuple(value)
             elif key in ("select", "ignore"):
-                changes[key] = tuple(value)
+                changes[key] = tuple(v.strip() for item in value for v in item.split(",") if v.strip())
             else:
                 changes[key] = value
         return replace(self, **changes)

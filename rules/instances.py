@@ -47,6 +47,10 @@ INSTANCES: dict[str, Instance] = {
 }
 
 
+INSTANCE_HELP = (f"Trainium instance the launch scripts are for ({', '.join(INSTANCES)}): GPU counts such as "
+                 "torchrun --nproc_per_node become its logical NeuronCore count (unsafe fix).")
+
+
 class InstanceError(ValueError):
     pass
 
