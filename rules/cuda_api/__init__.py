@@ -11,7 +11,7 @@ import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.helpers.names import dotted_name
-from neuron_port.rules.device_placement import is_rank_expression
+from neuron_port.rules.device_placement.ranks import is_rank_expression
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
 from neuron_port.rules.cuda_api.tables import OTHER_NO_EQUIVALENT, TORCH_CUDA_API, TORCH_CUDA_NO_EQUIVALENT

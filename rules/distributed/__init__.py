@@ -28,10 +28,10 @@ import libcst as cst
 
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 from neuron_port.rules.helpers.names import dotted_name
-from neuron_port.rules.device_placement import is_rank_expression
+from neuron_port.rules.device_placement.ranks import is_rank_expression
 from neuron_port.rules.helpers.guards import AvailabilityMixin
 from neuron_port.rules.helpers.names import last_segment, source_of
-from neuron_port.rules.device_placement.tables import (
+from neuron_port.rules.distributed.tables import (
     BACKEND_MAP_RE,
     CORES_ADVICE,
     CUDA_ENV_ADVICE,
@@ -44,11 +44,11 @@ from neuron_port.rules.device_placement.tables import (
     NCCL_ENV_RE,
     NEURON_BACKEND,
     NEURON_RT_VISIBLE_CORES,
-    ONE_CORE_PER_PROCESS,
     P2P_OPS,
     SET_DEVICE_QUALNAMES,
     WORLD_SIZE_NAME_RE,
 )
+from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named, remove_arg
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 
