@@ -180,6 +180,13 @@ class CudaDeviceString(DeviceStringRule):
             "    d2 = torch.device(torch.accelerator.current_accelerator().type, local_rank)\n",
             target="accelerator",
         ),
+        Invalid(
+            # a list element and a %-template have no torch.accelerator spelling: reported only
+            "import torch\nchoices = ['cpu', 'cuda']\nd = 'cuda:%d' % i\n",
+            None,
+            target="accelerator",
+            message_contains="no torch.accelerator spelling",
+        ),
     ]
 
     def _candidate(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:

@@ -77,6 +77,11 @@ class MapLocationCuda(PythonRule):
             "import torch\nckpt = torch.load(p, map_location=torch.accelerator.current_accelerator())\n",
             target="accelerator",
         ),
+        Invalid(
+            "ckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda(0, non_blocking=True))\n",
+            None,  # storage.cuda() with other arguments: reported only
+            message_contains="use a neuron device string",
+        ),
     ]
 
     def visit_Lambda(self, node: cst.Lambda) -> None:

@@ -98,6 +98,7 @@ class CudaMethodCall(PythonRule):
             "x = x.to(torch.accelerator.current_accelerator(), non_blocking=True)\n",
             target="accelerator",
         ),
+        Invalid("x = x.cuda(*args)\n", None, message_contains="`.cuda(*...)`"),  # star arguments: reported only
     ]
 
     def __init__(self, context) -> None:

@@ -102,6 +102,18 @@ class DdpDeviceIds(PythonRule):
             "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[dev])\n",
             None,  # not a rank: dropping is unsafe, not applied by default
         ),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[0, 1])\n",
+            None,  # several devices per process: reported only
+            message_contains="several devices",
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "device_ids = [local_rank]\nm = DDP(model, device_ids)\n",
+            None,  # device_ids passed positionally: reported only
+            unsafe_fixes=True,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
