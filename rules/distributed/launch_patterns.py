@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Iterator, Optional
 
-from neuron_port.rules.device_placement.tables import CUDA_ENV_ADVICE, NCCL_ENV_ADVICE, NCCL_ENV_RE
+from neuron_port.rules.distributed.tables import CUDA_ENV_ADVICE, NCCL_ENV_ADVICE, NCCL_ENV_RE
 from neuron_port.rules.spec import LineHit, LineOptions
 
 SHELL, MAKE, YAML, JSON, TOML = "shell", "make", "yaml", "json", "toml"

@@ -1,0 +1,74 @@
+"""NP202 ``cuda-api-no-equivalent``: CUDA-only APIs with no Trainium equivalent
+(``tables.TORCH_CUDA_NO_EQUIVALENT`` and ``tables.OTHER_NO_EQUIVALENT``), reported with advice."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from neuron_port.rules.cuda_api.references import TorchCudaReference
+from neuron_port.rules.cuda_api.tables import OTHER_NO_EQUIVALENT, TORCH_CUDA_NO_EQUIVALENT
+from neuron_port.rules.spec import Invalid, Valid
+
+
+class CudaApiNoEquivalent(TorchCudaReference):
+    """Reports CUDA-only APIs that have no Trainium equivalent, with what to do instead.
+
+    ## What it does
+    Finds ``torch.cuda.get_device_capability``, ``torch.cuda.nvtx``, memory snapshots and history
+    recording, ``mem_get_info``, NVML telemetry (``utilization``, ``temperature``), ``torch.version.cuda``
+    and similar calls, and reports each with advice and an effort level.
+
+    ## Why is this bad?
+    These calls either raise on a Trainium host or return values (``None``, a compute capability) that
+    send the program down a path written for GPUs.
+
+    ## Example
+    ```python
+    if torch.cuda.get_device_capability()[0] >= 8:
+        dtype = torch.bfloat16
+    ```
+    Use instead:
+    ```python
+    dtype = torch.bfloat16  # always supported on Trainium
+    ```
+
+    ## Fix safety
+    No automatic fix: the right replacement depends on what the code does with the value.
+
+    ## References
+    - shared/torchneuron.md sections 1.2, 7 and 10
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html
+    """
+
+    CODE = "NP202"
+    NAME = "cuda-api-no-equivalent"
+    SEVERITY = "warning"
+    EFFORT = "low"
+    MESSAGE = "`{api}` has no Trainium equivalent: {advice}"
+    TRIGGERS = ("cuda",)
+    TABLE = TORCH_CUDA_NO_EQUIVALENT
+
+    VALID = [
+        Valid("import torch\nname = torch.neuron.get_device_name(0)\n"),
+        Valid("import torch\nv = torch.version.git_version\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\nmajor, minor = torch.cuda.get_device_capability()\n"),
+        Invalid("import torch as t\nt.cuda.nvtx.range_push('fwd')\n", message_contains="NVTX"),
+        Invalid("from torch.cuda import nvtx\nnvtx.range_pop()\n"),
+        Invalid("import torch\nprint(torch.version.cuda)\n", message_contains="None on a Trainium host"),
+        Invalid("import torch\ntorch.cuda.memory._record_memory_history(max_entries=100000)\n"),
+    ]
+
+    def lookup(self, qualname: str) -> Optional[str]:
+        """A key of ``OTHER_NO_EQUIVALENT`` (the whole qualified name) or of ``TABLE`` (relative to
+        torch.cuda); the two tables' keys never coincide."""
+        if qualname in OTHER_NO_EQUIVALENT:
+            return qualname
+        return super().lookup(qualname)
+
+    def on_reference(self, node: cst.BaseExpression, qualname: str, key: str) -> None:
+        advice, effort = OTHER_NO_EQUIVALENT[key] if key in OTHER_NO_EQUIVALENT else TORCH_CUDA_NO_EQUIVALENT[key]
+        self.report(node, self.MESSAGE.format(api=qualname, advice=advice), effort=effort)

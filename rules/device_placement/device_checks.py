@@ -1,0 +1,108 @@
+"""NP102 ``cuda-device-check``: ``'cuda'`` device strings in comparisons (``device.type == 'cuda'``,
+``'cuda' in d``, ``d.startswith('cuda')``)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from neuron_port.rules.device_placement.string_roles import DeviceStringRule
+from neuron_port.rules.helpers.names import source_of
+from neuron_port.rules.spec import Invalid, Valid
+
+
+class CudaDeviceCheck(DeviceStringRule):
+    """Rewrites device checks against ``'cuda'`` (``device.type == 'cuda'``, ``'cuda' in device``).
+
+    ## What it does
+    Finds ``'cuda'`` / ``'cuda:N'`` strings (and the NP101 templates) used in comparisons: ``==``, ``!=``,
+    ``in``, ``not in``, membership in a literal list or tuple, and ``str.startswith('cuda')``. On the
+    neuron target they become ``'neuron'``. When the same ``if``/``elif`` chain already tests for
+    ``'neuron'`` the code is multi-backend and is only reported.
+
+    ## Why is this bad?
+    On Trainium ``device.type`` is ``'neuron'``, so a ``== 'cuda'`` test is silently False: the program
+    takes its CPU branch (no pinned memory, no fused optimizer, autocast off), which runs but slowly or
+    differently, with no error.
+
+    ## Example
+    ```python
+    device_type = 'cuda' if 'cuda' in device else 'cpu'
+    if device.type == 'cuda':
+        torch.cuda.synchronize()
+    ```
+    Use instead:
+    ```python
+    device_type = 'neuron' if 'neuron' in device else 'cpu'
+    if device.type == 'neuron':
+        torch.neuron.synchronize()
+    ```
+
+    ## Fix safety
+    Safe on the neuron target, because NP101 rewrites the strings the compared values are made from, so
+    both sides change together. Not fixed when the chain already has a neuron branch (the CUDA branch
+    would shadow it) and not fixed on the accelerator target, where there is no device-agnostic spelling
+    of "is this the accelerator": compare with ``torch.accelerator.current_accelerator().type`` after
+    checking ``torch.accelerator.is_available()``.
+
+    ## References
+    - shared/patterns.md, device placement tier B
+    - https://docs.pytorch.org/docs/stable/accelerator.html
+    """
+
+    CODE = "NP102"
+    NAME = "cuda-device-check"
+    SEVERITY = "warning"
+    FIX_AVAILABILITY = "sometimes"
+    EFFORT = "low"
+    MESSAGE = "device check against `{old}` is always False on Trainium: compare with `{new}`"
+    TRIGGERS = ("'cuda", '"cuda')
+
+    VALID = [
+        Valid("if device.type == 'neuron':\n    pass\n"),
+        Valid("device = 'cuda'\n"),  # NP101's business
+        Valid("if x == 'cuda is slow':\n    pass\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "device_type = 'cuda' if 'cuda' in device else 'cpu'\nif device.type == 'cuda':\n    pass\n",
+            "device_type = 'cuda' if 'neuron' in device else 'cpu'\nif device.type == 'neuron':\n    pass\n",
+        ),
+        Invalid(
+            'use_fused = args.device != "cuda:0"\nok = dev in ("cuda", "cpu")\n'
+            'if d.startswith("cuda"):\n    pass\n',
+            'use_fused = args.device != "neuron:0"\nok = dev in ("neuron", "cpu")\n'
+            'if d.startswith("neuron"):\n    pass\n',
+        ),
+        Invalid(
+            "if device.type == 'cuda':\n    a()\nelif device.type == 'neuron':\n    b()\n",
+            None,
+            message_contains="already",
+        ),
+        Invalid("if device.type == 'cuda':\n    pass\n", None, target="accelerator"),
+    ]
+
+    def _candidate(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:
+        role = self._role(role_node)
+        if role not in ("check", "multibackend"):
+            return
+        old = source_of(role_node)
+        if role == "multibackend":
+            self.report(
+                literal,
+                f"device check against `{old}` in an if/elif chain that already handles neuron: review "
+                "which branch should run on Trainium",
+            )
+            return
+        if self.context.target == "accelerator":
+            self.report(
+                literal,
+                f"device check against `{old}` is False on other accelerators: compare with "
+                "`torch.accelerator.current_accelerator().type` (after `torch.accelerator.is_available()`)",
+            )
+            return
+        replacement = self._neuron_version(literal)
+        self.report(
+            literal,
+            self.MESSAGE.format(old=old, new=old.replace(source_of(literal), source_of(replacement), 1)),
+            replacement=replacement,
+        )

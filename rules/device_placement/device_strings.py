@@ -1,0 +1,282 @@
+"""NP101 ``cuda-device-string``: ``'cuda'`` / ``'cuda:N'`` literals and templates used as device values."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.string_roles import DeviceStringRule
+from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
+from neuron_port.rules.helpers.names import source_of
+from neuron_port.rules.helpers.nodes import replace_string
+from neuron_port.rules.spec import Invalid, Valid
+
+
+class CudaDeviceString(DeviceStringRule):
+    """Rewrites ``'cuda'`` / ``'cuda:N'`` device strings (and templates that build them) to ``neuron``.
+
+    ## What it does
+    Finds string literals that are exactly ``cuda`` or ``cuda:N`` where they are used as a device value:
+    assignments (``device = 'cuda'``), ``torch.device('cuda', i)``, ``device='cuda'`` keywords in any call
+    (factories, ``torch.Generator``, ``torch.set_default_device``) and function defaults, ``.to('cuda')``,
+    argparse ``default='cuda'`` and ``choices=['cpu', 'cuda']``, config dict values, ternaries, and the
+    templates ``f"cuda:{local_rank}"``, ``'cuda:%d' % i``, ``'cuda:' + str(i)`` and ``"cuda:{}".format(i)``.
+    It rewrites them to ``neuron`` / ``neuron:N``, keeping the quote style. A device indexed by the
+    process's rank (``f"cuda:{local_rank}"``, ``'cuda:%d' % args.gpu``, ``"cuda:{}".format(rank)``,
+    ``'cuda:' + os.environ["LOCAL_RANK"]``, ``torch.device('cuda', local_rank)``; the index is a name or
+    attribute ending in ``local_rank``, ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` /
+    ``RANK`` from ``os.environ``, or ``dist.get_rank()``) becomes the plain ``"neuron"`` (and
+    ``torch.device('neuron')``); any other index (``f"cuda:{i}"`` in a loop over devices, or a
+    ``for gpu in ...`` loop variable) keeps it: ``f"neuron:{i}"``. Strings that are not devices
+    stay: docstrings, prose (``"cuda is not available"``), log and print arguments, ``getattr(torch, 'cuda')``,
+    and the keys of a ``map_location`` dict (they name the device the checkpoint was *saved* on).
+    Comparisons are NP102; ``device_type=`` (autocast), ``device_map=`` and ``accelerator=`` belong to the
+    NP3xx and NP6xx families and ``init_device_mesh('cuda', ...)`` to NP504.
+
+    With ``--target accelerator``, ``'cuda' if torch.cuda.is_available() else 'cpu'`` (and a ``'cuda'``
+    inside an ``if torch.cuda.is_available():`` block) becomes
+    ``torch.accelerator.current_accelerator().type`` (NP201 rewrites the test). Elsewhere the same
+    rewrite is an unsafe fix, and strings in lists, dict keys and %/+/format templates are reported only.
+
+    ## Why is this bad?
+    A ``'cuda'`` device raises "Torch not compiled with CUDA enabled" on a Trainium host; the device
+    there is ``neuron`` (``torch.device("neuron")``, ``"neuron:0"``, ``device="neuron"``).
+
+    ## Example
+    ```python
+    device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    parser.add_argument('--device', default='cuda', choices=['cpu', 'cuda'])
+    device = f'cuda:{local_rank}'
+    ```
+    Use instead:
+    ```python
+    device = 'neuron' if torch.neuron.is_available() else 'cpu'
+    parser.add_argument('--device', default='neuron', choices=['cpu', 'neuron'])
+    device = 'neuron'  # under torchrun each process sees one NeuronCore
+    ```
+
+    ## Fix safety
+    Safe on the neuron target: only exact device strings in value positions are changed. A ``'cuda'``
+    used as a dict key or subscript (``{'cuda': ..., 'cpu': ...}[device.type]``) may be a label rather than
+    a device, so that rewrite is unsafe. On the accelerator target the rewrite is safe only under an
+    availability test: ``torch.accelerator.current_accelerator()`` is ``None`` on a CPU-only host, so an
+    unguarded ``current_accelerator().type`` (say, an argparse default) raises where the literal did not.
+
+    The rank-indexed rewrite to ``"neuron"`` is safe on the neuron target: TorchNeuron's
+    ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` when it is unset and allows one
+    device per process ("Attempted to have more than one device per process in distributed setup"), so
+    under ``torchrun`` each process sees exactly one NeuronCore: ``neuron`` is ``neuron:0`` is that core,
+    and ``neuron:{local_rank}`` is an invalid device for every rank but 0. On rank 0 the two spellings are
+    the same device, so no run that worked before changes. (A single-process script that picks a core
+    with ``--gpu 3`` now runs on the first visible core: set ``NEURON_RT_VISIBLE_CORES=3`` instead.)
+    On the accelerator target the index is kept (``f"{...current_accelerator().type}:{local_rank}"``),
+    which is what CUDA needs. See also NP502 (``set_device(local_rank)``) and NP503 (``device_ids``).
+
+    ## References
+    - shared/torchneuron.md section 7 ("`.to('cuda')` -> `.to('neuron')`")
+    - shared/torchneuron.md section 6 (one NeuronCore per process; tensors on ``torch.device("neuron")``)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
+    - https://docs.pytorch.org/docs/stable/accelerator.html
+    """
+
+    CODE = "NP101"
+    NAME = "cuda-device-string"
+    SEVERITY = "error"
+    FIX_AVAILABILITY = "sometimes"
+    EFFORT = "low"
+    MESSAGE = "`{old}` is a CUDA device string: use `{new}`"
+    TRIGGERS = ("'cuda", '"cuda')
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._rank_pending: list = []
+
+    VALID = [
+        Valid("device = 'neuron' if torch.neuron.is_available() else 'cpu'\n"),
+        Valid('"""Runs on cuda."""\nprint("cuda is not available")\nlogger.info("cuda")\n'),
+        Valid("import torch\nhas = hasattr(torch, 'cuda')\nmod = getattr(torch, 'cuda')\n"),
+        Valid("ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16)\n"),  # NP3xx
+        Valid("model = AutoModel.from_pretrained(name, device_map='cuda')\n"),  # NP6xx
+        Valid("if device.type == 'cuda':\n    pass\n"),  # NP102
+        Valid("state = torch.load(f, map_location={'cuda:1': 'cpu'})\n"),
+        Valid("x = torch.zeros(3, device='cpu')\ny = b'cuda'\nz = 'cudagraphs'\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
+            "import torch\ndevice = 'neuron' if torch.cuda.is_available() else 'cpu'\n",
+        ),
+        Invalid(
+            "parser.add_argument('--device', type=str, default='cuda', choices=['cpu', 'cuda'])\n",
+            "parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'neuron'])\n",
+        ),
+        Invalid(
+            'dev = torch.device("cuda", 1)\nx = torch.zeros(3, device="cuda:0")  # keep me\ny = x.to("cuda")\n',
+            'dev = torch.device("neuron", 1)\nx = torch.zeros(3, device="neuron:0")  # keep me\ny = x.to("neuron")\n',
+        ),
+        Invalid(
+            "def run(model, device='cuda'):\n    cfg = {'device': 'cuda', 'lr': 0.1}\n",
+            "def run(model, device='neuron'):\n    cfg = {'device': 'neuron', 'lr': 0.1}\n",
+        ),
+        Invalid(
+            "device = f'cuda:{local_rank}'\na = 'cuda:%d' % args.gpu\n"
+            "b = 'cuda:' + str(int(os.environ['LOCAL_RANK']))\n"
+            "c = \"cuda:{}\".format(rank)\nd = torch.device('cuda', local_rank)\n"
+            "e = torch.device(f\"cuda:{os.environ.get('LOCAL_RANK', 0)}\")\nf = 'cuda:%d' % (dist.get_rank(),)\n",
+            "device = 'neuron'\na = 'neuron'\nb = 'neuron'\nc = \"neuron\"\nd = torch.device('neuron')\n"
+            "e = torch.device(\"neuron\")\nf = 'neuron'\n",
+            message_contains="one NeuronCore",
+        ),
+        Invalid(
+            "b = 'cuda:' + str(i)\nc = \"cuda:{}\".format(i)\nd = torch.device('cuda', idx)\n"
+            "for gpu in range(n):\n    devs.append(f'cuda:{gpu}')\n"
+            "all_devs = [f'cuda:{gpu_id}' for gpu_id in range(4)]\n",
+            "b = 'neuron:' + str(i)\nc = \"neuron:{}\".format(i)\nd = torch.device('neuron', idx)\n"
+            "for gpu in range(n):\n    devs.append(f'neuron:{gpu}')\n"
+            "all_devs = [f'neuron:{gpu_id}' for gpu_id in range(4)]\n",
+        ),
+        Invalid(
+            "torch.set_default_device('cuda')\ng = torch.Generator(device='cuda')\n"
+            "ckpt = torch.load(p, map_location={'cuda:0': 'cuda:%d' % rank})\n",
+            "torch.set_default_device('neuron')\ng = torch.Generator(device='neuron')\n"
+            "ckpt = torch.load(p, map_location={'cuda:0': 'neuron'})\n",
+        ),
+        Invalid(
+            "backend = {'cuda': 'nccl', 'cpu': 'gloo'}[device.type]\n",
+            None,  # a dict key may be a label: unsafe fix only
+            message_contains="dict key",
+        ),
+        Invalid(
+            "backend = {'cuda': 'nccl', 'cpu': 'gloo'}[device.type]\n",
+            "backend = {'neuron': 'nccl', 'cpu': 'gloo'}[device.type]\n",
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+            "if torch.cuda.is_available():\n    dev = 'cuda'\n",
+            "import torch\n"
+            "device = torch.accelerator.current_accelerator().type if torch.cuda.is_available() else 'cpu'\n"
+            "if torch.cuda.is_available():\n    dev = torch.accelerator.current_accelerator().type\n",
+            target="accelerator",
+        ),
+        Invalid(
+            "import torch\nparser.add_argument('--device', default='cuda')\n",
+            None,  # unguarded: current_accelerator() is None on CPU-only hosts
+            target="accelerator",
+        ),
+        Invalid(
+            "import torch as th\nparser.add_argument('--device', default='cuda')\nd = f'cuda:{rank}'\n",
+            "import torch as th\nparser.add_argument('--device', default=th.accelerator.current_accelerator().type)\n"
+            "d = f'{th.accelerator.current_accelerator().type}:{rank}'\n",
+            target="accelerator",
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "import torch\nif torch.cuda.is_available():\n    device = f'cuda:{local_rank}'\n"
+            "    d2 = torch.device('cuda', local_rank)\n",
+            "import torch\nif torch.cuda.is_available():\n"
+            "    device = f'{torch.accelerator.current_accelerator().type}:{local_rank}'\n"
+            "    d2 = torch.device(torch.accelerator.current_accelerator().type, local_rank)\n",
+            target="accelerator",
+        ),
+        Invalid(
+            # a list element and a %-template have no torch.accelerator spelling: reported only
+            "import torch\nchoices = ['cpu', 'cuda']\nd = 'cuda:%d' % i\n",
+            None,
+            target="accelerator",
+            message_contains="no torch.accelerator spelling",
+        ),
+    ]
+
+    def _candidate(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:
+        role = self._role(role_node)
+        if role in ("skip", "check", "multibackend"):
+            return
+        old = source_of(role_node)
+        if self.context.target == "accelerator":
+            built = None if role in ("key", "container") else self._accelerator_version(literal, kind)
+            if built is None:
+                self.report(
+                    literal,
+                    f"`{old}` is a CUDA device string; there is no torch.accelerator spelling for it here: "
+                    "derive it from `torch.accelerator.current_accelerator()` (None on CPU-only hosts)",
+                )
+                return
+            replacement, imports = built
+            safety = "safe" if self._guarded(role_node) else "unsafe"
+            self.report(
+                literal,
+                self.MESSAGE.format(old=old, new=source_of(replacement))
+                + ("" if safety == "safe" else " (unsafe: `current_accelerator()` is None on CPU-only hosts)"),
+                replacement=replacement,
+                safety=safety,
+                imports=imports,
+            )
+            return
+        if role in ("value", "container"):
+            indexed = self._index_of(role_node, literal, kind)
+            if indexed is not None:
+                # decided at the end of the module: a comprehension binds its loop name after its element
+                self._rank_pending.append((role_node, literal, indexed))
+                return
+        self._report_neuron(role_node, literal, role)
+
+    def _index_of(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str):
+        """(index expression, node to replace) of a device built from an index, else None."""
+        if kind == "fstring" and isinstance(literal, cst.FormattedString):
+            parts = literal.parts
+            if len(parts) == 2 and isinstance(parts[1], cst.FormattedStringExpression):
+                return parts[1].expression, literal
+            return None
+        if kind == "template" and isinstance(role_node, cst.BinaryOperation):
+            right = role_node.right
+            if isinstance(right, cst.Tuple) and len(right.elements) == 1:
+                right = right.elements[0].value
+            return right, role_node
+        if kind == "template" and isinstance(role_node, cst.Call):
+            if len(role_node.args) == 1 and role_node.args[0].keyword is None and not role_node.args[0].star:
+                return role_node.args[0].value, role_node
+            return None
+        if kind == "literal" and literal in self._device_calls:
+            call, index_arg = self._device_calls[literal]
+            return index_arg.value, call
+        return None
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for role_node, literal, (index, node) in self._rank_pending:
+            if not is_rank_expression(index, self._loop_names):
+                self._report_neuron(role_node, literal, "value")
+                continue
+            old = source_of(node)
+            if isinstance(node, cst.Call) and literal in self._device_calls:
+                first = node.args[0]
+                replacement: cst.CSTNode = node.with_changes(
+                    args=[first.with_changes(value=replace_string(literal, "neuron"), comma=cst.MaybeSentinel.DEFAULT)]
+                )
+            elif isinstance(literal, cst.FormattedString):
+                replacement = cst.SimpleString(f"{literal.end}neuron{literal.end}")
+            else:
+                assert isinstance(literal, cst.SimpleString)
+                replacement = replace_string(literal, "neuron")
+            self.report(
+                node,
+                f"`{old}` is a rank-indexed CUDA device: use `{source_of(replacement)}`; {ONE_CORE_PER_PROCESS}",
+                replacement=replacement,
+                safety="safe",
+            )
+
+    def _report_neuron(self, role_node: cst.CSTNode, literal: cst.CSTNode, role: str) -> None:
+        old = source_of(role_node)
+        replacement = self._neuron_version(literal)
+        new = old.replace(source_of(literal), source_of(replacement), 1)
+        if role == "key":
+            self.report(
+                literal,
+                f"`{old}` is a CUDA device name used as a dict key or index: rename it to `{source_of(replacement)}` "
+                "if it is looked up by device type (unsafe: it may be a plain label)",
+                replacement=replacement,
+                safety="unsafe",
+            )
+            return
+        self.report(literal, self.MESSAGE.format(old=old, new=new), replacement=replacement, safety="safe")

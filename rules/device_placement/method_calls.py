@@ -1,0 +1,196 @@
+"""NP103 ``cuda-method-call``: ``x.cuda()`` / ``x.cuda(i)`` / ``x.cuda(non_blocking=True)`` -> ``x.to(...)``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from neuron_port.rules.device_placement.common import set_commas, storage_lambda_call
+from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.tables import INDEX_NAME_RE, ONE_CORE_PER_PROCESS
+from neuron_port.rules.helpers.calls import arg_named
+from neuron_port.rules.helpers.names import last_segment, loop_target_names, source_of
+from neuron_port.rules.helpers.nodes import expr
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
+
+
+class CudaMethodCall(PythonRule):
+    """Rewrites ``x.cuda()`` / ``x.cuda(i)`` / ``x.cuda(non_blocking=True)`` to ``x.to(...)``.
+
+    ## What it does
+    Finds calls of the ``.cuda()`` method of tensors and modules and rewrites them: ``.cuda()`` becomes
+    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(local_rank)`` (a rank: see NP101)
+    becomes ``.to("neuron")``, other ``.cuda(i)`` / ``.cuda(device=i)`` become ``.to(i)`` (an integer
+    device means the current accelerator, a ``torch.device`` passes through), and
+    ``non_blocking=`` / ``memory_format=`` are kept. With ``--target accelerator`` ``.cuda()`` becomes
+    ``.to(torch.accelerator.current_accelerator())``. The ``storage.cuda()`` in a ``map_location``
+    lambda is NP106's.
+
+    ## Why is this bad?
+    ``.cuda()`` raises "Torch not compiled with CUDA enabled" on a Trainium host.
+
+    ## Example
+    ```python
+    model.cuda()
+    x = x.cuda(non_blocking=True)
+    ```
+    Use instead:
+    ```python
+    model.to("neuron")
+    x = x.to("neuron", non_blocking=True)
+    ```
+
+    ## Fix safety
+    Safe. ``.cuda(expr)`` becomes ``.to(expr)``; that is unsafe when ``expr`` is not named like a
+    device index (``rank``, ``gpu``, ``idx``...), because ``.cuda(None)`` means the current device but
+    ``.to(None)`` means no move. When the file defines its own ``cuda`` method the calls may be to it, so
+    every fix in that file is unsafe. On the accelerator target ``.to(None)`` on a CPU-only host is a
+    no-op where ``.cuda()`` raised. ``.cuda(local_rank)`` -> ``.to("neuron")`` is safe on the neuron target
+    for the reason given in NP101: under ``torchrun`` each process sees one NeuronCore, so
+    ``.to(local_rank)`` (``neuron:<local_rank>``) is invalid for every rank but 0, where the two agree.
+
+    ## References
+    - shared/torchneuron.md sections 1.1, 6 (one NeuronCore per process) and 7
+    - https://docs.pytorch.org/docs/stable/generated/torch.Tensor.to.html
+    """
+
+    CODE = "NP103"
+    NAME = "cuda-method-call"
+    SEVERITY = "error"
+    FIX_AVAILABILITY = "sometimes"
+    EFFORT = "low"
+    MESSAGE = "`.cuda()` fails on Trainium: use `{new}`"
+    TRIGGERS = (".cuda(",)
+
+    VALID = [
+        Valid("x = x.to('neuron')\n"),
+        Valid("fn = model.cuda\n"),
+        Valid("ckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda())\n"),  # NP106
+    ]
+    INVALID = [
+        Invalid(
+            "model.cuda()\nx = x.cuda(non_blocking=True)\ny = y.cuda(0)\n",
+            'model.to("neuron")\nx = x.to("neuron", non_blocking=True)\ny = y.to("neuron:0")\n',
+        ),
+        Invalid(
+            "model = model.cuda(args.gpu)\nt = t.cuda(device=local_rank, non_blocking=True)\n",
+            'model = model.to("neuron")\nt = t.to("neuron", non_blocking=True)\n',
+            message_contains="one NeuronCore",
+        ),
+        Invalid(
+            "for gpu in range(4):\n    parts[gpu] = parts[gpu].cuda(gpu)\nm = m.cuda(idx)\n",
+            "for gpu in range(4):\n    parts[gpu] = parts[gpu].to(gpu)\nm = m.to(idx)\n",
+        ),
+        Invalid(
+            "model = model.cuda(args.gpu)\n",
+            "model = model.to(args.gpu)\n",
+            target="accelerator",
+        ),
+        Invalid("x = x.cuda(dev)\n", None, message_contains="unsafe"),
+        Invalid(
+            "class M:\n    def cuda(self):\n        return self\nm.cuda()\n",
+            None,  # the file defines its own cuda(): unsafe
+        ),
+        Invalid(
+            "import torch\nmodel.cuda()\nx = x.cuda(non_blocking=True)\n",
+            "import torch\nmodel.to(torch.accelerator.current_accelerator())\n"
+            "x = x.to(torch.accelerator.current_accelerator(), non_blocking=True)\n",
+            target="accelerator",
+        ),
+        Invalid("x = x.cuda(*args)\n", None, message_contains="`.cuda(*...)`"),  # star arguments: reported only
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._skip: set[cst.CSTNode] = set()
+        self._pending: list[tuple[cst.Call, str, Optional[cst.Call], str, tuple]] = []
+        self._defines_cuda = False
+        self._loop_names: set[str] = set()
+        self._rank_calls: dict[cst.Call, tuple[cst.BaseExpression, cst.Call]] = {}
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loop_names |= loop_target_names(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._loop_names |= loop_target_names(node.target)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        call = storage_lambda_call(node)
+        if call is not None:
+            self._skip.add(call)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value == "cuda":
+            self._defines_cuda = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "cuda" or node in self._skip:
+            return
+        qualname = self.context.qualname(func)
+        if qualname is not None and qualname.startswith("torch"):
+            return
+        if any(a.star for a in node.args):
+            self._pending.append((node, "`.cuda(*...)` fails on Trainium: use `.to(...)`", None, "none", ()))
+            return
+        device_arg = arg_named(node, "device", 0)
+        rest = [a for a in node.args if a is not device_arg]
+        safety = "safe"
+        imports: tuple = ()
+        rank_arg: Optional[cst.BaseExpression] = None
+        if device_arg is None:
+            if self.context.target == "accelerator":
+                torch_name, imports = self.context.torch_module_name()
+                device = expr(f"{torch_name}.accelerator.current_accelerator()")
+            else:
+                device = cst.SimpleString('"neuron"')
+        elif isinstance(device_arg.value, cst.Integer) and self.context.target == "neuron":
+            device = cst.SimpleString(f'"neuron:{device_arg.value.value}"')
+        elif self.context.target == "neuron" and is_rank_expression(device_arg.value):
+            device = cst.SimpleString('"neuron"')
+            rank_arg = device_arg.value  # loop variables are checked at the end of the module
+        else:
+            device = device_arg.value
+            if not self._index_like(device):
+                safety = "unsafe"
+        last_comma = node.args[-1].comma if node.args else cst.MaybeSentinel.DEFAULT
+        args = set_commas([cst.Arg(value=device)] + rest, last_comma)
+        replacement = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
+        message = self.MESSAGE.format(new="." + source_of(cst.Call(func=cst.Name("to"), args=args)))
+        if safety == "unsafe":
+            message += " (unsafe: `.cuda(None)` moves to the current device, `.to(None)` does not move)"
+        if rank_arg is not None:
+            message += f"; {ONE_CORE_PER_PROCESS}"
+            # in a loop over devices the name is not a rank: fall back to .to(name)
+            fallback = node.with_changes(
+                func=func.with_changes(attr=cst.Name("to")),
+                args=set_commas([cst.Arg(value=rank_arg)] + rest, node.args[-1].comma),
+            )
+            self._rank_calls[node] = (rank_arg, fallback)
+        self._pending.append((node, message, replacement, safety, imports))
+
+    @staticmethod
+    def _index_like(node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Integer):
+            return True
+        if isinstance(node, cst.Call) and last_segment(node.func) in ("int", "current_device", "get_rank"):
+            return True
+        last = last_segment(node)
+        return last is not None and bool(INDEX_NAME_RE.search(last))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for node, message, replacement, safety, imports in self._pending:
+            if replacement is None:
+                self.report(node, message)
+                continue
+            if node in self._rank_calls:
+                rank_arg, fallback = self._rank_calls[node]
+                if not is_rank_expression(rank_arg, self._loop_names):
+                    replacement = fallback
+                    new = "." + source_of(cst.Call(func=cst.Name("to"), args=fallback.args))
+                    message = self.MESSAGE.format(new=new)
+            if self._defines_cuda and safety == "safe":
+                safety = "unsafe"
+                message += " (unsafe: this file defines its own `cuda` method)"
+            self.report(node, message, replacement=replacement, safety=safety, imports=imports)

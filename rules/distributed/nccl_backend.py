@@ -1,0 +1,130 @@
+"""NP501 ``nccl-backend``: ``"nccl"`` process-group backends (strings, ``dist.Backend.NCCL``, device maps)
+-> ``"neuron"``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from neuron_port.rules.distributed.prose import SkipProse
+from neuron_port.rules.distributed.tables import BACKEND_MAP_RE, NCCL, NEURON_BACKEND
+from neuron_port.rules.helpers.guards import AvailabilityMixin
+from neuron_port.rules.helpers.names import source_of
+from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
+from neuron_port.rules.spec import Invalid, Valid
+
+
+class NcclBackend(AvailabilityMixin, SkipProse):
+    """Rewrites the ``"nccl"`` process-group backend to ``"neuron"``.
+
+    ## What it does
+    Finds the string ``"nccl"`` wherever it names a backend: ``init_process_group("nccl")``,
+    ``backend="nccl"``, ``"nccl" if torch.cuda.is_available() else "gloo"``, argparse defaults and
+    choices of ``--dist-backend``, ``dist.get_backend() == "nccl"``; also ``dist.Backend.NCCL`` and the
+    ``cuda:nccl`` entry of a ``"cpu:gloo,cuda:nccl"`` device map. On the accelerator target the backend
+    becomes ``torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator())``.
+
+    ## Why is this bad?
+    NCCL does not exist on Trainium; ``init_process_group("nccl")`` fails. TorchNeuron registers the
+    ``neuron`` backend (``ProcessGroupNeuron``) for the ``neuron`` device.
+
+    ## Example
+    ```python
+    dist.init_process_group(backend="nccl")
+    ```
+    Use instead:
+    ```python
+    dist.init_process_group(backend="neuron")
+    ```
+
+    ## Fix safety
+    Safe on the neuron target. On the accelerator target the rewrite is safe under a
+    ``torch.cuda.is_available()`` test and unsafe elsewhere (``current_accelerator()`` is None on CPU-only
+    hosts, so an argparse default would raise at start-up).
+
+    ## References
+    - shared/torchneuron.md sections 6 and 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
+    """
+
+    CODE = "NP501"
+    NAME = "nccl-backend"
+    SEVERITY = "error"
+    FIX_AVAILABILITY = "always"
+    EFFORT = "low"
+    MESSAGE = "the NCCL backend does not exist on Trainium: use `{new}`"
+    TRIGGERS = ("nccl", "NCCL")
+
+    VALID = [
+        Valid("import torch.distributed as dist\ndist.init_process_group(backend='neuron')\n"),
+        Valid('"""Uses nccl."""\nprint("nccl")\nx = "nccl_test"\n'),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch.distributed as dist\ndist.init_process_group('nccl')\n"
+            "parser.add_argument('--dist-backend', default='nccl', type=str)\n",
+            "import torch.distributed as dist\ndist.init_process_group('neuron')\n"
+            "parser.add_argument('--dist-backend', default='neuron', type=str)\n",
+        ),
+        Invalid(
+            'import torch\nimport torch.distributed as dist\n'
+            'backend = "nccl" if torch.cuda.is_available() else "gloo"\n'
+            'dist.init_process_group(backend=dist.Backend.NCCL)\nb = "cpu:gloo,cuda:nccl"\n',
+            'import torch\nimport torch.distributed as dist\n'
+            'backend = "neuron" if torch.cuda.is_available() else "gloo"\n'
+            'dist.init_process_group(backend="neuron")\nb = "cpu:gloo,neuron:neuron"\n',
+        ),
+        Invalid(
+            'import torch\nbackend = "nccl" if torch.cuda.is_available() else "gloo"\n',
+            "import torch\nbackend = torch.distributed.get_default_backend_for_device("
+            'torch.accelerator.current_accelerator()) if torch.cuda.is_available() else "gloo"\n',
+            target="accelerator",
+        ),
+        Invalid("import torch\ndist.init_process_group('nccl')\n", None, target="accelerator"),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._guarded: set[cst.CSTNode] = set()
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if self.is_availability_check(node.test):
+            self._guarded.add(node.body)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if node in self._prose:
+            return
+        value = string_value(node)
+        if value == NCCL:
+            self._backend(node, node)
+        elif value and "cuda:nccl" in value and BACKEND_MAP_RE.match(value) and self.context.target == "neuron":
+            new = value.replace("cuda:nccl", f"neuron:{NEURON_BACKEND}")
+            self.report(node, self.MESSAGE.format(new=new), replacement=replace_string(node, new))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "NCCL" and self.context.qualname(node) in (
+            "torch.distributed.Backend.NCCL",
+            "torch.distributed.distributed_c10d.Backend.NCCL",
+        ):
+            self._backend(node, None)
+
+    def _backend(self, node: cst.BaseExpression, literal: Optional[cst.SimpleString]) -> None:
+        if self.context.target == "accelerator":
+            torch_name, imports = self.context.torch_module_name()
+            new = (
+                f"{torch_name}.distributed.get_default_backend_for_device("
+                f"{torch_name}.accelerator.current_accelerator())"
+            )
+            safety = "safe" if node in self._guarded else "unsafe"
+            self.report(
+                node,
+                self.MESSAGE.format(new=new)
+                + ("" if safety == "safe" else " (unsafe: current_accelerator() is None on CPU-only hosts)"),
+                replacement=expr(new),
+                safety=safety,
+                imports=imports,
+            )
+            return
+        replacement = replace_string(literal, NEURON_BACKEND) if literal is not None else cst.SimpleString('"neuron"')
+        self.report(node, self.MESSAGE.format(new=source_of(replacement)), replacement=replacement)

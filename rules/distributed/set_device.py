@@ -1,0 +1,186 @@
+"""NP502 ``distributed-set-device``: ``set_device(local_rank)`` in a torchrun-style worker (removed on the
+neuron target, where each process sees one NeuronCore)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
+from neuron_port.rules.distributed.prose import SkipProse
+from neuron_port.rules.distributed.tables import SET_DEVICE_QUALNAMES
+from neuron_port.rules.helpers.calls import arg_named
+from neuron_port.rules.helpers.names import last_segment, source_of
+from neuron_port.rules.spec import Invalid, Valid
+
+
+class DistributedSetDevice(SkipProse):
+    """Removes ``set_device(local_rank)``: under torchrun a process has one NeuronCore, ``neuron``.
+
+    ## What it does
+    Finds ``torch.cuda.set_device(...)`` (and the ``torch.neuron.set_device`` /
+    ``torch.accelerator.set_device_index`` spellings) in a file that calls ``init_process_group``, or
+    whose argument is a rank. When the argument is a rank (a name or attribute ending in ``local_rank``,
+    ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, or ``int(os.environ["LOCAL_RANK"])``; see NP101) and
+    the call is a whole statement on its own line in a block that keeps another statement, the neuron
+    target offers to delete it; NP201 leaves that call alone. Other calls are reported: a non-rank
+    argument (``set_device(device)``) is renamed by NP201, and on the accelerator target the call is
+    what CUDA needs.
+
+    ## Why is this bad?
+    TorchNeuron's ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` (when unset) and
+    allows exactly one device per process ("Attempted to have more than one device per process in
+    distributed setup"), so under ``torchrun`` each process sees one NeuronCore: ``neuron``, which is
+    ``neuron:0``. ``torch.neuron.set_device(local_rank)`` then raises ``ValueError("Invalid device id")``
+    on every rank but 0, and, called *before* ``init_process_group``, may initialise the runtime too
+    early ("Neuron runtime should not be initialized before the init_process_group."). The same holds
+    for rank-indexed devices such as ``f"cuda:{local_rank}"``, which NP101 rewrites to ``"neuron"``.
+
+    ## Example
+    ```python
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    device = torch.device(f"cuda:{local_rank}")
+    ```
+    Use instead:
+    ```python
+    dist.init_process_group("neuron")  # pins this process to NeuronCore LOCAL_RANK
+    device = torch.device("neuron")
+    ```
+
+    ## Fix safety
+    Safe in a file that calls ``init_process_group``: there the process is a torchrun-style worker, the
+    call raises on Trainium as written (``torch.cuda``) and on every rank but 0 as renamed, and deleting
+    it leaves exactly TorchNeuron's own pinning. Unsafe elsewhere: a single-process script that picks a
+    core with ``set_device(args.gpu)``, or a job that sets ``NEURON_RT_VISIBLE_CORES`` to several cores
+    per process itself, would now run on the first visible core. A call that is not a statement of its
+    own, or is the only statement of its block, is reported only.
+
+    ## References
+    - shared/torchneuron.md section 6 (init_process_group behaviour, one device per process)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
+    """
+
+    CODE = "NP502"
+    NAME = "distributed-set-device"
+    SEVERITY = "warning"
+    FIX_AVAILABILITY = "sometimes"
+    EFFORT = "low"
+    MESSAGE = (
+        "TorchNeuron's init_process_group pins each process to NeuronCore LOCAL_RANK (NEURON_RT_VISIBLE_CORES), "
+        "so the process sees one device, `neuron`: drop `set_device({arg})`{extra}"
+    )
+    TRIGGERS = ("set_device",)
+
+    VALID = [
+        Valid("import torch\ntorch.cuda.set_device(1)\n"),  # not distributed
+        Valid("import torch.distributed as dist\ndist.init_process_group('neuron')\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nimport torch.distributed as dist\n"
+            "torch.cuda.set_device(args.local_rank)\ndist.init_process_group('nccl')\n",
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n",
+            message_contains="before init_process_group",
+        ),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\n\n\ndef main(local_rank):\n"
+            "    dist.init_process_group('neuron')\n    # one GPU per process\n"
+            "    torch.cuda.set_device(local_rank)\n    train()\n",
+            "import torch\nimport torch.distributed as dist\n\n\ndef main(local_rank):\n"
+            "    dist.init_process_group('neuron')\n    train()\n",
+            message_contains="Invalid device id",
+        ),
+        Invalid(
+            "import os\nimport torch\ntorch.neuron.set_device(int(os.environ['LOCAL_RANK']))\nmain()\n",
+            "import os\nimport torch\nmain()\n",
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            # the only statement of its block, or not a statement of its own: reported only
+            "import torch\nif torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\n"
+            "ok = torch.cuda.set_device(gpu) or True\n",
+            None,
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
+            "torch.cuda.set_device(local_rank)\n",
+            None,  # CUDA needs it: the accelerator target only reports
+            target="accelerator",
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
+            "torch.neuron.set_device(device)\n",
+            None,  # not a rank: advice only
+            unsafe_fixes=True,
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._calls: list[tuple[cst.Call, bool]] = []
+        self._init_seen = False
+        # call -> (its statement line, the block holding it) for calls that are a whole statement
+        self._statements: dict[cst.Call, tuple[cst.SimpleStatementLine, cst.CSTNode]] = {}
+
+    def _record_block(self, block: cst.CSTNode, body) -> None:
+        for statement in body:
+            if (
+                isinstance(statement, cst.SimpleStatementLine)
+                and len(statement.body) == 1
+                and isinstance(statement.body[0], cst.Expr)
+                and isinstance(statement.body[0].value, cst.Call)
+            ):
+                self._statements[statement.body[0].value] = (statement, block)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._record_block(node, node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._record_block(node, node.body)
+
+    def _on_call(self, node: cst.Call) -> None:
+        last = last_segment(node.func)
+        if last == "init_process_group":
+            self._init_seen = True
+            return
+        if self.context.qualname(node.func) in SET_DEVICE_QUALNAMES and node.args:
+            self._calls.append((node, self._init_seen))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        found = []
+        for node, after_init in self._calls:
+            arg = arg_named(node, "device", 0) or node.args[0]
+            rank = not arg.star and is_rank_expression(arg.value)
+            source = source_of(arg.value)
+            if not (self._init_seen or rank or "rank" in source.lower()):
+                continue
+            extra = (
+                "; called before init_process_group it may initialise the Neuron runtime, which "
+                "init_process_group rejects"
+                if self._init_seen and not after_init
+                else ""
+            )
+            if rank and self.context.target == "neuron":
+                extra += (
+                    f"; `torch.neuron.set_device({source})` raises ValueError(\"Invalid device id\") on every "
+                    f"rank but 0: {ONE_CORE_PER_PROCESS}"
+                )
+            found.append((node, self.MESSAGE.format(arg=source, extra=extra), rank))
+        # a block must keep at least one statement
+        removable: dict[cst.CSTNode, int] = {}
+        for node, _, rank in found:
+            if rank and self.context.target == "neuron" and node in self._statements:
+                block = self._statements[node][1]
+                removable[block] = removable.get(block, 0) + 1
+        for node, message, rank in found:
+            entry = self._statements.get(node) if rank and self.context.target == "neuron" else None
+            if entry is not None:
+                statement, block = entry
+                if removable[block] < len(block.body):  # type: ignore[attr-defined]
+                    safety = "safe" if self._init_seen else "unsafe"  # see "Fix safety"
+                    self.report(statement, message, replacement=cst.RemoveFromParent(), safety=safety)
+                    continue
+            self.report(node, message)
