@@ -8,12 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.compile.common import StatementRule
-from neuron_port.rules.compile.tables import (
-    CUDA_FLAG_ASSIGNMENTS,
-    CUDA_FLAG_CALLS,
-    CUDA_FLAG_CONTEXTS,
-    SDPA_CONTEXTS,
-)
+from neuron_port.rules.compile.tables import CUDA_FLAG_ASSIGNMENTS, CUDA_FLAG_CALLS, CUDA_FLAG_CONTEXTS, SDPA_CONTEXTS
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 
