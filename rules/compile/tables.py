@@ -1,7 +1,8 @@
 """Data for the NP4xx rules (torch.compile and CUDA-only backend flags): which names mean what.
 
-Kept apart from the rule classes, as the NP2xx tables live in ``mappings.py``, so the docs, the
-statistics and a reviewer can read them as data. Facts: shared/torchneuron.md sections 3 and 7.
+Kept apart from the rule classes, as the NP2xx tables live in ``rules/cuda_api/tables.py``, so the docs,
+the statistics and a reviewer can read them as data. ``COMPILE_FUNCS`` is also imported by the NP8xx
+rules (``rules/precision_features``). Facts: shared/torchneuron.md sections 3 and 7.
 """
 
 from __future__ import annotations
@@ -79,8 +80,10 @@ CUDA_FLAG_CALLS: dict[str, str] = {
     "torch.set_float32_matmul_precision": (
         "it selects TF32/bf16 paths of CUDA (and oneDNN on CPU) matmuls; neuron matmuls follow the "
         "tensor dtypes (use bf16 autocast for speed)"),
-    "torch.backends.cuda.enable_flash_sdp": "it selects a CUDA SDPA kernel; on neuron SDPA picks its NKI flash path itself",
-    "torch.backends.cuda.enable_mem_efficient_sdp": "it selects a CUDA SDPA kernel; on neuron SDPA picks its NKI path itself",
+    "torch.backends.cuda.enable_flash_sdp": (
+        "it selects a CUDA SDPA kernel; on neuron SDPA picks its NKI flash path itself"),
+    "torch.backends.cuda.enable_mem_efficient_sdp": (
+        "it selects a CUDA SDPA kernel; on neuron SDPA picks its NKI path itself"),
     "torch.backends.cuda.enable_math_sdp": "it selects a CUDA SDPA kernel; on neuron SDPA picks its NKI path itself",
     "torch.backends.cuda.enable_cudnn_sdp": "it selects a CUDA SDPA kernel; on neuron SDPA picks its NKI path itself",
     "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp": "a CUDA SDPA setting",

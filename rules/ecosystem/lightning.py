@@ -1,0 +1,162 @@
+"""NP608 ``lightning-accelerator`` (``accelerator="cuda"|"gpu"``, ``gpus=N``) and NP609
+``lightning-precision`` (``precision="16-mixed"`` -> ``"bf16-mixed"``) in Lightning ``Trainer`` and
+``Fabric`` calls."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from neuron_port.rules.helpers.calls import arg_named
+from neuron_port.rules.helpers.names import int_value, is_false, is_none, last_segment
+from neuron_port.rules.helpers.nodes import replace_string, string_value
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
+
+LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
+LIGHTNING_CALLEES = frozenset({"Trainer", "Fabric"})
+
+
+def _is_lightning_callee(context, func: cst.BaseExpression) -> bool:
+    if last_segment(func) not in LIGHTNING_CALLEES:
+        return False
+    qualname = context.qualname(func) or ""
+    return qualname.split(".")[0] in LIGHTNING_ROOTS
+
+
+class LightningAccelerator(PythonRule):
+    """Reports Lightning ``Trainer`` / ``Fabric`` set up for CUDA GPUs.
+
+    ## What it does
+    Finds ``accelerator="cuda"`` / ``"gpu"`` and the pre-2.0 ``gpus=N`` in ``lightning.Trainer``,
+    ``pytorch_lightning.Trainer`` and ``lightning.Fabric`` calls, and reports them.
+
+    ## Why is this bad?
+    On a Trainium host there is no CUDA device, so the Trainer fails at start-up ("CUDAAccelerator can
+    not run on your system since the accelerator is not available"). Whether Lightning ships a neuron
+    accelerator is **not confirmed** (the Neuron docs list transformers, diffusers, PEFT and accelerate
+    as running natively, not Lightning), so there is no spelling to rewrite to; ``accelerator="auto"``
+    would silently train on the CPU.
+
+    ## Example
+    ```python
+    trainer = L.Trainer(accelerator="gpu", devices=8, precision="16-mixed")
+    ```
+    Use instead: a custom ``lightning.pytorch.accelerators.Accelerator`` subclass for the ``neuron``
+    device (``setup_device`` -> ``torch.neuron.set_device``, ``auto_device_count`` ->
+    ``torch.neuron.device_count``), or a plain PyTorch / accelerate training loop.
+
+    ## Fix safety
+    No automatic fix (see above). ``devices=N`` counts logical NeuronCores (4 per Trainium2 chip at
+    LNC=2), not GPUs.
+
+    ## References
+    - shared/torchneuron.md section 7 ("Hugging Face transformers, diffusers, PEFT, and accelerate run
+      natively"); https://lightning.ai/docs/pytorch/stable/extensions/accelerator.html
+    """
+
+    CODE = "NP608"
+    NAME = "lightning-accelerator"
+    SEVERITY = "error"
+    EFFORT = "medium"
+    MESSAGE = (
+        "Lightning `{what}` needs CUDA GPUs; a Lightning accelerator for neuron is not confirmed: write a "
+        "custom Accelerator for the neuron device or port the loop to plain PyTorch/accelerate"
+    )
+    TRIGGERS = ("accelerator", "gpus")
+
+    VALID = [
+        Valid('import lightning as L\ntrainer = L.Trainer(accelerator="cpu", devices=1)\n'),
+        Valid("from accelerate import Accelerator\nacc = Accelerator(mixed_precision='bf16')\n"),
+        Valid('trainer = Trainer(model=model, args=args)\n'),  # transformers.Trainer
+        Valid('import lightning as L\nt = L.Trainer(accelerator="mps")\n', target="accelerator"),
+    ]
+    INVALID = [
+        Invalid('import lightning as L\ntrainer = L.Trainer(accelerator="gpu", devices=8)\n', None),
+        Invalid("from pytorch_lightning import Trainer\ntrainer = Trainer(gpus=2)\n", None),
+        Invalid("from lightning.fabric import Fabric\nfabric = Fabric(accelerator='cuda')\n", None,
+                target="accelerator"),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_lightning_callee(self.context, node.func):
+            return
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value == "accelerator" and string_value(arg.value) in ("cuda", "gpu"):
+                self.report(arg.value, self.MESSAGE.format(what=f'accelerator="{string_value(arg.value)}"'))
+            elif (arg.keyword.value == "gpus" and not (is_none(arg.value) or is_false(arg.value))
+                  and int_value(arg.value) != 0):
+                self.report(arg, self.MESSAGE.format(what="gpus="))
+
+
+class LightningPrecision(PythonRule):
+    """Advises ``precision="bf16-mixed"`` instead of float16 in Lightning.
+
+    ## What it does
+    Finds ``precision="16-mixed"`` / ``"16"`` / ``16`` / ``"16-true"`` in Lightning ``Trainer`` and
+    ``Fabric`` calls and offers ``"bf16-mixed"`` (``"bf16-true"``).
+
+    ## Why is this bad?
+    float16 mixed precision needs loss scaling; bfloat16 is the recommended precision on Trainium and
+    does not. (The accelerator itself is NP608.)
+
+    ## Example
+    ```python
+    trainer = L.Trainer(precision="16-mixed")
+    ```
+    Use instead:
+    ```python
+    trainer = L.Trainer(precision="bf16-mixed")
+    ```
+
+    ## Fix safety
+    Unsafe: a precision change (see NP604).
+
+    ## References
+    - shared/torchneuron.md section 4
+    - https://lightning.ai/docs/pytorch/stable/common/precision_basic.html
+    """
+
+    CODE = "NP609"
+    NAME = "lightning-precision"
+    SEVERITY = "info"
+    FIX_AVAILABILITY = "always"
+    FIX_SAFETY = "unsafe"
+    MESSAGE = "float16 precision {value}: use `{new}` (bfloat16 is recommended on Trainium, no loss scaling)"
+    TRIGGERS = ("precision",)
+
+    VALID = [
+        Valid('import lightning as L\ntrainer = L.Trainer(precision="bf16-mixed")\n'),
+        Valid("from accelerate import Accelerator\nacc = Accelerator(mixed_precision='fp16')\n"),
+    ]
+    INVALID = [
+        Invalid(
+            'import lightning as L\ntrainer = L.Trainer(accelerator="gpu", precision="16-mixed")\n',
+            'import lightning as L\ntrainer = L.Trainer(accelerator="gpu", precision="bf16-mixed")\n',
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            "import pytorch_lightning as pl\ntrainer = pl.Trainer(precision=16)\n",
+            'import pytorch_lightning as pl\ntrainer = pl.Trainer(precision="bf16-mixed")\n',
+            unsafe_fixes=True,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_lightning_callee(self.context, node.func):
+            return
+        arg = arg_named(node, "precision")
+        if arg is None:
+            return
+        value = arg.value
+        text = string_value(value)
+        if text is None and int_value(value) == 16:
+            text = "16"
+        if text not in ("16", "16-mixed", "16-true"):
+            return
+        new = "bf16-true" if text == "16-true" else "bf16-mixed"
+        message = self.MESSAGE.format(value=f"`{text}`", new=f'"{new}"')
+        if isinstance(value, cst.SimpleString):
+            self.report(value, message, replacement=replace_string(value, new))
+        else:
+            self.report(value, message, replacement=cst.SimpleString(f'"{new}"'))
