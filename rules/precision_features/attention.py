@@ -106,8 +106,7 @@ class MhaAttnMask(PythonRule):
             return
         causal, weights = arg_named(node, "is_causal", 7), arg_named(node, "need_weights", 4)
         padding = arg_named(node, "key_padding_mask", 3)
-        if (causal is not None and is_true(causal.value) and weights is not None
-                and is_false(weights.value)
+        if (causal is not None and is_true(causal.value) and weights is not None and is_false(weights.value)
                 and (padding is None or is_none(padding.value))):
             return
         self._calls.append((name, node))
