@@ -157,6 +157,9 @@ SHELL_CALLS: frozenset[str] = frozenset({
     "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
     "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",
 })
+# The spellings of ProfilerActivity.CUDA (NP712).
+PROFILER_ACTIVITY_CUDA = ("torch.profiler.ProfilerActivity.CUDA", "torch.autograd.ProfilerActivity.CUDA",
+                          "torch._C._profiler.ProfilerActivity.CUDA", "torch.autograd.profiler.ProfilerActivity.CUDA")
 
 # Exceptions whose handler makes a `try:` body an optional (guarded) import.
 GUARD_EXCEPTIONS: frozenset[str] = frozenset(

@@ -1,0 +1,160 @@
+"""What the NP7xx package rules share: the one-lower severity of guarded code, and the bases
+``GuardedRule`` (tracks blocks guarded by an optional import or an availability test) and
+``PackageRule`` (reports every import statement and use of a package, with the advice of its table).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from neuron_port.rules.helpers.guards import GuardedBlocks
+from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment, walk
+from neuron_port.rules.helpers.table_rule import QualifiedNameRule, covering_key
+from neuron_port.rules.no_port.tables import AVAILABILITY_CALL_RE, AVAILABILITY_FLAG_RE, GUARD_EXCEPTIONS, Advice
+
+# Code with a fallback (a guarded import or availability test) is reported one severity lower.
+LOWER = {"error": "warning", "warning": "info", "info": "info"}
+
+
+def covers(qualname: str, prefixes: Iterable[str]) -> bool:
+    """``qualname`` is one of the dotted ``prefixes`` or a dotted child of one (no package prefix of this
+    family ends in ``_``, so covering_key's plain-prefix form never applies here)."""
+    return covering_key(qualname, prefixes) is not None
+
+
+def _catches_import_errors(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = [e.value for e in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
+    return any(last_segment(t) in GUARD_EXCEPTIONS for t in types)
+
+
+class GuardedRule(GuardedBlocks, QualifiedNameRule[str]):
+    """Tracks whether the node being visited sits in a guarded block (optional import or availability
+    check) so reports there get a lower severity. References that are not uses (tests against None,
+    assignment targets) go into ``not_uses``."""
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._guarded_blocks: set[cst.CSTNode] = set()
+        self._guarded_nodes: set[cst.CSTNode] = set()
+        self._guard_depth = 0
+
+    def _is_availability_test(self, test: cst.BaseExpression) -> bool:
+        stack: list[cst.CSTNode] = [test]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Call, cst.Name, cst.Attribute)) and (
+                self.context.qualname(node.func if isinstance(node, cst.Call) else node) or ""
+            ).startswith("torch."):
+                continue  # torch.cuda.is_available() is a device test (NP2xx), not a package check
+            stack.extend(node.children)
+            if isinstance(node, cst.Call):
+                last = last_segment(node.func)
+                if last is not None and AVAILABILITY_CALL_RE.match(last):
+                    return True
+            elif isinstance(node, (cst.Name, cst.Attribute)):
+                last = last_segment(node)
+                if last is not None and AVAILABILITY_FLAG_RE.match(last):
+                    return True
+            elif isinstance(node, cst.Comparison):
+                if any(isinstance(c.operator, cst.IsNot) and is_none(c.comparator) for c in node.comparisons):
+                    return True
+        return False
+
+    def _skip_test_references(self, test: cst.BaseExpression) -> None:
+        if any(isinstance(n, cst.Comparison) and any(is_none(c.comparator) for c in n.comparisons)
+               for n in walk(test)):
+            self.not_uses.update(n for n in walk(test) if isinstance(n, (cst.Name, cst.Attribute)))
+
+    def visit_Try(self, node: cst.Try) -> None:
+        if any(_catches_import_errors(h) for h in node.handlers):
+            self._guarded_blocks.add(node.body)
+
+    def visit_If(self, node: cst.If) -> None:
+        if self._is_availability_test(node.test):
+            self._guarded_blocks.add(node.body)
+        self._skip_test_references(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if self._is_availability_test(node.test):
+            self._guarded_nodes.update(walk(node.body))
+        self._skip_test_references(node.test)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        # `bnb is not None` / `flash_attn is None` test for the package: not a use
+        if any(isinstance(c.operator, (cst.Is, cst.IsNot)) and is_none(c.comparator) for c in node.comparisons):
+            self.not_uses.add(node.left)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.not_uses.add(node.target)  # `flash_attn_func = None` in a fallback is not a use
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.not_uses.add(node.target)
+
+    def guarded(self, node: Optional[cst.CSTNode] = None) -> bool:
+        return self._guard_depth > 0 or (node is not None and node in self._guarded_nodes)
+
+    def severity_for(self, node: Optional[cst.CSTNode] = None) -> Optional[str]:
+        return LOWER[self.SEVERITY] if self.guarded(node) else None
+
+
+def _advice_for(qualname: str, table: Advice) -> tuple[str, str]:
+    """The entry of the longest key covering ``qualname``; the first entry (the package root) otherwise."""
+    best = covering_key(qualname, table)
+    return table[next(iter(table)) if best is None else best]
+
+
+class PackageRule(GuardedRule):
+    """One package with no Neuron port: every import statement and every use is reported."""
+
+    LABEL: str = ""
+    ADVICE: Advice = {}
+    PACKAGES: tuple[str, ...] = ()  # dotted prefixes (default: the keys of ADVICE without a dot)
+    GUARDED_NOTE = " (guarded: a fallback exists; check that it is the torch path)"
+
+    def _packages(self) -> tuple[str, ...]:
+        return self.PACKAGES or tuple(k for k in self.ADVICE if "." not in k)
+
+    def report_use(self, node: cst.CSTNode, qualname: str, what: str) -> None:
+        advice, effort = _advice_for(qualname, self.ADVICE)
+        guarded = self.guarded(node)
+        self.report(
+            node,
+            f"{self.LABEL} {what}: {advice}" + (self.GUARDED_NOTE if guarded else ""),
+            effort=effort,
+            severity=LOWER[self.SEVERITY] if guarded else None,
+        )
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is not None and covers(full, self._packages()):
+                self.report_use(node, full, f"import of `{full}`")
+                return
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None:
+            return
+        module = dotted_name(node.module)
+        if module is None:
+            return
+        names = [] if isinstance(node.names, cst.ImportStar) else [
+            a.name.value for a in node.names if isinstance(a.name, cst.Name)]
+        fulls = [f"{module}.{n}" for n in names]
+        if covers(module, self._packages()):
+            self.report_use(node, fulls[0] if len(fulls) == 1 else module, f"import from `{module}`")
+            return
+        for full in fulls:
+            if covers(full, self._packages()):
+                self.report_use(node, full, f"import of `{full}`")
+                return
+
+    # Uses: QualifiedNameRule asks about the outermost reference of each Name/Attribute chain only.
+    def lookup(self, qualname: str) -> Optional[str]:
+        return covering_key(qualname, self._packages())
+
+    def on_reference(self, node: cst.BaseExpression, qualname: str, key: str) -> None:
+        self.report_use(node, qualname, f"`{qualname}`")

@@ -1,0 +1,234 @@
+"""NP801 / NP802 / NP809: dtypes Trainium does not compute natively: float64 (computed as float32),
+complex dtypes and FFTs, and float8 (limited on Trainium2, no ``torch._scaled_mm``).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from neuron_port.rules.helpers.calls import arg_named
+from neuron_port.rules.helpers.names import source_of
+from neuron_port.rules.precision_features.common import ReferenceRule
+from neuron_port.rules.spec import Invalid, Valid
+
+
+FLOAT64_MESSAGE = (
+    "`{name}`: float64 is not native on Trainium: ops compute in float32 and cast back, so the tensor "
+    "still says float64 but has float32 precision (casts to/from 64-bit bounce through the CPU); use "
+    "float32, or keep this computation on the CPU if it needs double precision"
+)
+
+
+class Float64(ReferenceRule):
+    """Reports float64 (double precision) tensors: computed as float32 on Trainium.
+
+    ## What it does
+    Reports ``torch.float64`` / ``torch.double`` / ``torch.DoubleTensor`` references (in ``dtype=``,
+    ``.to(...)``, comparisons), ``x.double()`` calls and ``torch.set_default_dtype(torch.float64)``.
+
+    ## Why is this bad?
+    Neuron hardware has no 64-bit floating point. TorchNeuron computes float64 ops in float32 and casts
+    the result back, so the visible dtype stays float64 while the precision is float32's (silently: no
+    warning is printed), and every cast to or from 64-bit bounces through the CPU. Code that relies on
+    double precision (numerical tests, some losses, high-precision accumulators) gives different
+    results; code that used float64 by accident (``torch.tensor(np_array)``) is merely slow.
+
+    ## Example
+    ```python
+    x = torch.randn(8, dtype=torch.float64, device="neuron")
+    ```
+    Use instead:
+    ```python
+    x = torch.randn(8, dtype=torch.float32, device="neuron")
+    ```
+
+    ## Fix safety
+    No automatic fix: whether the precision matters is a decision about the algorithm. CPU-side data
+    preparation in float64 is fine; move the tensor with ``.float().to("neuron")``.
+
+    ## References
+    - shared/torchneuron.md section 4 ("float64 and int64 are not natively supported by Neuron hardware")
+    """
+
+    CODE = "NP801"
+    NAME = "float64"
+    SEVERITY = "warning"
+    EFFORT = "low"
+    MESSAGE = FLOAT64_MESSAGE.format(name="float64")
+    TRIGGERS = ("float64", "double", "DoubleTensor")
+    TABLE = {
+        "torch.float64": (FLOAT64_MESSAGE, "low"),
+        "torch.double": (FLOAT64_MESSAGE, "low"),
+        "torch.DoubleTensor": (FLOAT64_MESSAGE, "low"),
+    }
+
+    VALID = [
+        Valid("import torch\nx = torch.zeros(3, dtype=torch.float32, device='cpu')\ny = x.float()\n"),
+        Valid("import numpy as np\na = np.zeros(3, dtype=np.float64)\nb = np.double(2)\n"),
+        Valid("import torch\nx = torch.zeros(3, dtype=torch.float32)\n", target="accelerator"),
+    ]
+    INVALID = [
+        Invalid("import torch\nx = torch.randn(8, dtype=torch.float64)\n", None, message_contains="float32 precision"),
+        Invalid("import torch as th\ny = x.double()\nz = x.to(th.double)\n", None),
+        Invalid("import torch\ntorch.set_default_dtype(torch.float64)\n", None, message_contains="default dtype",
+                target="accelerator"),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "double" and not node.args:
+            qualname = self.context.qualname(func)
+            if qualname is None or qualname.startswith("torch"):
+                self.report(node, FLOAT64_MESSAGE.format(name=source_of(func) + "()"))
+            return
+        if self.context.qualname(func) == "torch.set_default_dtype":
+            arg = arg_named(node, "d", 0)
+            if arg is not None and self.context.qualname(arg.value) in ("torch.float64", "torch.double"):
+                self.not_uses.add(arg.value)
+                self.report(node, "float64 as the default dtype makes every new float tensor float64: "
+                            + FLOAT64_MESSAGE.format(name="float64").split(": ", 1)[1])
+
+
+ROTARY_ADVICE = (
+    "complex dtypes are not supported natively on Neuron (\"complex dtypes are not supported natively on "
+    "Neuron\" / NCC_EVRF004); for rotary embeddings use the real-valued form "
+    "`x * cos + rotate_half(x) * sin` with precomputed cos/sin tables"
+)
+FFT_ADVICE = (
+    "FFTs produce complex tensors, which are not supported natively on Neuron (aten::_fft_c2r fails); "
+    "TorchNeuron 2.33 adds TORCH_NEURONX_COMPLEX_DECOMPOSE (not confirmed for this version), otherwise "
+    "compute the FFT on the CPU"
+)
+
+
+class ComplexDtype(ReferenceRule):
+    """Reports complex dtypes and complex-number ops (rotary embeddings, FFTs).
+
+    ## What it does
+    Reports ``torch.complex64`` / ``complex128`` / ``cfloat`` / ``cdouble`` / ``complex32`` / ``chalf``,
+    ``torch.view_as_complex``, ``torch.view_as_real``, ``torch.polar``, ``torch.complex``,
+    ``torch.stft`` / ``istft`` and ``torch.fft.*``.
+
+    ## Why is this bad?
+    Complex dtypes are not supported natively: eager ops fail with "complex dtypes are not supported
+    natively on Neuron" and the compiler with ``NCC_EVRF004``. The most common source is LLaMA-style
+    rotary embeddings (``freqs_cis = torch.polar(...)``, ``torch.view_as_complex(xq)``), which have an
+    equivalent real-valued formulation.
+
+    ## Example
+    ```python
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+    ```
+    Use instead:
+    ```python
+    cos, sin = freqs.cos(), freqs.sin()          # precomputed, real
+    xq_out = xq * cos + rotate_half(xq) * sin     # rotate_half: (-x2, x1)
+    ```
+
+    ## Fix safety
+    No automatic fix: the real form pairs dimensions differently (interleaved pairs for
+    ``view_as_complex`` vs halves for ``rotate_half``), so checkpoints trained with one need the
+    matching pairing (permute the q/k projection weights, or use an interleaved ``rotate_every_two``).
+
+    ## References
+    - shared/torchneuron.md section 5 (complex dtypes / FFT; TORCH_NEURONX_COMPLEX_DECOMPOSE in 2.33)
+    """
+
+    CODE = "NP802"
+    NAME = "complex-dtype"
+    SEVERITY = "error"
+    EFFORT = "medium"
+    MESSAGE = ROTARY_ADVICE
+    TRIGGERS = ("complex", "polar", "cfloat", "cdouble", "chalf", "fft", "stft")
+    TABLE = {
+        **{f"torch.{n}": ("`{name}`: " + ROTARY_ADVICE, "medium") for n in (
+            "complex64", "complex128", "complex32", "cfloat", "cdouble", "chalf", "view_as_complex",
+            "view_as_real", "polar", "complex")},
+        "torch.fft": ("`{name}`: " + FFT_ADVICE, "high"),
+        "torch.stft": ("`{name}`: " + FFT_ADVICE, "high"),
+        "torch.istft": ("`{name}`: " + FFT_ADVICE, "high"),
+    }
+
+    VALID = [
+        Valid("import torch\ncos, sin = freqs.cos(), freqs.sin()\nx_out = x * cos + rotate_half(x) * sin\n"),
+        Valid("import torch\nok = x.is_complex()\nc = complex(1, 2)\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nfreqs_cis = torch.polar(torch.ones_like(freqs), freqs)\n"
+            "xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))\n",
+            None,
+            message_contains="rotate_half",
+        ),
+        Invalid("import torch\nspec = torch.fft.rfft(signal)\n", None, message_contains="FFT"),
+        Invalid("import torch\nz = torch.zeros(4, dtype=torch.cfloat)\n", None, target="accelerator"),
+    ]
+
+
+FLOAT8_MESSAGES = {
+    "torch.float8_e4m3fn": (
+        "`{name}`: OCP float8_e4m3fn is supported on Trainium3 only; Trainium2 supports only the non-OCP "
+        "e4m3 variant (max 240) and no scaled matmul: train in bf16 on trn2", "medium"),
+    "torch.float8_e5m2": (
+        "`{name}`: float8_e5m2 is limited to casts and data-path ops under torch.compile (no scaled "
+        "matmul): keep matmuls in bf16", "medium"),
+    "torch.float8_": (
+        "`{name}`: this float8 variant is not a Trainium format (trn2: non-OCP e4m3; trn3: OCP e4m3fn "
+        "and MXFP8/MXFP4)", "medium"),
+    "torch._scaled_mm": (
+        "`{name}` is not available on Neuron (no scaled float8 matmul): use a bf16 matmul", "medium"),
+    "torchao.float8": (
+        "`{name}`: torchao float8 training relies on `torch._scaled_mm`, which Neuron does not have: "
+        "train in bf16", "medium"),
+}
+
+
+class Float8(ReferenceRule):
+    """Reports float8 dtypes and ``torch._scaled_mm``: limited on Trainium2, different formats on Trainium3.
+
+    ## What it does
+    Reports ``torch.float8_e4m3fn`` / ``float8_e5m2`` / ``float8_e4m3fnuz`` / ``float8_e5m2fnuz`` /
+    ``float8_e8m0fnu`` references, ``torch._scaled_mm`` (an error) and ``torchao.float8`` uses
+    (``convert_to_float8_training``).
+
+    ## Why is this bad?
+    Trainium2 supports the non-OCP ``float8_e4m3`` (max 240); OCP ``float8_e4m3fn`` and MXFP8/MXFP4 are
+    Trainium3-only (TorchNeuron raises "MXOCP is not supported on this platform target: trn2").
+    float8 casts and data-path ops work under compile, but there is no ``_scaled_mm``, so FP8 matmul
+    recipes (torchao, TransformerEngine) do not port.
+
+    ## Example
+    ```python
+    out = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    ```
+    Use instead:
+    ```python
+    out = a.to(torch.bfloat16) @ b.to(torch.bfloat16)
+    ```
+
+    ## Fix safety
+    No automatic fix: FP8 is a memory/speed recipe; the bf16 version needs more memory.
+
+    ## References
+    - shared/torchneuron.md section 4 (FP8: trn2 non-OCP e4m3, trn3 OCP e4m3fn / MX formats; no _scaled_mm)
+    """
+
+    CODE = "NP809"
+    NAME = "float8"
+    SEVERITY = "warning"
+    EFFORT = "medium"
+    MESSAGE = "float8: Trainium2 supports only non-OCP e4m3 and no `_scaled_mm`"
+    TRIGGERS = ("float8", "_scaled_mm")
+    TABLE = FLOAT8_MESSAGES
+    SEVERITIES = {"torch._scaled_mm": "error", "torchao.float8": "error"}
+
+    VALID = [Valid("import torch\nx = w.to(torch.bfloat16)\n")]
+    INVALID = [
+        Invalid("import torch\nw8 = w.to(torch.float8_e4m3fn)\n", None, message_contains="Trainium3"),
+        Invalid("import torch\nout = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb)\n", None,
+                message_contains="not available"),
+        Invalid("from torchao.float8 import convert_to_float8_training\nconvert_to_float8_training(model)\n", None,
+                target="accelerator"),
+    ]

@@ -1,0 +1,79 @@
+"""NP907 / NP909: collectives the ``neuron`` process-group backend does not support, and a checked
+command that did not finish successfully.
+"""
+
+from __future__ import annotations
+
+from neuron_port.rules.spec import Invalid, RuntimeRule, Valid
+
+
+class DistributedConstraint(RuntimeRule):
+    """A collective that TorchNeuron's `neuron` process-group backend does not support.
+
+    ## What it does
+    Reports point-to-point `send`/`recv`, barriers on non-default groups, uneven `all_to_all` splits
+    and unsupported all_to_all group sizes seen during the run, per rank, merged by user line.
+
+    ## Why is this bad?
+    They raise `NotImplementedError`/`RuntimeError` on Trainium.
+
+    ## Example
+    ```python
+    dist.send(t, dst=1)
+    ```
+    Use instead: collectives (`all_gather`, `broadcast`), equal all_to_all splits, barriers on the
+    default group.
+
+    ## Fix safety
+    No automatic fix.
+
+    ## References
+    - shared/torchneuron.md section 6
+    """
+
+    CODE = "NP907"
+    NAME = "distributed-constraint"
+    SEVERITY = "error"
+    EFFORT = "high"
+    MESSAGE = "{message}"
+    VALID = [Valid("import torch\n")]
+    INVALID = [Invalid(
+        "import os, torch, torch.distributed as dist\n"
+        "os.environ.setdefault('MASTER_ADDR', '127.0.0.1'); os.environ.setdefault('MASTER_PORT', '29533')\n"
+        "dist.init_process_group('neuron', rank=0, world_size=1)\n"
+        "try:\n    dist.send(torch.ones(2, device='neuron'), dst=0)\nexcept Exception:\n    pass\n"
+        "dist.destroy_process_group()\n"
+    )]
+
+
+class CommandFailed(RuntimeRule):
+    """The checked command did not finish successfully on the simulated device.
+
+    ## What it does
+    Reports a non-zero exit code, a signal (segmentation fault, OOM kill) or a timeout of the command
+    that `neuron-port check` ran, with the last lines of its standard error in the report.
+
+    ## Why is this bad?
+    Whatever stopped the run on the simulator will very likely stop it on Trainium; the findings after
+    that point are missing from the report.
+
+    ## Example
+    ```python
+    raise SystemExit(3)
+    ```
+    Use instead: fix the error shown in `runtime.status.stderr_tail` and run the check again.
+
+    ## Fix safety
+    No automatic fix.
+
+    ## References
+    - `neuron-port check --help`
+    """
+
+    CODE = "NP909"
+    NAME = "command-failed"
+    SEVERITY = "error"
+    EFFORT = "medium"
+    MESSAGE = "the command {what}"
+    VALID = [Valid("print('ok')\n")]
+    INVALID = [Invalid("raise SystemExit(3)\n", message_contains="exited with code 3")]
