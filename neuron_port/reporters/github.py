@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from neuron_port.reporters.sarif import NO_LOCATION, display_path, locate
-from neuron_port.reporters import RenderContext, Streams
+from neuron_port.reporters.protocol import RenderContext, Streams
 from neuron_port.results import Finding, Report
 
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}

@@ -11,7 +11,7 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
-from neuron_port.reporters import RenderContext, Streams
+from neuron_port.reporters.protocol import RenderContext, Streams
 from neuron_port.results import Finding, Report
 from neuron_port.rewrite.statistics import file_statistics, percent, total_statistics
 

@@ -89,7 +89,7 @@ def _elements(text: str, i: int) -> list[tuple[int, int]]:
         return out
 
 
-def _source_spans(text: str) -> list[Optional[tuple[int, int]]]:
+def source_spans(text: str) -> list[Optional[tuple[int, int]]]:
     """Per cell, the span of its ``source`` value (None when it has none)."""
     start = _ws(text, 0)
     cells = [m for m in _members(text, start) if m[0] == "cells"]
@@ -271,7 +271,7 @@ def transform_notebook(
         return SourceOutcome(code=text, findings=findings)
 
     try:
-        spans = _source_spans(text)
+        spans = source_spans(text)
     except (ValueError, IndexError) as exc:
         raise RewriteError(f"{path}: cannot locate the cell sources in the notebook's text ({exc}); "
                            "notebook left unchanged") from None

@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURES
 from neuron_port.rewrite.engine import EngineOptions, RewriteError
 from neuron_port.rewrite.sources import SourceError
-from neuron_port.rewrite.notebooks import _source_spans, transform_notebook
+from neuron_port.rewrite.notebooks import source_spans, transform_notebook
 from neuron_port.rules.registry import select_rules
 
 RULES = select_rules()
@@ -72,7 +72,7 @@ CUDA = [
 
 
 def _outside_sources(text: str) -> list[str]:
-    spans = [s for s in _source_spans(text) if s]
+    spans = [s for s in source_spans(text) if s]
     pieces, last = [], 0
     for start, end in spans:
         pieces.append(text[last:start])

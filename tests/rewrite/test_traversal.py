@@ -3,6 +3,9 @@ was not tested with, the engine falls back to LibCST's public batched visitor an
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import libcst as cst
 import pytest
 
@@ -91,14 +94,38 @@ def test_the_public_fallback_gives_the_same_rewrite(monkeypatch):
     assert sum(len(o.findings) for o in fast) > 20
 
 
-def test_field_order_does_not_depend_on_which_node_of_a_type_came_first():
+FIRST_NODE_PROBE = """
+import sys, libcst as cst
+from neuron_port.rewrite.traversal import FastBatchedWalk
+class Events(cst.CSTVisitor):
+    def __init__(self):
+        super().__init__(); self.events = []
+    def on_visit(self, node):
+        self.events.append(("visit", id(node))); return True
+    def on_leave(self, node):
+        self.events.append(("leave", id(node)))
+    def on_visit_attribute(self, node, attribute):
+        self.events.append(("visit_attr", id(node), attribute))
+    def on_leave_attribute(self, node, attribute):
+        self.events.append(("leave_attr", id(node), attribute))
+class Walk(FastBatchedWalk):
+    def __init__(self):
+        super().__init__([], every_node=True); self.events = []
+    on_visit, on_leave = Events.on_visit, Events.on_leave
+    on_visit_attribute, on_leave_attribute = Events.on_visit_attribute, Events.on_leave_attribute
+module = cst.parse_module(sys.argv[1])
+expected, got = Events(), Walk()
+module.visit(expected)
+got.walk(module)
+sys.exit(0 if got.events == expected.events else 1)
+"""
+
+
+@pytest.mark.parametrize("source", ['f"{a:>{w}}"\nf"{b}"\n', 'f"{b}"\nf"{a:>{w}}"\n'])
+def test_field_order_does_not_depend_on_which_node_of_a_type_came_first(source):
     """FormattedStringExpression visits format_spec only when it is set: learning the order from a node
-    that has one must not make the walk visit the attribute of a node that has none."""
-    traversal._CHILD_FIELDS.clear()
-    for source in ('f"{a:>{w}}"\nf"{b}"\n', 'f"{b}"\nf"{a:>{w}}"\n'):
-        module = cst.parse_module(source)
-        expected, got = _Events(), _WalkEvents()
-        module.visit(expected)
-        got.walk(module)
-        assert got.events == expected.events
-        traversal._CHILD_FIELDS.clear()
+    that has one must not make the walk visit the attribute of a node that has none (a fresh process
+    per order, so nothing was learned before)."""
+    probe = subprocess.run([sys.executable, "-c", FIRST_NODE_PROBE, source], capture_output=True, text=True,
+                           timeout=120)
+    assert probe.returncode == 0, probe.stderr
