@@ -133,8 +133,9 @@ def _eager_signatures() -> list[tuple[str, str]]:
     if c is None:
         return []
     out = []
+    native = int(c.Policy.native)  # a new signature of a native op is an eager NEFF compile
     for name, pol, calls, sigs in c.op_stats():
-        if pol != 0 or calls == 0:  # 0 = native: a new signature is an eager NEFF compile
+        if pol != native or calls == 0:
             continue
         for _calls, _site, _flags, _unsupported, desc in sigs:
             out.append((name, ", ".join(desc)))

@@ -63,9 +63,10 @@ class RunStatus:
 PYTHON_NAMES = {"python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}"}
 
 
-def build_command(command: Sequence[str], nproc: Optional[int]) -> list[str]:
+def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Path] = None) -> list[str]:
     """The argv to run. ``python`` means the interpreter neuron-port runs in (the one that has torch
-    and the simulator); with ``nproc`` the command runs under torchrun."""
+    and the simulator); with ``nproc`` the command runs under torchrun. A relative program path is
+    looked up from ``cwd``, the folder the command runs in."""
     if not command:
         raise CommandError("no command to run")
     argv = list(command)
@@ -80,7 +81,7 @@ def build_command(command: Sequence[str], nproc: Optional[int]) -> list[str]:
             raise CommandError("--nproc needs a Python command (python script.py ... or python -m module ...)")
         rest = argv[1:]
         argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *rest]
-    elif shutil.which(argv[0]) is None and not os.path.exists(argv[0]):
+    elif shutil.which(argv[0]) is None and not (cwd or Path.cwd()).joinpath(argv[0]).exists():
         raise CommandError(f"command not found: {argv[0]}")
     return argv
 

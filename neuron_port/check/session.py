@@ -53,7 +53,7 @@ def run_check(
         raise UsageError("no command to run: give one after `--` (neuron-port check PATH -- python train.py) "
                          "or set check-command in [tool.neuron-port]")
     try:
-        argv = build_command(command, nproc)
+        argv = build_command(command, nproc, cwd=path)
     except CommandError as exc:
         raise UsageError(str(exc)) from None
 
@@ -79,6 +79,8 @@ def run_check(
         runtime, findings = build_runtime(read_events(events_dir), status, SiteMapper(path, tree))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if not static:  # the command could not start, so the scan did not run alongside it
+        scan()
     report = static[0]
     report.runtime = runtime
     report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]

@@ -144,3 +144,15 @@ def test_distributed_fixture_under_two_processes_merges_ranks_per_site(tmp_path,
     assert any(op == "reduce_scatter_tensor" for op, _ in collectives)  # FSDP2's gradient reduce-scatter
     eager = [e for e in runtime["eager_compiles"] if e["site"] and e["site"]["path"] == "train_dist.py"]
     assert eager and len({(e["op"], e["site"]["line"]) for e in eager}) == len(eager)  # merged, not per rank
+
+
+def test_a_command_that_cannot_start_is_reported(tmp_path, cli):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("import torch\nx = torch.ones(2).cuda()\n")
+    (project / "run.sh").write_text("#!/bin/sh\necho never\n")  # not executable
+    result = cli("check", str(project), "--output-format", "json", "--", "./run.sh")
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert "cannot start" in document["runtime"]["status"]["error"]
+    assert {f["code"] for f in document["findings"]} >= {"NP103", "NP909"}

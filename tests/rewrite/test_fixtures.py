@@ -1,6 +1,6 @@
 """End to end: rewriting a copy of each fixture project gives its expected tree, and a second run
 changes nothing. Regenerate the expected trees (then review the diff!) with
-``NEURON_PORT_REGEN_EXPECTED=1 pytest tests/test_fixtures.py``."""
+``NEURON_PORT_REGEN_EXPECTED=1 pytest tests/rewrite/test_fixtures.py``."""
 
 from __future__ import annotations
 
