@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.engine import RewriteError
-from neuron_port.rewrite.sources import SourceError, encode_source, read_source, unified_diff
+from neuron_port.rewrite.sources import DecodedSource, SourceError, read_source
 from neuron_port.rewrite.suppression import NOT_SUPPRESSED, covers, line_suppression
 from neuron_port.rules.distributed.launch_patterns import JSON, LAUNCHER_RE, MAKE, SCRIPT_KINDS
 from neuron_port.rules.instances import describe_cores
@@ -22,7 +22,6 @@ from neuron_port.rules.registry import rule_by_code, rules_of_kind
 from neuron_port.rules.spec import LineHit, LineOptions, LineRule, ScriptLine
 
 if TYPE_CHECKING:  # pragma: no cover
-    from neuron_port.results import FileResult
     from neuron_port.rewrite.discovery import SourceFile
     from neuron_port.rewrite.runner import RunOptions
 
@@ -170,31 +169,22 @@ def transform_text(text: str, kind: str, options: LineOptions, rules: Optional[S
     return ScanOutcome(text=new_text, findings=findings, fixes_applied=len(applied) if new_text != text else 0)
 
 
-def process_launch_file(source: "SourceFile", options: "RunOptions", result: "FileResult", kind: str) -> "FileResult":
-    """The runner's entry for a script or config. Files that are not text, do not decode or exceed
-    --max-file-size are skipped quietly: a data file named ``*.json`` is not the user's code."""
+def scan_launch_file(source: "SourceFile", options: "RunOptions",
+                     kind: str) -> Optional[tuple[DecodedSource, ScanOutcome]]:
+    """(the file as read, the outcome) for a script or config, None when it is skipped: no line rule is
+    selected, or it is not text, does not decode, exceeds --max-file-size (a data file named ``*.json`` is
+    not the user's code, so those are skipped quietly) or mentions nothing a line rule looks for."""
     selected = line_rules(options.rule_codes)
     if not selected:
-        result.skipped = True
-        return result
+        return None
     try:
         if options.max_bytes and source.real.stat().st_size > options.max_bytes:
-            result.skipped = True
-            return result
+            return None
         decoded = read_source(source.real, source.display)
     except SourceError:
-        result.skipped = True
-        return result
+        return None
     if not any(t in decoded.text for t in triggers_of(line_rules())):
-        result.skipped = True
-        return result
+        return None
     scan = LineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes,
                        cores=describe_cores(options.instance, options.neuron_cores))
-    outcome = transform_text(decoded.text, kind, scan, selected, path=source.display)
-    result.findings = outcome.findings
-    if outcome.text != decoded.text:
-        result.new_bytes = encode_source(outcome.text, decoded.encoding, source.display)
-        result.fixes_applied = outcome.fixes_applied
-        if options.want_diff:
-            result.diff = unified_diff(decoded.text, outcome.text, source.display)
-    return result
+    return decoded, transform_text(decoded.text, kind, scan, selected, path=source.display)

@@ -15,10 +15,18 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from neuron_port.rewrite.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
 from neuron_port.rewrite.discovery import SourceFile
-from neuron_port.rewrite.sources import SourceError, decode_source, encode_source, file_kind, read_source, unified_diff
-from neuron_port.rewrite.line_files import process_launch_file
+from neuron_port.rewrite.sources import (
+    DecodedSource,
+    SourceError,
+    decode_source,
+    encode_source,
+    file_kind,
+    read_source,
+    unified_diff,
+)
+from neuron_port.rewrite.line_files import scan_launch_file
 from neuron_port.rewrite.notebooks import transform_notebook
-from neuron_port.results import FileResult
+from neuron_port.results import FileResult, Finding
 from neuron_port.rules.registry import rule_by_code
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,6 +57,19 @@ def _rules_for(codes: tuple[str, ...]):
     return _rules_cache[codes]
 
 
+def _record(result: FileResult, decoded: DecodedSource, new_text: str, findings: list[Finding], fixes: int,
+            options: RunOptions) -> FileResult:
+    """An engine's outcome in the file's result: the findings and, when the text changed, the new bytes in
+    the file's own encoding (and the diff, when asked for)."""
+    result.findings = findings
+    if new_text != decoded.text:
+        result.new_bytes = encode_source(new_text, decoded.encoding, result.path)
+        result.fixes_applied = fixes
+        if options.want_diff:
+            result.diff = unified_diff(decoded.text, new_text, result.path)
+    return result
+
+
 def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] = None) -> FileResult:
     """Everything for one file; never raises (errors become FileResult.error). ``raw``: the file's bytes
     when the main process has already read them (for the cache key), so the worker does not read again."""
@@ -57,7 +78,13 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] =
     try:
         kind = file_kind(source.display)
         if kind not in ("python", "notebook"):  # launch scripts and configs
-            return process_launch_file(source, options, result, kind)
+            scanned = scan_launch_file(source, options, kind)
+            if scanned is None:
+                result.skipped = True
+                return result
+            decoded, line_outcome = scanned
+            return _record(result, decoded, line_outcome.text, line_outcome.findings, line_outcome.fixes_applied,
+                           options)
         if options.max_bytes:
             size = source.real.stat().st_size
             if size > options.max_bytes:
@@ -76,12 +103,7 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] =
             path=source.display,
             triggers=triggers,
         )
-        result.findings = outcome.findings
-        if outcome.code != decoded.text:
-            result.new_bytes = encode_source(outcome.code, decoded.encoding, source.display)
-            result.fixes_applied = outcome.fixes_applied
-            if options.want_diff:
-                result.diff = unified_diff(decoded.text, outcome.code, source.display)
+        _record(result, decoded, outcome.code, outcome.findings, outcome.fixes_applied, options)
     except (SourceError, RewriteError) as exc:
         result.error = str(exc)
         result.findings = []
