@@ -24,7 +24,8 @@ from typing import Callable, Optional, Sequence, Union
 
 from neuron_port.config import ConfigError, Settings, load_settings
 from neuron_port.errors import UsageError
-from neuron_port.results import FileResult, Finding, Report
+from neuron_port.results import FileResult, Finding
+from neuron_port.report import Report
 from neuron_port.rewrite.scan import run_options, scan_project
 from neuron_port.rewrite.writer import write_results
 

@@ -25,7 +25,8 @@ from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
 from neuron_port.reporters import FORMATS, RenderContext, Streams, reporter
-from neuron_port.results import SEVERITY_RANK, Report
+from neuron_port.results import SEVERITY_RANK
+from neuron_port.report import Report
 from neuron_port.rules.instances import INSTANCE_HELP
 from neuron_port.rules.spec import TARGETS
 

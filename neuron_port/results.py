@@ -7,11 +7,7 @@ without a conversion layer of their own.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Optional
-
-if TYPE_CHECKING:  # pragma: no cover (the static path imports neither the cache nor the runtime half)
-    from neuron_port.check.runtime import RuntimeSection
-    from neuron_port.rewrite.cache import CacheStats
+from typing import Optional
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
@@ -84,23 +80,3 @@ class FileResult:
 class FileError:
     path: str
     message: str
-
-
-@dataclass
-class Report:
-    """What a `rewrite` or `check` run found (neuron_port.api builds it; reporters render it)."""
-
-    command: str  # "rewrite" or "check"
-    target: str
-    wrote: bool = False  # the run wrote the rewritten files (rewrite without --diff / --check)
-    files: list[FileResult] = field(default_factory=list)
-    errors: list[FileError] = field(default_factory=list)
-    runtime: Optional["RuntimeSection"] = None  # `check` only
-    runtime_findings: list[Finding] = field(default_factory=list)  # NP9xx from `check`
-    cache_stats: Optional["CacheStats"] = None  # the result cache's counts, when it was used
-
-    @property
-    def findings(self) -> list[Finding]:
-        out = [f for r in self.files for f in r.reported_findings()] + list(self.runtime_findings)
-        out.sort(key=Finding.sort_key)
-        return out

@@ -8,14 +8,27 @@ parse, see shared/peers.md section 4.3).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 import libcst as cst
 
 from neuron_port.rules.helpers.names import dotted_name
+from neuron_port.rules.vocabulary import Effort, FixSafety, Import, Severity
 
-if TYPE_CHECKING:  # pragma: no cover
-    from neuron_port.rules.spec import Violation
+
+@dataclass
+class Violation:
+    """What a Python rule hands the engine for one node. Never seen outside the engine."""
+
+    rule: type  # the PythonRule class that reported it
+    node: cst.CSTNode
+    message: str
+    replacement: Optional[cst.CSTNode] = None
+    safety: Optional[FixSafety] = None  # None when there is no replacement
+    effort: Optional[Effort] = None
+    imports: tuple[Import, ...] = ()
+    severity: Optional[Severity] = None
 
 
 class FileContext:
@@ -24,7 +37,7 @@ class FileContext:
     def __init__(self, target: str = "neuron", path: str = "<string>") -> None:
         self.target = target
         self.path = path
-        self.violations: list["Violation"] = []
+        self.violations: list[Violation] = []
         # local name -> fully qualified name it is bound to by an import
         self.aliases: dict[str, str] = {}
         # names bound to the torch module itself (import torch / import torch as th)

@@ -20,40 +20,36 @@ from __future__ import annotations
 
 import inspect
 import re
-from abc import ABC, abstractmethod
 import textwrap
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Iterable, Literal, Optional, Sequence, Union
+from typing import ClassVar, Iterable, Optional, Sequence, Union
 
 import libcst as cst
 
 from neuron_port.rules.families import family_of
 
-if TYPE_CHECKING:  # pragma: no cover
-    from neuron_port.rules.context import FileContext
-
-Kind = Literal["python", "line", "runtime"]
-Severity = Literal["error", "warning", "info"]
-FixAvailability = Literal["never", "sometimes", "always"]
-FixSafety = Literal["safe", "unsafe"]
-Effort = Literal["low", "medium", "high"]
-Target = Literal["neuron", "accelerator"]
-
-KINDS: tuple[str, ...] = ("python", "line", "runtime")
-SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
-FIX_AVAILABILITIES: tuple[str, ...] = ("never", "sometimes", "always")
-FIX_SAFETIES: tuple[str, ...] = ("safe", "unsafe")
-EFFORTS: tuple[str, ...] = ("low", "medium", "high")
-TARGETS: tuple[str, ...] = ("neuron", "accelerator")
-# The launch scripts and configs that line rules read (see neuron_port/rewrite/sources.py file_kind).
-LINE_FILE_KINDS: tuple[str, ...] = ("shell", "make", "yaml", "json", "toml")
+from neuron_port.rules.context import FileContext, Violation
+from neuron_port.rules.vocabulary import (  # noqa: F401 (the spec's vocabulary is imported from here too)
+    EFFORTS,
+    FIX_AVAILABILITIES,
+    FIX_SAFETIES,
+    KINDS,
+    LINE_FILE_KINDS,
+    SEVERITIES,
+    TARGETS,
+    Effort,
+    FixAvailability,
+    FixSafety,
+    Import,
+    Kind,
+    Severity,
+    Target,
+)
 
 CODE_RE = re.compile(r"^NP[1-9]\d\d$")
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 DOC_SECTIONS = ("## What it does", "## Why", "## Example", "## Fix safety", "## References")
-
-# (module, name, asname): `import module` when name is None, else `from module import name`
-Import = tuple[str, Optional[str], Optional[str]]
 
 
 # -- examples --------------------------------------------------------------------------------------
@@ -157,20 +153,6 @@ class RuleSpec:
 
 
 # -- python rules ----------------------------------------------------------------------------------
-@dataclass
-class Violation:
-    """What a Python rule hands the engine for one node. Never seen outside the engine."""
-
-    rule: type["PythonRule"]
-    node: cst.CSTNode
-    message: str
-    replacement: Optional[cst.CSTNode] = None
-    safety: Optional[FixSafety] = None  # None when there is no replacement
-    effort: Optional[Effort] = None
-    imports: tuple[Import, ...] = ()
-    severity: Optional[Severity] = None
-
-
 class PythonRule(RuleSpec, cst.BatchableCSTVisitor):
     """A rule over Python source: implement visit_* / leave_* and call ``report``."""
 
@@ -179,7 +161,7 @@ class PythonRule(RuleSpec, cst.BatchableCSTVisitor):
     # The engine skips a file (no parse) when no enabled rule's trigger occurs in it.
     TRIGGERS: ClassVar[Sequence[str]] = ("cuda",)
 
-    def __init__(self, context: "FileContext") -> None:
+    def __init__(self, context: FileContext) -> None:
         super().__init__()
         self.context = context
 

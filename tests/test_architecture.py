@@ -1,6 +1,6 @@
 """The shape of the code base, as the architecture asks for it: no import circles between our modules
-(function-level imports included; ``if TYPE_CHECKING:`` imports excluded, they never run), no module
-importing another module's ``_private`` names, no module over 500 lines, and a thin ``cli.py``."""
+(every import counts: function-level ones and ``if TYPE_CHECKING:`` ones too, a reader follows them all),
+no module importing another module's ``_private`` names, no module over 500 lines, and a thin ``cli.py``."""
 
 from __future__ import annotations
 
@@ -31,14 +31,11 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _runtime_imports(tree: ast.AST) -> Iterator[ast.AST]:
-    """Import statements that execute (anything under ``if TYPE_CHECKING:`` does not)."""
+def _all_imports(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every import statement, wherever it stands."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            stack.extend(node.orelse)
-            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
         stack.extend(ast.iter_child_nodes(node))
@@ -54,10 +51,10 @@ def _resolve(name: str) -> str | None:
 
 
 def _imports(module: str) -> Iterator[tuple[str, list[str]]]:
-    """(imported module, names imported from it) for each runtime import of ``module``."""
+    """(imported module, names imported from it) for each import of ``module``."""
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _all_imports(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 target = _resolve(alias.name)
@@ -139,7 +136,7 @@ def test_no_module_imports_private_names_of_another():
             if private and target != module:
                 offenders.append(f"{module} imports {private} from {target}")
     for path in sorted((REPO / "tests").rglob("*.py")):
-        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _all_imports(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and _resolve(node.module):
                 private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
                 if private:

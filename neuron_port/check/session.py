@@ -21,7 +21,7 @@ from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
 from neuron_port.config import Settings
 from neuron_port.errors import UsageError
-from neuron_port.results import Report
+from neuron_port.report import Report
 from neuron_port.rewrite.scan import scan_project
 from neuron_port.rules.registry import is_selected
 

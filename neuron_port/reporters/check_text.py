@@ -11,7 +11,7 @@ from rich.table import Table
 
 from neuron_port.check.aggregate.demotions import Float64DemotionEntry
 from neuron_port.check.sites import UserSite
-from neuron_port.results import Report
+from neuron_port.report import Report
 
 MAX_ROWS = 15
 

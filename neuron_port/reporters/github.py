@@ -17,7 +17,8 @@ from typing import Optional
 
 from neuron_port.reporters.sarif import NO_LOCATION, display_path, locate
 from neuron_port.reporters.protocol import RenderContext, Streams
-from neuron_port.results import Finding, Report
+from neuron_port.results import Finding
+from neuron_port.report import Report
 
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
 

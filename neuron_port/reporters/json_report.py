@@ -12,7 +12,7 @@ from typing import Any
 
 from neuron_port import __version__
 from neuron_port.reporters.protocol import RenderContext, Streams
-from neuron_port.results import Report
+from neuron_port.report import Report
 from neuron_port.rewrite.statistics import file_statistics, total_statistics
 
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
-    from neuron_port.results import Report
+    from neuron_port.report import Report
 
 
 @dataclass(frozen=True)

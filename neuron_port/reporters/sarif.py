@@ -37,7 +37,8 @@ from urllib.parse import quote
 from neuron_port import __version__
 from neuron_port.rewrite.sources import SourceError, decode_source
 from neuron_port.reporters.protocol import RenderContext, Streams
-from neuron_port.results import Finding, Report
+from neuron_port.results import Finding
+from neuron_port.report import Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/neuron-port/neuron-port"

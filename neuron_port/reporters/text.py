@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from neuron_port.reporters.protocol import RenderContext, Streams
-from neuron_port.results import Finding, Report
+from neuron_port.results import Finding
+from neuron_port.report import Report
 from neuron_port.rewrite.statistics import file_statistics, percent, total_statistics
 
 MAX_STAT_FILES = 10

@@ -18,8 +18,8 @@ from libcst.metadata import PositionProvider
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.suppression import is_suppressed, suppressions
 from neuron_port.rewrite.traversal import walk_batched
-from neuron_port.rules.spec import PythonRule, RuleSpec, Violation
-from neuron_port.rules.context import FileContext, ImportTracker
+from neuron_port.rules.spec import PythonRule, RuleSpec
+from neuron_port.rules.context import FileContext, ImportTracker, Violation
 
 MAX_PASSES = 4
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.engine import RewriteError
+from neuron_port.rewrite.options import RunOptions
 from neuron_port.rewrite.sources import DecodedSource, SourceError, read_source
 from neuron_port.rewrite.suppression import NOT_SUPPRESSED, covers, line_suppression
 from neuron_port.rules.distributed.launch_patterns import JSON, LAUNCHER_RE, MAKE, SCRIPT_KINDS
@@ -23,7 +24,6 @@ from neuron_port.rules.spec import LineHit, LineOptions, LineRule, ScriptLine
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuron_port.rewrite.discovery import SourceFile
-    from neuron_port.rewrite.runner import RunOptions
 
 
 @dataclass
@@ -169,7 +169,7 @@ def transform_text(text: str, kind: str, options: LineOptions, rules: Optional[S
     return ScanOutcome(text=new_text, findings=findings, fixes_applied=len(applied) if new_text != text else 0)
 
 
-def scan_launch_file(source: "SourceFile", options: "RunOptions",
+def scan_launch_file(source: "SourceFile", options: RunOptions,
                      kind: str) -> Optional[tuple[DecodedSource, ScanOutcome]]:
     """(the file as read, the outcome) for a script or config, None when it is skipped: no line rule is
     selected, or it is not text, does not decode, exceeds --max-file-size (a data file named ``*.json`` is

@@ -10,7 +10,6 @@ import multiprocessing
 import os
 import sys
 import traceback
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from neuron_port.rewrite.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
@@ -25,6 +24,7 @@ from neuron_port.rewrite.sources import (
     unified_diff,
 )
 from neuron_port.rewrite.line_files import scan_launch_file
+from neuron_port.rewrite.options import RunOptions
 from neuron_port.rewrite.notebooks import transform_notebook
 from neuron_port.results import FileResult, Finding
 from neuron_port.rules.registry import rule_by_code
@@ -34,17 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Below this many files a process pool costs more than it saves (pre-commit runs on a handful).
 PARALLEL_THRESHOLD = 8
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    rule_codes: tuple[str, ...]
-    target: str = "neuron"
-    unsafe_fixes: bool = False
-    want_diff: bool = False
-    max_bytes: int = 0  # 0 = no limit
-    instance: Optional[str] = None  # --instance / --neuron-cores: GPU counts in launch scripts -> NeuronCores
-    neuron_cores: Optional[int] = None
 
 
 _rules_cache: dict[tuple[str, ...], tuple] = {}

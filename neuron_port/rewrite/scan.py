@@ -9,9 +9,11 @@ from typing import Callable, Optional, Sequence
 
 from neuron_port.config import Settings, find_pyproject
 from neuron_port.errors import UsageError
-from neuron_port.results import FileError, FileResult, Report
+from neuron_port.results import FileError, FileResult
+from neuron_port.report import Report
 from neuron_port.rewrite.discovery import discover
-from neuron_port.rewrite.runner import RunOptions, run_files
+from neuron_port.rewrite.options import RunOptions
+from neuron_port.rewrite.runner import run_files
 from neuron_port.rewrite.sources import file_kind
 from neuron_port.rules.instances import InstanceError, resolve_instance
 from neuron_port.rules.registry import UnknownCodeError, select_rules, validate_patterns

@@ -40,7 +40,7 @@ from neuron_port.check.runner import RunStatus
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper, UserSite
 from neuron_port.reporters.check_text import render_check
-from neuron_port.results import Report
+from neuron_port.report import Report
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import FIXTURES, REPO
 from neuron_port.reporters import github
-from neuron_port.results import Finding, Fix, Report
+from neuron_port.results import Finding, Fix
+from neuron_port.report import Report
 from neuron_port.rules.registry import all_rules
 
 SARIF_SCHEMA = REPO / "tests" / "schemas" / "sarif-2.1.0.json"

@@ -19,7 +19,8 @@ from neuron_port.rewrite import runner
 from neuron_port.rewrite.cache import CACHE_DIR_NAME, ResultCache, config_fingerprint, fingerprinted_files
 from neuron_port.rewrite.discovery import discover
 from neuron_port.rules.registry import all_rules, select_rules
-from neuron_port.rewrite.runner import RunOptions, run_files
+from neuron_port.rewrite.options import RunOptions
+from neuron_port.rewrite.runner import run_files
 
 CUDA = 'import torch\nx = torch.zeros(3).cuda()\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n'
 PLAIN = "import os\n\n\ndef f(a):\n    return os.path.join(a, 'b')\n"
