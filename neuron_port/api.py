@@ -112,6 +112,7 @@ def check(
     preview: bool = False,
     use_cache: bool = True,
     on_tick: Optional[Callable[[float], None]] = None,
+    on_output: Optional[Callable[[str, str], None]] = None,
 ) -> Report:
     """Run ``command`` (argv; ``python`` means this interpreter) from the folder ``path`` on the simulated
     neuron device and report what Trainium would do, with the static findings for ``path``.
@@ -119,10 +120,12 @@ def check(
     ``nproc``: run it under torchrun with that many processes. ``preview``: run a temporary rewritten
     copy (safe fixes applied, unsafe ones too with ``settings.unsafe_fixes``); the project is never
     changed. ``timeout`` (seconds, default 30 minutes): SIGTERM, then SIGKILL. ``on_tick(seconds)`` is
-    called about four times a second while the command runs. Needs torch (the `sim` extra)."""
+    called about four times a second while the command runs; ``on_output(stream, text)`` gets the
+    command's output as it is written (stream "stdout" or "stderr"; without it the output is only kept
+    for the report's tails). Needs torch (the `sim` extra)."""
     from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
     from neuron_port.check.session import run_check
 
     return run_check(Path(path), list(command), settings or Settings(), nproc=nproc,
                      timeout=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout, preview=preview,
-                     use_cache=use_cache, on_tick=on_tick)
+                     use_cache=use_cache, on_tick=on_tick, on_output=on_output)

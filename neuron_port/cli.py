@@ -12,15 +12,14 @@ import os
 import shlex
 import sys
 from enum import Enum
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 import typer
-from rich.console import Console
 from typing_extensions import Annotated
 
 from neuron_port import __version__, api, cli_reference
+from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
 from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
@@ -71,22 +70,14 @@ NoCacheOption = Annotated[bool, typer.Option(
                        "pyproject.toml); every file is processed.")]
 
 
-def _out() -> Console:
-    return Console(soft_wrap=True, highlight=False)
-
-
-def _err() -> Console:
-    return Console(stderr=True, soft_wrap=True, highlight=False)
-
-
 def _fail_usage(message: str) -> "typer.Exit":
-    _err().print(f"neuron-port: error: {message}", style="bold red", markup=False)
+    err().print(f"neuron-port: error: {message}", style="bold red", markup=False)
     return typer.Exit(2)
 
 
 def version_callback(value: bool) -> None:
     if value:
-        _out().print(f"neuron-port {__version__}")
+        out().print(f"neuron-port {__version__}")
         raise typer.Exit()
 
 
@@ -158,7 +149,7 @@ def rewrite(
                          unsafe_fixes=unsafe_fixes, fail_on=fail_on.value if fail_on else None,
                          max_file_size=max_file_size)
     try:
-        with _scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
+        with scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
             report = api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs,
                                  use_cache=not no_cache, instance=instance, neuron_cores=neuron_cores, **progress)
     except UsageError as exc:
@@ -166,7 +157,7 @@ def rewrite(
     code = exit_code(report, settings.fail_on, pending_fails=check)
     stats = report.cache_stats
     if verbose and stats is not None:
-        _err().print(f"cache: {stats.hits} hit(s), {stats.misses} miss(es), {stats.stored} stored, "
+        err().print(f"cache: {stats.hits} hit(s), {stats.misses} miss(es), {stats.stored} stored, "
                      f"{stats.discarded} discarded", markup=False, highlight=False)
     patches = "".join(r.diff for r in report.files if r.diff) if diff else ""
     machine = output_format != OutputFormat.text
@@ -177,36 +168,11 @@ def rewrite(
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, diff=diff, verbose=verbose,
                             quiet=quiet)
     # with --diff, the text report goes to stderr (stdout carries the patch)
-    reporter(output_format.value)(report, context, Streams(out=_err() if diff and not machine else _out(),
-                                                           err=_err()))
+    reporter(output_format.value)(report, context, Streams(out=err() if diff and not machine else out(),
+                                                           err=err()))
     if patches and machine:
         sys.stderr.write(patches)
     raise typer.Exit(code)
-
-
-@contextmanager
-def _scan_progress(enabled: bool) -> Iterator[dict]:
-    """The progress callbacks of api.rewrite: a bar on stderr while more than one file is scanned."""
-    if not enabled:
-        yield {}
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=_err(), transient=True) as bar:
-        task = bar.add_task("scan", total=None, visible=False)
-        yield {"on_files": lambda count: bar.update(task, total=count, visible=count > 1),
-               "on_result": lambda _result: bar.advance(task)}
-
-
-@contextmanager
-def _run_spinner(label: Optional[str]) -> Iterator[dict]:
-    """The on_tick callback of api.check: a spinner with the elapsed time on stderr (no label: none)."""
-    if label is None:
-        yield {}
-        return
-    with _err().status(label) as spinner:
-        yield {"on_tick": lambda seconds: spinner.update(f"{label} ({seconds:.0f} s)")}
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -230,7 +196,8 @@ def check(
     ignore: IgnoreOption = None,
     target: TargetOption = None,
     config: ConfigOption = None,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary panel and errors."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="Hide the program's output and the tables: only the findings and one summary line."),
     no_cache: NoCacheOption = False,
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
@@ -250,11 +217,15 @@ def check(
                          target=target.value if target else None, fail_on=fail_on.value if fail_on else None,
                          unsafe_fixes=unsafe_fixes)
     command = list(ctx.args) or (shlex.split(settings.check_command) if settings.check_command else [])
+    # the program's output shows as it would without `check`; stdout carries only the document of a
+    # machine format, so there the program's stdout goes to stderr
+    machine = output_format != OutputFormat.text
+    on_output = None if quiet else program_output(stdout_to_stderr=machine)
     label = f"running {shlex.join(command)} on the simulated neuron device" if command else None
     try:
-        with _run_spinner(label if sys.stderr.isatty() and not quiet else None) as progress:
+        with run_spinner(label if sys.stderr.isatty() and not quiet else None) as progress:
             report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
-                               use_cache=not no_cache, **progress)
+                               use_cache=not no_cache, on_output=on_output, **progress)
     except UsageError as exc:
         raise _fail_usage(str(exc))
     if output is not None:
@@ -265,10 +236,10 @@ def check(
             output.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(output, render(report).encode())
         except OSError as exc:
-            _err().print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
+            err().print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
     code = exit_code(report, settings.fail_on, pending_fails=False)
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, folder=path, quiet=quiet)
-    reporter(output_format.value)(report, context, Streams(out=_out(), err=_err()))
+    reporter(output_format.value)(report, context, Streams(out=out(), err=err()))
     raise typer.Exit(code)
 
 
@@ -282,12 +253,12 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        _err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
+        err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
         sys.exit(130)
     except Exception as exc:  # never show users a traceback for our own bugs, unless they ask
         if os.environ.get("NEURON_PORT_DEBUG"):
             raise
-        _err().print(f"neuron-port: internal error: {type(exc).__name__}: {exc} "
+        err().print(f"neuron-port: internal error: {type(exc).__name__}: {exc} "
                      "(set NEURON_PORT_DEBUG=1 for the traceback, and please report it)",
                      style="bold red", markup=False)
         sys.exit(1)

@@ -7,18 +7,9 @@ import sys
 from enum import Enum
 
 import typer
-from rich.console import Console
-
+from neuron_port.cli_console import err, out
 from neuron_port.reporters import rule_docs
 from neuron_port.rules.registry import UnknownCodeError, all_rules, rule_by_code
-
-
-def _out() -> Console:
-    return Console(soft_wrap=True, highlight=False)
-
-
-def _err() -> Console:
-    return Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 ListFormat = Enum("ListFormat", {"text": "text", "json": "json"}, type=str)  # type: ignore[misc]
@@ -37,9 +28,9 @@ def explain(code: str = typer.Argument(..., help="A rule code (NP101) or name.")
     try:
         page = rule_docs.explain_markdown(rule_by_code(code))
     except UnknownCodeError as exc:
-        _err().print(f"neuron-port: error: {exc}", style="bold red", markup=False)
+        err().print(f"neuron-port: error: {exc}", style="bold red", markup=False)
         raise typer.Exit(2)
-    console = _out()
+    console = out()
     if console.is_terminal:
         from rich.markdown import Markdown
 
@@ -55,7 +46,7 @@ def doctor(
     """Check what the simulator needs (torch, a C++ compiler, ninja) and optionally prebuild it."""
     from neuron_port.doctor import real_trainium_notes, requirements
 
-    console = _out()
+    console = out()
     found = requirements()
     for line in [r.line() for r in found] + real_trainium_notes():
         console.print(line, markup=False)
@@ -66,6 +57,6 @@ def doctor(
         try:
             console.print(f"simulator extension: {backend_build.build(force=force)}", markup=False)
         except Exception as exc:  # build errors carry their own explanation
-            _err().print(f"neuron-port: simulator build failed: {exc}", style="bold red", markup=False)
+            err().print(f"neuron-port: simulator build failed: {exc}", style="bold red", markup=False)
             raise typer.Exit(1)
     raise typer.Exit(0 if ok else 1)

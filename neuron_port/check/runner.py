@@ -1,13 +1,17 @@
 """Runs the user's command in a child process with the simulated neuron device switched on.
 
-The child gets NEURON_PORT_SIMULATE=1 and an events folder; its stdout and stderr go to files (the
-last lines of stderr land in the report). A timeout sends SIGTERM to the whole process group (the
-simulator flushes its events on SIGTERM), then SIGKILL after a grace period. Whatever happens to the
-child (exit code, signal, timeout, OOM kill), the caller gets a RunStatus and the events written so far.
+The child gets NEURON_PORT_SIMULATE=1 and an events folder; its stdout and stderr go to files, which a
+follower thread passes on as they grow (``on_output``: the program's output shows live, as it would
+without `check`), and whose last lines land in the report. Under torchrun each rank's output is also
+kept apart (torchrun's own ``--log-dir`` with ``--tee``), so a failing rank's traceback can be shown.
+A timeout sends SIGTERM to the whole process group (the simulator flushes its events on SIGTERM), then
+SIGKILL after a grace period. Whatever happens to the child (exit code, signal, timeout, OOM kill), the
+caller gets a RunStatus and the events written so far.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import shlex
 import shutil
@@ -15,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -31,6 +36,18 @@ class CommandError(Exception):
 
 
 @dataclass
+class RankLog:
+    """What one torchrun worker printed (its last lines)."""
+
+    rank: int
+    stdout_tail: list[str] = field(default_factory=list)
+    stderr_tail: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "stdout_tail": self.stdout_tail, "stderr_tail": self.stderr_tail}
+
+
+@dataclass
 class RunStatus:
     command: list[str]
     exit_code: Optional[int] = None
@@ -41,6 +58,7 @@ class RunStatus:
     stderr_tail: list[str] = field(default_factory=list)
     stdout_tail: list[str] = field(default_factory=list)
     error: Optional[str] = None  # could not start
+    ranks: list[RankLog] = field(default_factory=list)  # torchrun runs: each worker's own output
 
     @property
     def succeeded(self) -> bool:
@@ -57,16 +75,27 @@ class RunStatus:
             "stderr_tail": self.stderr_tail,
             "stdout_tail": self.stdout_tail,
             **({"error": self.error} if self.error else {}),
+            **({"ranks": [r.to_json() for r in self.ranks]} if self.ranks else {}),
         }
 
+
+# on_output(stream, text): the child's output as it is written; stream is "stdout" or "stderr"
+OutputSink = Callable[[str, str], None]
 
 PYTHON_NAMES = {"python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}"}
 
 
-def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Path] = None) -> list[str]:
+TORCHRUN = ("-m", "torch.distributed.run")
+# torchrun options that decide where workers' output goes: when the user sets any, theirs win
+TORCHRUN_LOG_OPTIONS = ("--log-dir", "--log_dir", "--redirects", "-r", "--tee", "-t")
+
+
+def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Path] = None,
+                  rank_logs: Optional[Path] = None) -> list[str]:
     """The argv to run. ``python`` means the interpreter neuron-port runs in (the one that has torch
     and the simulator); with ``nproc`` the command runs under torchrun. A relative program path is
-    looked up from ``cwd``, the folder the command runs in."""
+    looked up from ``cwd``, the folder the command runs in. ``rank_logs``: under torchrun, each worker's
+    stdout and stderr are also written below this folder (and still printed)."""
     if not command:
         raise CommandError("no command to run")
     argv = list(command)
@@ -83,7 +112,22 @@ def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Pa
         argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *rest]
     elif shutil.which(argv[0]) is None and not (cwd or Path.cwd()).joinpath(argv[0]).exists():
         raise CommandError(f"command not found: {argv[0]}")
+    # torchrun's options come first; a log option anywhere (even the script's own) leaves the user's setup alone
+    if rank_logs is not None and tuple(argv[1:3]) == TORCHRUN and not any(
+            a.split("=")[0] in TORCHRUN_LOG_OPTIONS for a in argv[3:]):
+        argv[3:3] = ["--log-dir", str(rank_logs), "--tee", "3"]
     return argv
+
+
+def read_rank_logs(folder: Path, lines: int = STDERR_TAIL_LINES) -> list[RankLog]:
+    """The last lines of each worker's output under torchrun's ``--log-dir`` (newest attempt per rank)."""
+    newest: dict[int, Path] = {}
+    for stderr in sorted(folder.glob("*/attempt_*/*/stderr.log")):
+        rank_dir = stderr.parent
+        if rank_dir.name.isdigit():
+            newest[int(rank_dir.name)] = rank_dir  # attempts sort in order: the last one wins
+    return [RankLog(rank, _tail(d / "stdout.log", 20), _tail(d / "stderr.log", lines))
+            for rank, d in sorted(newest.items())]
 
 
 def _signal_name(number: int) -> str:
@@ -101,9 +145,13 @@ def run_command(
     extra_env: Optional[dict[str, str]] = None,
     on_tick: Optional[Callable[[float], None]] = None,
     while_running: Optional[Callable[[], None]] = None,
+    on_output: Optional[OutputSink] = None,
+    rank_logs: Optional[Path] = None,
 ) -> RunStatus:
     """Run ``argv``; ``while_running`` is called once right after the child started (the parent's own
-    work, e.g. the static scan, then overlaps with the child's start-up instead of adding to it)."""
+    work, e.g. the static scan, then overlaps with the child's start-up instead of adding to it).
+    ``on_output(stream, text)`` gets the child's output as it is written ("stdout" or "stderr").
+    ``rank_logs``: the folder given to torchrun's ``--log-dir`` (see build_command)."""
     status = RunStatus(command=argv)
     env = dict(os.environ)
     env.update(
@@ -116,6 +164,7 @@ def run_command(
     out_dir = Path(tempfile.mkdtemp(prefix="neuron-port-output-"))
     stdout_path, stderr_path = out_dir / "stdout", out_dir / "stderr"
     start = time.monotonic()
+    follower: Optional[_OutputFollower] = None
     try:
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             try:
@@ -125,6 +174,8 @@ def run_command(
                 status.error = f"cannot start {shlex.join(argv)}: {exc.strerror or exc}"
                 return status
             deadline = start + timeout
+            if on_output is not None:
+                follower = _OutputFollower(stdout_path, stderr_path, on_output)
             if while_running is not None:
                 try:
                     while_running()
@@ -154,10 +205,55 @@ def run_command(
                 # torchrun reports a child's signal as exit code 1 and says so in its log; shells use 128+n
         status.stderr_tail = _tail(stderr_path, STDERR_TAIL_LINES)
         status.stdout_tail = _tail(stdout_path, 20)
+        if rank_logs is not None and rank_logs.is_dir():
+            status.ranks = read_rank_logs(rank_logs)
     finally:
+        if follower is not None:  # the rest of the output, before the files go
+            follower.finish()
         status.processes = len(list(events_dir.glob("*.jsonl"))) if events_dir.exists() else 0
         shutil.rmtree(out_dir, ignore_errors=True)
     return status
+
+
+class _OutputFollower:
+    """Passes on what the child writes to its output files, as it grows (like ``tail -f``): the child
+    writes to plain files, so nothing it does (a grandchild keeping the stream open, a full pipe) can
+    block it or the parent."""
+
+    POLL_SECONDS = 0.1
+
+    def __init__(self, stdout: Path, stderr: Path, sink: OutputSink) -> None:
+        self._files = [("stdout", stdout), ("stderr", stderr)]
+        self._offsets = [0, 0]
+        self._decoders = [codecs.getincrementaldecoder("utf-8")("replace") for _ in self._files]
+        self._sink = sink
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="neuron-port-output", daemon=True)
+        self._thread.start()
+
+    def _pass_on(self) -> None:
+        for i, (name, path) in enumerate(self._files):
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(self._offsets[i])
+                    data = handle.read()
+            except OSError:
+                continue
+            if data:
+                self._offsets[i] += len(data)
+                text = self._decoders[i].decode(data)
+                if text:
+                    self._sink(name, text)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.POLL_SECONDS):
+            self._pass_on()
+
+    def finish(self) -> None:
+        """Stop following and pass on the rest."""
+        self._stop.set()
+        self._thread.join()
+        self._pass_on()
 
 
 def _terminate_group(proc: subprocess.Popen) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from neuron_port.check.aggregate.command import command_failed_finding
+from neuron_port.check.aggregate.command import ProcessFailure, command_failed_finding, process_failures
 from neuron_port.check.aggregate.compiles import CompileAggregator, CompileEntry
 from neuron_port.check.aggregate.demotions import DemotionAggregator, DemotionEntry
 from neuron_port.check.aggregate.distributed import DistributedAggregator, DistributedEntry
@@ -68,6 +68,7 @@ class RuntimeSection:
     unsupported: tuple[UnsupportedEntry, ...]
     distributed: tuple[DistributedEntry, ...]
     neff_cache: NeffCacheTotals
+    failures: tuple[ProcessFailure, ...] = ()  # processes that ended with an uncaught exception
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +83,7 @@ class RuntimeSection:
             "unsupported": [u.to_json() for u in self.unsupported],
             "distributed": [d.to_json() for d in self.distributed],
             "neff_cache": self.neff_cache.to_json(),
+            "failures": [f.to_json() for f in self.failures],
         }
 
 
@@ -115,7 +117,8 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
                 handler(event, process.rank)
         neff_cache.add_summary(process.summary)
 
-    failed = command_failed_finding(status)
+    failures = process_failures(processes, status, mapper)
+    failed = command_failed_finding(status, failures)
     findings = [*fallbacks.findings(), *shapes.findings(), *compiles.findings(), *demotions.findings(),
                 *unsupported.findings(), *distributed.findings(), *([failed] if failed else [])]
     section = RuntimeSection(
@@ -130,5 +133,6 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
         unsupported=tuple(unsupported.entries()),
         distributed=tuple(distributed.entries()),
         neff_cache=neff_cache.totals(),
+        failures=tuple(failures),
     )
     return section, findings

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from neuron_port.check.preview import make_preview
-from neuron_port.check.runner import CommandError, build_command, run_command
+from neuron_port.check.runner import CommandError, OutputSink, build_command, run_command
 from neuron_port.check.events import read_events
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
@@ -44,6 +44,7 @@ def run_check(
     preview: bool,
     use_cache: bool,
     on_tick: Optional[Callable[[float], None]] = None,
+    on_output: Optional[OutputSink] = None,
 ) -> Report:
     if not path.is_dir():
         raise UsageError(f"{path}: not a folder")
@@ -52,9 +53,12 @@ def run_check(
     if not command:
         raise UsageError("no command to run: give one after `--` (neuron-port check PATH -- python train.py) "
                          "or set check-command in [tool.neuron-port]")
+    scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
+    rank_logs = scratch / "ranks"
     try:
-        argv = build_command(command, nproc, cwd=path)
+        argv = build_command(command, nproc, cwd=path, rank_logs=rank_logs)
     except CommandError as exc:
+        shutil.rmtree(scratch, ignore_errors=True)
         raise UsageError(str(exc)) from None
 
     static: list[Report] = []
@@ -62,7 +66,6 @@ def run_check(
     def scan() -> None:
         static.append(scan_project([path], settings, command="check", relative_to=path, use_cache=use_cache))
 
-    scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
     try:
         tree = None
         cwd = path.resolve()
@@ -74,7 +77,7 @@ def run_check(
         events_dir = scratch / "events"
         events_dir.mkdir()
         status = run_command(argv, cwd, events_dir, timeout, while_running=None if preview else scan,
-                             on_tick=on_tick)
+                             on_tick=on_tick, on_output=on_output, rank_logs=rank_logs)
         status.command = shown_command(command, nproc)
         runtime, findings = build_runtime(read_events(events_dir), status, SiteMapper(path, tree))
     finally:

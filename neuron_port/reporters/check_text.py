@@ -1,11 +1,15 @@
 """Console rendering of `check`: a summary panel (readiness, counts, the command's status), then one
-table per runtime category sorted by impact, each row with the user site and the advice."""
+table per runtime category sorted by impact, each row with the user site and the advice, and the failing
+processes with their tracebacks. ``summary_line`` is the one line `check -q` prints.
+
+A site (``path:line``) is never wrapped or cut, whatever the width (a pipe gets 80 columns)."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -30,8 +34,49 @@ def _table(title: str, columns: list[str]) -> Table:
     table = Table(title=title, title_justify="left", title_style="bold", show_header=True, header_style="bold",
                   expand=False)
     for column in columns:
-        table.add_column(column, overflow="fold")
+        if column == "site":
+            table.add_column(column, no_wrap=True, overflow="ignore")
+        else:
+            table.add_column(column, overflow="fold")
     return table
+
+
+def static_left_counts(report: Report) -> tuple[int, int, int, int]:
+    """The static findings left: (all, fixed by a plain `rewrite`, needing --unsafe-fixes, manual)."""
+    left = [f for f in report.findings if f.source == "static" and not f.fix.applied]
+    safe = sum(1 for f in left if f.fix.available and f.fix.safety == "safe")
+    unsafe = sum(1 for f in left if f.fix.available and f.fix.safety != "safe")
+    return len(left), safe, unsafe, len(left) - safe - unsafe
+
+
+def outcome_text(report: Report) -> str:
+    """How the command ended, without markup."""
+    status = report.runtime.status if report.runtime else None
+    if status is None:
+        return "not run"
+    duration = round(status.duration, 3)  # as the JSON report gives it
+    if status.error:
+        return f"could not start: {status.error}"
+    if status.timed_out:
+        return f"timed out after {duration:.0f} s"
+    if status.signal:
+        return f"killed by {status.signal}"
+    if status.exit_code != 0:
+        return f"exited with code {status.exit_code}"
+    return f"succeeded in {duration:.1f} s"
+
+
+def summary_line(report: Report) -> str:
+    """One line for `check -q`: the outcome, readiness, and the findings by severity."""
+    runtime = report.runtime
+    findings = [f for f in report.findings if not f.fix.applied]
+    by_severity = ", ".join(f"{n} {s}" for s, n in ((s, sum(1 for f in findings if f.severity == s))
+                                                     for s in ("error", "warning", "info")) if n)
+    readiness = runtime.ops.readiness if runtime else None
+    native = f"{readiness:.1%} of {runtime.ops.calls:,} op calls native" if runtime and readiness is not None \
+        else "no op reached the neuron device"
+    return (f"neuron-port check: the command {outcome_text(report)}; {native}; "
+            f"{len(findings)} finding(s)" + (f" ({by_severity})" if by_severity else ""))
 
 
 def _more(console: Console, total: int) -> None:
@@ -46,19 +91,9 @@ def render_check(console: Console, report: Report) -> None:
     status = runtime.status
     ops = runtime.ops
     readiness = ops.readiness
-    duration = round(status.duration, 3)  # as the JSON report gives it
-    if status.error:
-        outcome = f"[red]could not start: {status.error}[/red]"
-    elif status.timed_out:
-        outcome = f"[red]timed out after {duration:.0f} s[/red]"
-    elif status.signal:
-        outcome = f"[red]killed by {status.signal}[/red]"
-    elif status.exit_code != 0:
-        outcome = f"[red]exited with code {status.exit_code}[/red]"
-    else:
-        outcome = f"[green]succeeded[/green] in {duration:.1f} s"
-    static_left = [f for f in report.findings if f.source == "static" and not f.fix.applied]
-    pending = sum(1 for f in static_left if f.fix.available)
+    outcome = escape(outcome_text(report))
+    outcome = f"[green]{outcome}[/green]" if status.succeeded else f"[red]{outcome}[/red]"
+    left, safe, unsafe, manual = static_left_counts(report)
     float64 = [d for d in runtime.demotions if isinstance(d, Float64DemotionEntry) and d.dtype == "float64"]
     lines = [
         f"command: {' '.join(status.command)}",
@@ -72,7 +107,8 @@ def render_check(console: Console, report: Report) -> None:
         f"{len(runtime.compiles)} function(s)",
         f"float64 demotions: {len(float64)} (op, line) pair(s); unsupported features: {len(runtime.unsupported)}",
         f"NEFF cache: {runtime.neff_cache.hits} hit(s), {runtime.neff_cache.misses} miss(es)",
-        f"static findings left: {len(static_left)} ({pending} with a fix `neuron-port rewrite` would apply)",
+        f"static findings left: {left} ({safe} fixed by `neuron-port rewrite`, {unsafe} need `--unsafe-fixes`, "
+        f"{manual} manual)",
     ]
     console.print(Panel("\n".join(lines), title="neuron-port check", expand=False))
 
@@ -131,9 +167,14 @@ def render_check(console: Console, report: Report) -> None:
         console.print(table)
         _more(console, len(distributed))
 
-    if status.exit_code not in (0, None) or status.timed_out or status.signal:
+    for failure in runtime.failures:
+        where = f" at {_site(failure.site)}" if failure.site else ""
+        console.print(f"{failure.describe()}{where}", style="bold red", markup=False, highlight=False)
+        for line in failure.traceback:
+            console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
+    if not runtime.failures and not status.succeeded:
         tail = status.stderr_tail or []
         if tail:
             console.print("last lines of the command's stderr:", style="bold")
             for line in tail[-15:]:
-                console.print("  " + line, markup=False, highlight=False)
+                console.print("  " + line, markup=False, highlight=False, soft_wrap=True)

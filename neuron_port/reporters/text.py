@@ -17,6 +17,7 @@ from neuron_port.report import Report
 from neuron_port.rewrite.statistics import file_statistics, percent, total_statistics
 
 MAX_STAT_FILES = 10
+PIPE_WIDTH = 1000  # columns of the runtime tables when stdout is not a terminal
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -112,12 +113,17 @@ def render_statistics(console: Console, report: Report, mode: str, verbose: bool
 def emit(report: Report, context: RenderContext, streams: Streams) -> None:
     render_errors(streams.err, report)
     if report.runtime is not None:
-        from neuron_port.reporters.check_text import render_check
+        from neuron_port.reporters.check_text import render_check, summary_line
 
-        # the runtime tables wrap long advice, unlike the findings, which keep one line each
-        render_check(Console(file=streams.out.file, highlight=False), report)
-        if not context.quiet:
+        if context.quiet:  # the findings and one line
             render_findings(streams.out, report)
+            streams.out.print(summary_line(report), markup=False, highlight=False)
+            return
+        # On a terminal the runtime tables wrap long advice to its width (the findings keep one line each);
+        # in a pipe or a file nothing wraps: a line as wide as it needs, so no path:line is ever cut.
+        width = None if streams.out.is_terminal else PIPE_WIDTH
+        render_check(Console(file=streams.out.file, highlight=False, width=width), report)
+        render_findings(streams.out, report)
         return
     render_findings(streams.out, report, include_fixed=context.verbose)
     if not context.quiet:

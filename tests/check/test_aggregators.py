@@ -303,6 +303,7 @@ def test_build_runtime_on_a_folder_of_event_files(tmp_path):
         "distributed": [{"op": "all_reduce", "event": "collective", "site": user_site, "count": 2, "bytes": 64,
                          "ranks": [0, 1], "error": None, "message": None, "action": None}],
         "neff_cache": {"hits": 4, "misses": 2},
+        "failures": [],
     }
     assert [(f.code, f.path, f.line, f.message) for f in findings] == [
         ("NP901", "train.py", 12, "`aten::multinomial` falls back to the CPU on Trainium (2 call(s) here)"),

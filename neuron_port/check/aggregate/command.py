@@ -1,12 +1,77 @@
-"""NP909: the command did not finish successfully (could not start, timed out, killed, non-zero exit)."""
+"""NP909: the command did not finish successfully (could not start, timed out, killed, non-zero exit), and
+which process failed how: the rank, its exception and the last lines of its traceback.
+
+A process whose events file ends with ``status: "exception"`` raised; its traceback comes from its own
+output (torchrun's per-rank log, or the command's stderr for a single process).
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+import re
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
-from neuron_port.check.aggregate.findings import project_finding, rule_message
+from neuron_port.check.aggregate.findings import project_finding, rule_message, runtime_finding
+from neuron_port.check.events import ProcessEvents
 from neuron_port.check.runner import RunStatus
+from neuron_port.check.sites import SiteMapper, UserSite, site_json
 from neuron_port.results import Finding
+
+TRACEBACK_LINES = 15
+TRACEBACK_START = "Traceback (most recent call last):"
+
+
+@dataclass(frozen=True)
+class ProcessFailure:
+    """A process of the run that ended with an uncaught exception."""
+
+    rank: Optional[int]
+    pid: Optional[int]
+    exception: str  # "RuntimeError: message"
+    site: Optional[UserSite]  # the innermost user frame of the traceback
+    traceback: tuple[str, ...]  # its last lines, from the process's own output
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rank": self.rank, "pid": self.pid, "exception": self.exception, "site": site_json(self.site),
+                "traceback": list(self.traceback)}
+
+    def describe(self) -> str:
+        who = "the process" if self.rank is None else f"rank {self.rank}"
+        return f"{who} failed with {self.exception}"
+
+
+RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]: ?")  # torchrun --tee marks each line with its rank
+
+
+def last_traceback(lines: Sequence[str], limit: int = TRACEBACK_LINES) -> tuple[str, ...]:
+    """The last Python traceback in ``lines`` (at most ``limit`` lines, keeping its end), or the last lines."""
+    lines = [RANK_PREFIX.sub("", line) for line in lines]
+    starts = [i for i, line in enumerate(lines) if TRACEBACK_START in line]
+    block = lines[starts[-1]:] if starts else lines
+    block = [line for line in block if line.strip()]
+    return tuple(block[-limit:])
+
+
+def process_failures(processes: Sequence[ProcessEvents], status: RunStatus,
+                     mapper: SiteMapper) -> list[ProcessFailure]:
+    logs = {log.rank: log.stderr_tail for log in status.ranks}
+    # under torchrun the launcher imports torch too, so it has an events file of its own (without a rank):
+    # its ChildFailedError only repeats a worker's failure
+    ranked = any(p.process is not None and p.process.rank is not None for p in processes)
+    failures = []
+    for process in processes:
+        info = process.process
+        if info is None or info.status != "exception" or info.exception is None:
+            continue
+        if ranked and info.rank is None:
+            continue
+        exc = info.exception
+        exception = ": ".join(part for part in (exc.type, exc.message) if part) or "an exception"
+        own = logs.get(info.rank) if info.rank is not None else None
+        output = own if own is not None else (status.stderr_tail if len(processes) == 1 else [])
+        failures.append(ProcessFailure(rank=info.rank, pid=info.pid, exception=exception, site=mapper(exc.site),
+                                       traceback=last_traceback(output)))
+    return sorted(failures, key=lambda f: (f.rank is None, f.rank or 0))
 
 
 def describe_failure(status: RunStatus) -> str:
@@ -20,10 +85,16 @@ def describe_failure(status: RunStatus) -> str:
     return f"exited with code {status.exit_code}"
 
 
-def command_failed_finding(status: RunStatus) -> Optional[Finding]:
-    """The NP909 finding with the last non-blank line of stderr, or None when the command succeeded."""
+def command_failed_finding(status: RunStatus, failures: Sequence[ProcessFailure] = ()) -> Optional[Finding]:
+    """The NP909 finding, or None when the command succeeded: at the failing line with the failing rank and
+    its exception when a process raised, else about the project with the last non-blank line of stderr."""
     if status.succeeded:
         return None
+    what = rule_message("NP909", what=describe_failure(status))
+    if failures:
+        first = failures[0]
+        more = f" (and {len(failures) - 1} more process(es))" if len(failures) > 1 else ""
+        return runtime_finding("NP909", f"{what}: {first.describe()}{more}", first.site, severity="error") \
+            if first.site is not None else project_finding("NP909", f"{what}: {first.describe()}{more}", "error")
     last = next((line for line in reversed(status.stderr_tail) if line.strip()), "")
-    message = rule_message("NP909", what=describe_failure(status)) + (f": {last.strip()}" if last else "")
-    return project_finding("NP909", message, severity="error")
+    return project_finding("NP909", what + (f": {last.strip()}" if last else ""), severity="error")

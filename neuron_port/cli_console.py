@@ -1,0 +1,55 @@
+"""What the command line shows while it works, and where: the stdout and stderr consoles, the scan's
+progress bar, the spinner of a `check` run and the program's own output passed on live."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
+
+from rich.console import Console
+
+
+def out() -> Console:
+    return Console(soft_wrap=True, highlight=False)
+
+
+def err() -> Console:
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+@contextmanager
+def scan_progress(enabled: bool) -> Iterator[dict]:
+    """The progress callbacks of api.rewrite: a bar on stderr while more than one file is scanned."""
+    if not enabled:
+        yield {}
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err(), transient=True) as bar:
+        task = bar.add_task("scan", total=None, visible=False)
+        yield {"on_files": lambda count: bar.update(task, total=count, visible=count > 1),
+               "on_result": lambda _result: bar.advance(task)}
+
+
+def program_output(stdout_to_stderr: bool) -> Callable[[str, str], None]:
+    """Where `check` passes the program's output on: its stderr to stderr, its stdout to stdout (or to
+    stderr, when stdout carries a JSON/SARIF document). The streams are looked up at each write, so a
+    spinner that redirects them keeps its line below the output."""
+    def write(stream: str, text: str) -> None:
+        target = sys.stderr if stream == "stderr" or stdout_to_stderr else sys.stdout
+        target.write(text)
+        target.flush()
+
+    return write
+
+
+@contextmanager
+def run_spinner(label: Optional[str]) -> Iterator[dict]:
+    """The on_tick callback of api.check: a spinner with the elapsed time on stderr (no label: none)."""
+    if label is None:
+        yield {}
+        return
+    with err().status(label) as spinner:
+        yield {"on_tick": lambda seconds: spinner.update(f"{label} ({seconds:.0f} s)")}
