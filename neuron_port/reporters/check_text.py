@@ -85,17 +85,7 @@ def render_check(console: Console, report: Report) -> None:
         console.print(table)
         _more(console, len(rows))
 
-    variance = runtime.shape_variance
-    if variance:
-        table = _table("Shapes that vary (each new shape is an eager NEFF compile: pad to buckets)",
-                       ["site", "op", "shapes", "varying", "buckets"])
-        for v in variance[:MAX_ROWS]:
-            dims = "; ".join(
-                (f"arg{d.arg} dim {d.dim}" if d.dim is not None else f"arg{d.arg} rank")
-                + f": {','.join(map(str, d.values[:6]))}" for d in v.varying[:2])
-            table.add_row(_site(v.site), v.op, str(v.signatures), dims, str(list(v.suggested_buckets)))
-        console.print(table)
-        _more(console, len(variance))
+    _render_shapes(console, runtime)
 
     compiles = runtime.compiles
     if compiles:
@@ -137,3 +127,31 @@ def render_check(console: Console, report: Report) -> None:
             console.print("last lines of the command's stderr:", style="bold")
             for line in tail[-15:]:
                 console.print("  " + line, markup=False, highlight=False)
+
+
+def _render_shapes(console: Console, runtime) -> None:
+    """The steady-state view of eager compiles: how many in the first run, how many after warm-up, and
+    the lines whose shapes kept changing after warm-up (or saw an uneven last batch)."""
+    shapes = runtime.shapes
+    if shapes.first_run_compiles:
+        last = f", last new one at step {shapes.last_step}" if shapes.last_step is not None else ""
+        console.print(f"Eager NEFF compiles: {shapes.first_run_compiles:,} in the first run (then cached), "
+                      f"{shapes.after_warmup:,} after warm-up (steps 0-{shapes.warmup_steps - 1} of the "
+                      f"{shapes.clock} clock{last})")
+    variance = runtime.shape_variance
+    if not variance:
+        return
+    table = _table("Shapes after warm-up (each new shape is an eager NEFF compile: pad varying ones to buckets; "
+                   "an uneven last batch: drop_last=True)",
+                   ["site", "op", "kind", "compiles (after warm-up)", "new at steps", "dimension over steps",
+                    "buckets"])
+    for v in variance[:MAX_ROWS]:
+        if v.kind == "varying":
+            what = v.varying[0].describe(max_steps=4, max_values=3) if v.varying else ""
+        else:
+            what = "; ".join(f"{p.size} instead of {p.normal} (step {p.step})" for p in v.partial_batches[:2])
+        steps = ",".join(map(str, v.late_steps[:8])) + ("..." if len(v.late_steps) > 8 else "")
+        table.add_row(_site(v.site), v.op, v.kind.replace("_", " "), f"{v.signatures} ({v.after_warmup})", steps,
+                      what, str(list(v.suggested_buckets)))
+    console.print(table)
+    _more(console, len(variance))
