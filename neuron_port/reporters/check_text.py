@@ -131,27 +131,31 @@ def render_check(console: Console, report: Report) -> None:
 
 def _render_shapes(console: Console, runtime) -> None:
     """The steady-state view of eager compiles: how many in the first run, how many after warm-up, and
-    the lines whose shapes kept changing after warm-up (or saw an uneven last batch)."""
+    one row per line whose shapes kept changing after warm-up (or that saw an uneven last batch)."""
     shapes = runtime.shapes
     if shapes.first_run_compiles:
         last = f", last new one at step {shapes.last_step}" if shapes.last_step is not None else ""
         console.print(f"Eager NEFF compiles: {shapes.first_run_compiles:,} in the first run (then cached), "
                       f"{shapes.after_warmup:,} after warm-up (steps 0-{shapes.warmup_steps - 1} of the "
                       f"{shapes.clock} clock{last})")
-    variance = runtime.shape_variance
-    if not variance:
+    lines: dict = {}
+    for v in runtime.shape_variance:  # varying first, then uneven last batches
+        lines.setdefault((v.site.path, v.site.line) if v.site else ("", 0), []).append(v)
+    if not lines:
         return
-    table = _table("Shapes after warm-up (each new shape is an eager NEFF compile: pad varying ones to buckets; "
-                   "an uneven last batch: drop_last=True)",
-                   ["site", "op", "kind", "compiles (after warm-up)", "new at steps", "dimension over steps",
-                    "buckets"])
-    for v in variance[:MAX_ROWS]:
-        if v.kind == "varying":
-            what = v.varying[0].describe(max_steps=4, max_values=3) if v.varying else ""
+    table = _table("Shapes after warm-up (each new shape is an eager NEFF compile: pad what keeps changing to "
+                   "buckets; an uneven last batch: drop_last=True)",
+                   ["site", "op(s)", "compiles (after warm-up)", "what changed", "buckets"])
+    for items in list(lines.values())[:MAX_ROWS]:
+        v = items[0]
+        ops = v.op + (f" +{len(items) - 1}" if len(items) > 1 else "")
+        if v.kind == "varying" and v.varying:
+            what = (f"new at steps {','.join(map(str, v.late_steps[:6]))}{'...' if len(v.late_steps) > 6 else ''}: "
+                    + v.varying[0].describe(max_steps=4, max_values=3))
         else:
-            what = "; ".join(f"{p.size} instead of {p.normal} (step {p.step})" for p in v.partial_batches[:2])
-        steps = ",".join(map(str, v.late_steps[:8])) + ("..." if len(v.late_steps) > 8 else "")
-        table.add_row(_site(v.site), v.op, v.kind.replace("_", " "), f"{v.signatures} ({v.after_warmup})", steps,
+            what = "last batch: " + "; ".join(f"{p.size} instead of {p.normal} (step {p.step})"
+                                              for p in v.partial_batches[:2])
+        table.add_row(_site(v.site), ops, f"{sum(i.signatures for i in items)} ({sum(i.after_warmup for i in items)})",
                       what, str(list(v.suggested_buckets)))
     console.print(table)
-    _more(console, len(variance))
+    _more(console, len(lines))

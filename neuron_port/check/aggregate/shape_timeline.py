@@ -102,7 +102,7 @@ def parse_signature(signature: Iterable[Any]) -> ParsedSignature:
 def position_label(position: Position) -> str:
     arg, element, dim = position
     where = f"arg {arg}" if element is None else f"arg {arg}[{element}]"
-    return where if dim is None else f"dim {dim} of {where}"
+    return f"{where} (an integer)" if dim is None else f"dim {dim} of {where}"
 
 
 def position_pattern(signature: Iterable[Any], position: Position) -> Optional[str]:

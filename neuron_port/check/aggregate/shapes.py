@@ -353,12 +353,13 @@ class ShapeAggregator:
             if len(items) > 1:
                 message += f" (also {len(items) - 1} other op(s) here: {', '.join(sorted({v.op for v in items}))})"
             out.append(runtime_finding("NP902", message, worst.site))
-        # one batch shrinks every op by one factor (16 -> 4 rows, 16*T -> 4*T where it is flattened)
-        uneven: dict[tuple[int, Fraction], list[ShapeVarianceEntry]] = defaultdict(list)
+        # One batch shrinks every op by one factor (16 -> 4 rows, 16*T -> 4*T where it is flattened); the
+        # ops after optimizer.step() (metrics) see it one step later, so the factor alone groups them.
+        uneven: dict[Fraction, list[ShapeVarianceEntry]] = defaultdict(list)
         for v in variance:
             if v.kind == "uneven_last_batch" and site_key(v.site) not in varying:
                 p = v.partial_batches[0]
-                uneven[(p.step, Fraction(p.size, p.normal))].append(v)
+                uneven[Fraction(p.size, p.normal)].append(v)
         for _, items in sorted(uneven.items()):
             first = min(items, key=lambda v: (v.first_partial_seq is None, v.first_partial_seq or 0,
                                               -v.after_warmup))
