@@ -158,7 +158,7 @@ class UnevenLastBatch(RuntimeRule):
     ## Why is this bad?
     Mildly: every op of the forward and backward pass compiles a NEFF again for the smaller batch, once
     per run (the cache serves the next epochs). On a large model that is minutes of compilation at the
-    end of the first epoch; with DDP, ranks may also disagree on the last batch.
+    end of the first epoch, and a job that restarts on a fresh cache pays it again.
 
     ## Example
     ```python
