@@ -19,10 +19,14 @@ optimizer_step = 0
 forward = 0
 _optimizer_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 _root_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+# Outermost modules that ran a neuron op (a new signature inside them): only they drive ``forward``, so
+# CPU-side modules called per sample (torchvision transforms are nn.Modules) do not make steps.
+_device_roots: "weakref.WeakSet[Any]" = weakref.WeakSet()
 # Module paths: named once from ``named_modules()`` of the first outermost module that contains them
 # ("blocks.3.attn"; the outermost module itself by its class name). A name never changes once given.
 _module_names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
-_tls = threading.local()  # .stack: names of the modules whose forward runs in this thread, innermost last
+# .stack: names of the modules whose forward runs in this thread, innermost last; .root: the outermost one
+_tls = threading.local()
 _main_ident = threading.main_thread().ident
 _is_compiling = None  # torch.compiler.is_compiling, set by install()
 _hook_handles: list = []
@@ -36,9 +40,18 @@ def _module_stack() -> list[str]:
 
 
 def current_module() -> str | None:
-    """The path of the innermost module whose forward runs in this thread (None outside modules)."""
+    """The path of the innermost module whose forward runs in this thread (None outside modules).
+
+    Called for each new signature: the outermost module running it now drives the forward clock."""
+    global forward
     stack = getattr(_tls, "stack", None)
-    return stack[-1] if stack else None
+    if not stack:
+        return None
+    root = getattr(_tls, "root", None)
+    if root is not None and threading.get_ident() == _main_ident and root not in _device_roots:
+        _device_roots.add(root)
+        forward = max(forward, _root_counts.get(root, 0))
+    return stack[-1]
 
 
 def _name_modules(root) -> str:
@@ -64,10 +77,11 @@ def _forward_pre_hook(module, args) -> None:
         if not stack:
             if name is None:
                 name = _name_modules(module)
+            _tls.root = module
             if threading.get_ident() == _main_ident:
                 n = _root_counts.get(module, 0) + 1
                 _root_counts[module] = n
-                if n > forward:
+                if n > forward and module in _device_roots:
                     forward = n
         elif name is None:  # not a registered submodule of the outermost module
             name = _module_names[module] = f"{stack[-1]}.{type(module).__name__}"
@@ -96,7 +110,8 @@ def _optimizer_step_hook(optimizer, args, kwargs) -> None:
 
 
 def totals() -> dict:
-    """The step clock now: completed optimizer steps and outermost forward calls (the most of any one)."""
+    """The step clock now: completed optimizer steps and outermost forward calls (the most of any one
+    outermost module that ran neuron ops)."""
     return {"optimizer_steps": optimizer_step, "forwards": forward}
 
 

@@ -260,7 +260,7 @@ def _timelines(sigs: list[TimedSignature]) -> list[DimTimeline]:
         if len(members) < 2 or len({m.step for m in members}) < 2:
             continue
         positions = set().union(*(m.parsed.values for m in members))
-        for position in sorted(positions, key=lambda p: (p[0], -1 if p[1] is None else p[1], -1 if p[2] is None else p[2])):
+        for position in sorted(positions, key=_position_order):
             first: dict[int, int] = {}
             example = None
             for m in members:
@@ -277,6 +277,11 @@ def _timelines(sigs: list[TimedSignature]) -> list[DimTimeline]:
             pattern = position_pattern((example or members[0]).args, position)
             out.append(DimTimeline(position, timeline, pattern))
     return out
+
+
+def _position_order(position: Position) -> tuple[int, int, int]:
+    arg, element, dim = position
+    return (arg, -1 if element is None else element, -1 if dim is None else dim)
 
 
 def keeps_changing(timeline: DimTimeline) -> bool:
