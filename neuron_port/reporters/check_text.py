@@ -143,19 +143,23 @@ def _render_shapes(console: Console, runtime) -> None:
         lines.setdefault((v.site.path, v.site.line) if v.site else ("", 0), []).append(v)
     if not lines:
         return
-    table = _table("Shapes after warm-up (each new shape is an eager NEFF compile: pad what keeps changing to "
-                   "buckets; an uneven last batch: drop_last=True)",
-                   ["site", "op(s)", "compiles (after warm-up)", "what changed", "buckets"])
+    table = _table("Shapes after warm-up (value@step: each new shape is an eager NEFF compile; pad what keeps "
+                   "changing to buckets; an uneven last batch: drop_last=True)",
+                   ["site", "op(s)", "compiles (late)", "what changed", "buckets"])
     for items in list(lines.values())[:MAX_ROWS]:
         v = items[0]
         ops = v.op + (f" +{len(items) - 1}" if len(items) > 1 else "")
         if v.kind == "varying" and v.varying:
-            what = (f"new at steps {','.join(map(str, v.late_steps[:6]))}{'...' if len(v.late_steps) > 6 else ''}: "
-                    + v.varying[0].describe(max_steps=4, max_values=3))
+            dim = v.varying[0]
+            by_step: dict = {}
+            for step, value in dim.first_seen:
+                by_step.setdefault(step, []).append(value)
+            shown = [",".join(map(str, values[:3])) + ("..." if len(values) > 3 else "") + f"@{step}"
+                     for step, values in list(by_step.items())[:5]]
+            what = f"{dim.pattern or dim.label}: {' '.join(shown)}" + (" ..." if len(by_step) > 5 else "")
         else:
-            what = "last batch: " + "; ".join(f"{p.size} instead of {p.normal} (step {p.step})"
-                                              for p in v.partial_batches[:2])
-        table.add_row(_site(v.site), ops, f"{sum(i.signatures for i in items)} ({sum(i.after_warmup for i in items)})",
-                      what, str(list(v.suggested_buckets)))
+            what = "last batch " + "; ".join(f"{p.size} of {p.normal}@{p.step}" for p in v.partial_batches[:2])
+        compiles = f"{sum(i.signatures for i in items)} ({sum(i.after_warmup for i in items)})"
+        table.add_row(_site(v.site), ops, compiles, what, str(list(v.suggested_buckets)))
     console.print(table)
     _more(console, len(lines))
