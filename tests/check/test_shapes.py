@@ -286,3 +286,35 @@ def test_classify(steps, kind):
     sigs = [TimedSignature((f"f32[{8 * (i + 1)},4]",), 1, step) for i, step in enumerate(steps)]
     late = classify(sigs)
     assert (late.kind if late else None) == kind
+
+
+def test_the_console_shows_the_steady_state_view(tmp_path):
+    import json as _json
+
+    from rich.console import Console
+
+    from neuron_port.check.events import read_events
+    from neuron_port.check.runner import RunStatus
+    from neuron_port.check.runtime import build_runtime
+    from neuron_port.report import Report
+    from neuron_port.reporters.check_text import render_check
+
+    events = tmp_path / "events"
+    events.mkdir()
+    site = {"file": str(tmp_path / "model.py"), "line": 47, "function": "forward", "code": "y = attn(q, k, v)",
+            "module": "blocks.0.attn"}
+    lines = [{"kind": "process", "schema": 1, "pid": 1, "status": "exited"}]
+    for step, T in enumerate([8, 16, 32, 8, 40]):
+        lines.append({"kind": "eager_compile", "op": "aten::bmm", "signature": [f"f32[4,{T},16]"], "calls": 1,
+                      "cache_hits": 0, "site": site, "first_seen": {"optimizer_step": step, "forward": step + 1,
+                                                                    "seq": step}})
+    lines.append({"kind": "summary", "optimizer_steps": 5, "forwards": 5, "complete": True})
+    (events / "neuron-events-norank-pid1.jsonl").write_text("".join(_json.dumps(x) + "\n" for x in lines))
+    section, findings = build_runtime(read_events(events), RunStatus(command=["python", "t.py"], exit_code=0),
+                                      SiteMapper(tmp_path))
+    assert [(f.code, f.line) for f in findings] == [("NP902", 47)]
+    console = Console(record=True, width=160)
+    render_check(console, Report(command="check", target="neuron", runtime=section, runtime_findings=findings))
+    text = console.export_text()
+    assert "Eager NEFF compiles: 4 in the first run (then cached), 2 after warm-up" in text
+    assert "f32[4,*,16]: 8@0 16@1 32@2 40@4" in text and "model.py:47" in text
