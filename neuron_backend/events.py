@@ -2,7 +2,8 @@
 per-process JSON-lines file. The format is documented in EVENTS.md.
 
 Hot path: none of this runs per op. The C++ core calls ``_site_callback`` once per new
-(op, signature) and ``_unsupported_callback`` when an unsupported feature is hit.
+(op, signature) and ``_unsupported_callback`` when an unsupported feature is hit. The step clock
+(``steps.py``) runs once per optimizer step and twice per module call, never per op.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import steps
+
 SCHEMA_VERSION = 1
 FLUSH_INTERVAL_S = 1.0
 MAX_SIGNATURES_PER_OP = 200  # eager_compile lines per op in the file (the most-called ones); the rest are summed  # at most one snapshot per second while new signatures appear
@@ -26,6 +29,10 @@ MAX_SIGNATURES_PER_OP = 200  # eager_compile lines per op in the file (the most-
 _lock = threading.RLock()
 _sites: list[dict] = []
 _site_ids: dict[tuple, int] = {}
+# One "first sighting" per new signature, in the order the C++ core reported them; its index (the
+# sequence number) is the int _site_callback returns and the C++ core stores with the signature:
+# (site id, optimizer step, forward) at the time the signature was first seen.
+_sightings: list[tuple[int, int, int]] = []
 _records: list[dict] = []  # compile / distributed / other events from record()
 _unsupported: dict[tuple, dict] = {}  # (feature, op, site id) -> event
 _started = time.time()
@@ -104,28 +111,53 @@ def user_site(frame=None) -> dict | None:
     return site
 
 
-def _site_id(site: dict | None) -> int:
+def _site_id(site: dict | None, module: str | None = None) -> int:
+    """The id of a site (with the module that ran it, if any), the same for equal sites."""
     if site is None:
         return -1
-    key = (site["file"], site["line"], site["function"], site.get("thread"))
+    key = (site["file"], site["line"], site["function"], site.get("thread"), module)
     with _lock:
         i = _site_ids.get(key)
         if i is None:
+            if module is not None:
+                site = {**site, "module": module}
             i = len(_sites)
             _sites.append(site)
             _site_ids[key] = i
         return i
 
 
+def _sighting(i: int) -> tuple[int, int, int] | None:
+    """The first sighting with sequence number ``i`` (what the C++ core stores), or None."""
+    return _sightings[i] if 0 <= i < len(_sightings) else None
+
+
 def site_by_id(i: int) -> dict | None:
-    return _sites[i] if 0 <= i < len(_sites) else None
+    """The site of the C++ core's id ``i`` (a first-sighting sequence number)."""
+    s = _sighting(i)
+    return _sites[s[0]] if s is not None and s[0] >= 0 else None
+
+
+def _site_index(i: int) -> int:
+    """The site id of the C++ core's id ``i`` (-1 for none): what per-site sums are keyed by."""
+    s = _sighting(i)
+    return s[0] if s is not None else -1
+
+
+def _first_seen(i: int) -> dict | None:
+    s = _sighting(i)
+    return None if s is None else {"optimizer_step": s[1], "forward": s[2], "seq": i}
 
 
 # ---------------------------------------------------------------- callbacks from C++
 def _site_callback() -> int:
+    """A new signature: record its first sighting (site, module, step clock); return its sequence number."""
     try:
         # called from C++: in autograd's device thread there is no Python caller frame at all
-        i = _site_id(user_site(sys._getframe(0)))
+        sid = _site_id(user_site(sys._getframe(0)), steps.current_module())
+        with _lock:
+            i = len(_sightings)
+            _sightings.append((sid, steps.optimizer_step, steps.forward))
         _maybe_flush()
         return i
     except Exception:  # noqa: BLE001 - never break an op because of accounting
@@ -226,36 +258,43 @@ def snapshot() -> dict:
         policy = _POLICY_NAMES.get(pol, str(pol))
         if policy == "fallback":
             per_site: dict[int, int] = {}
-            for c, site, _flags, _u, _d in sigs:
-                per_site[site] = per_site.get(site, 0) + c
+            for c, seq, _flags, _u, _d in sigs:
+                sid = _site_index(seq)
+                per_site[sid] = per_site.get(sid, 0) + c
             fallbacks.append({"kind": "fallback", "op": name, "calls": calls,
-                              "sites": [{"site": site_by_id(s), "calls": c}
+                              "sites": [{"site": _sites[s] if s >= 0 else None, "calls": c}
                                         for s, c in sorted(per_site.items(), key=lambda kv: -kv[1])]})
         if policy == "native":
             ranked = sorted(sigs, key=lambda g: -g[0])
-            for c, site, _flags, _u, desc in ranked[:MAX_SIGNATURES_PER_OP]:
-                compiles.append({"kind": "eager_compile", "op": name, "signature": desc, "calls": c,
-                                 "cache_hits": c - 1, "site": site_by_id(site)})
+            for c, seq, _flags, _u, desc in ranked[:MAX_SIGNATURES_PER_OP]:
+                line = {"kind": "eager_compile", "op": name, "signature": desc, "calls": c, "cache_hits": c - 1,
+                        "site": site_by_id(seq)}
+                first = _first_seen(seq)
+                if first is not None:
+                    line["first_seen"] = first
+                compiles.append(line)
             if len(ranked) > MAX_SIGNATURES_PER_OP:
                 rest = ranked[MAX_SIGNATURES_PER_OP:]
                 truncated.append({"kind": "eager_compile_truncated", "op": name, "omitted_signatures": len(rest),
-                                  "omitted_calls": sum(g[0] for g in rest)})
+                                  "omitted_calls": sum(g[0] for g in rest), "first_seen": _first_seen_counts(rest)})
         f64_sites: dict[int, list[int]] = {}
-        for c, site, flags, _u, desc in sigs:
+        for c, seq, flags, _u, desc in sigs:
             if flags & F64:
-                f64_sites.setdefault(site, [0, 0])
-                f64_sites[site][0] += c
-                f64_sites[site][1] += 1
+                sid = _site_index(seq)
+                f64_sites.setdefault(sid, [0, 0])
+                f64_sites[sid][0] += c
+                f64_sites[sid][1] += 1
             if flags & I64:
                 e = i64.setdefault(name, {"kind": "demotion", "dtype": "int64", "op": name, "calls": 0,
                                           "aggregated": True, "sites": []})
                 e["calls"] += c
-                s = site_by_id(site)
-                if s is not None and s not in e["sites"] and len(e["sites"]) < 5:
+                s = site_by_id(seq)
+                if s is not None and len(e["sites"]) < 5 and not any(
+                        (x["file"], x["line"]) == (s["file"], s["line"]) for x in e["sites"]):
                     e["sites"].append(s)
-        for s, (c, n) in f64_sites.items():
+        for sid, (c, n) in f64_sites.items():
             demotions.append({"kind": "demotion", "dtype": "float64", "computed_as": "float32", "op": name,
-                              "calls": c, "signatures": n, "site": site_by_id(s)})
+                              "calls": c, "signatures": n, "site": _sites[sid] if sid >= 0 else None})
     demotions.extend(i64.values())
     with _lock:
         unsupported = [dict(e) for e in _unsupported.values()]
@@ -274,6 +313,16 @@ def snapshot() -> dict:
     }
 
 
+def _first_seen_counts(sigs) -> list[dict]:
+    """How many of ``sigs`` were first seen at each (optimizer step, forward) of the step clock."""
+    counts: dict[tuple[int, int], int] = {}
+    for _c, seq, _flags, _u, _d in sigs:
+        s = _sighting(seq)
+        if s is not None:
+            counts[(s[1], s[2])] = counts.get((s[1], s[2]), 0) + 1
+    return [{"optimizer_step": o, "forward": f, "signatures": n} for (o, f), n in sorted(counts.items())]
+
+
 def _summary(ops, compiles, fallbacks) -> dict:
     return {
         "kind": "summary",
@@ -283,6 +332,7 @@ def _summary(ops, compiles, fallbacks) -> dict:
         "fallback_ops": len(fallbacks),
         "eager_compiles": sum(o["unique_signatures"] for o in ops if o["policy"] == "native"),
         "eager_cache_hits": sum(o["calls"] - o["unique_signatures"] for o in ops if o["policy"] == "native"),
+        **steps.totals(),
     }
 
 
@@ -408,6 +458,10 @@ def install(c_module) -> None:
     if _installed:
         return
     _installed = True
+    try:
+        steps.install()
+    except Exception as e:  # noqa: BLE001 - sites still work without the step clock
+        print(f"neuron-port: no step clock ({e})", file=sys.stderr)
     atexit.register(_atexit)
     _prev_excepthook = sys.excepthook
     sys.excepthook = _excepthook

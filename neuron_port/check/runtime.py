@@ -17,13 +17,14 @@ from neuron_port.check.aggregate.distributed import DistributedAggregator, Distr
 from neuron_port.check.aggregate.fallbacks import FallbackAggregator, FallbackEntry
 from neuron_port.check.aggregate.neff_cache import NeffCacheAggregator, NeffCacheTotals
 from neuron_port.check.aggregate.ops import OpsAggregator, OpTotals
-from neuron_port.check.aggregate.shapes import EagerCompileEntry, ShapeAggregator, ShapeVarianceEntry
+from neuron_port.check.aggregate.shapes import EagerCompileEntry, ShapeAggregator, ShapeSummary, ShapeVarianceEntry
 from neuron_port.check.aggregate.unsupported import UnsupportedAggregator, UnsupportedEntry
 from neuron_port.check.events import (
     CompileEvent,
     DemotionEvent,
     DistributedEvent,
     EagerCompileEvent,
+    EagerCompileTruncatedEvent,
     FallbackEvent,
     NeffCacheEvent,
     OpEvent,
@@ -62,7 +63,8 @@ class RuntimeSection:
     ops: OpTotals
     fallbacks: tuple[FallbackEntry, ...]
     eager_compiles: tuple[EagerCompileEntry, ...]
-    shape_variance: tuple[ShapeVarianceEntry, ...]
+    shapes: ShapeSummary  # the steady-state view: first-run compiles, how many after warm-up
+    shape_variance: tuple[ShapeVarianceEntry, ...]  # ops whose shapes kept changing after warm-up
     compiles: tuple[CompileEntry, ...]
     demotions: tuple[DemotionEntry, ...]  # float64 per op and site, then the int64 aggregates
     unsupported: tuple[UnsupportedEntry, ...]
@@ -77,6 +79,7 @@ class RuntimeSection:
             "ops": self.ops.to_json(),
             "fallbacks": [f.to_json() for f in self.fallbacks],
             "eager_compiles": [e.to_json() for e in self.eager_compiles],
+            "shapes": self.shapes.to_json(),
             "shape_variance": [v.to_json() for v in self.shape_variance],
             "compiles": [c.to_json() for c in self.compiles],
             "demotions": [d.to_json() for d in self.demotions],
@@ -89,8 +92,8 @@ class RuntimeSection:
 
 def build_runtime(processes: list[ProcessEvents], status: RunStatus,
                   mapper: SiteMapper) -> tuple[RuntimeSection, list[Finding]]:
-    """The runtime section and its findings (in the order: fallbacks, shapes, compiles, demotions,
-    unsupported features, distributed, the failed command)."""
+    """The runtime section and its findings (in the order: fallbacks, shapes (NP902, then NP910),
+    compiles, demotions, unsupported features, distributed, the failed command)."""
     ops = OpsAggregator()
     fallbacks = FallbackAggregator(mapper)
     shapes = ShapeAggregator(mapper)
@@ -99,11 +102,12 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
     unsupported = UnsupportedAggregator(mapper)
     distributed = DistributedAggregator(mapper)
     neff_cache = NeffCacheAggregator()
-    # Event kinds without an aggregator (eager_compile_truncated, explicit_ops) are not in the report.
+    # Event kinds without an aggregator (explicit_ops) are not in the report.
     handlers: dict[type, Callable[[Any, Optional[int]], None]] = {
         OpEvent: ops.add,
         FallbackEvent: fallbacks.add,
         EagerCompileEvent: shapes.add,
+        EagerCompileTruncatedEvent: shapes.add_truncated,
         DemotionEvent: demotions.add,
         UnsupportedEvent: unsupported.add,
         CompileEvent: compiles.add,
@@ -111,6 +115,7 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
         NeffCacheEvent: neff_cache.add,
     }
     for process in processes:
+        shapes.start_process(process.summary)  # its step clock
         for event in process.events:
             handler = handlers.get(type(event))
             if handler is not None:
@@ -127,6 +132,7 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
         ops=ops.totals(unique_signatures=shapes.unique_signatures),
         fallbacks=tuple(fallbacks.entries()),
         eager_compiles=tuple(shapes.entries()),
+        shapes=shapes.summary(),
         shape_variance=tuple(shapes.shape_variance()),
         compiles=tuple(compiles.entries()),
         demotions=tuple(demotions.entries()),

@@ -101,8 +101,9 @@ def render_check(console: Console, report: Report) -> None:
         "readiness: " + (f"[bold]{readiness:.1%}[/bold] of {ops.calls:,} op calls ran natively"
                          if readiness is not None else "no op reached the neuron device"),
         f"CPU fallbacks: {len(runtime.fallbacks)} op(s), {ops.fallback_calls:,} call(s)",
-        f"eager NEFF compiles: {ops.unique_signatures} unique signature(s); "
-        f"{len(runtime.shape_variance)} (op, line) pair(s) with varying shapes",
+        f"eager NEFF compiles: {ops.unique_signatures} unique signature(s), {runtime.shapes.after_warmup} after "
+        f"warm-up; {runtime.shapes.varying_sites} line(s) whose shapes keep changing, "
+        f"{runtime.shapes.uneven_batch_sites} with an uneven last batch",
         f"torch.compile graphs: {sum(c.count for c in runtime.compiles)} compile(s) of "
         f"{len(runtime.compiles)} function(s)",
         f"float64 demotions: {len(float64)} (op, line) pair(s); unsupported features: {len(runtime.unsupported)}",
@@ -121,17 +122,7 @@ def render_check(console: Console, report: Report) -> None:
         console.print(table)
         _more(console, len(rows))
 
-    variance = runtime.shape_variance
-    if variance:
-        table = _table("Shapes that vary (each new shape is an eager NEFF compile: pad to buckets)",
-                       ["site", "op", "shapes", "varying", "buckets"])
-        for v in variance[:MAX_ROWS]:
-            dims = "; ".join(
-                (f"arg{d.arg} dim {d.dim}" if d.dim is not None else f"arg{d.arg} rank")
-                + f": {','.join(map(str, d.values[:6]))}" for d in v.varying[:2])
-            table.add_row(_site(v.site), v.op, str(v.signatures), dims, str(list(v.suggested_buckets)))
-        console.print(table)
-        _more(console, len(variance))
+    _render_shapes(console, runtime)
 
     compiles = runtime.compiles
     if compiles:
@@ -178,3 +169,39 @@ def render_check(console: Console, report: Report) -> None:
             console.print("last lines of the command's stderr:", style="bold")
             for line in tail[-15:]:
                 console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _render_shapes(console: Console, runtime) -> None:
+    """The steady-state view of eager compiles: how many in the first run, how many after warm-up, and
+    one row per line whose shapes kept changing after warm-up (or that saw an uneven last batch)."""
+    shapes = runtime.shapes
+    if shapes.first_run_compiles:
+        last = f", last new one at step {shapes.last_step}" if shapes.last_step is not None else ""
+        console.print(f"Eager NEFF compiles: {shapes.first_run_compiles:,} in the first run (then cached), "
+                      f"{shapes.after_warmup:,} after warm-up (steps 0-{shapes.warmup_steps - 1} of the "
+                      f"{shapes.clock} clock{last})")
+    lines: dict = {}
+    for v in runtime.shape_variance:  # varying first, then uneven last batches
+        lines.setdefault((v.site.path, v.site.line) if v.site else ("", 0), []).append(v)
+    if not lines:
+        return
+    table = _table("Shapes after warm-up (value@step: each new shape is an eager NEFF compile; pad what keeps "
+                   "changing to buckets; an uneven last batch: drop_last=True)",
+                   ["site", "op(s)", "compiles (late)", "what changed", "buckets"])
+    for items in list(lines.values())[:MAX_ROWS]:
+        v = items[0]
+        ops = v.op + (f" +{len(items) - 1}" if len(items) > 1 else "")
+        if v.kind == "varying" and v.varying:
+            dim = v.varying[0]
+            by_step: dict = {}
+            for step, value in dim.first_seen:
+                by_step.setdefault(step, []).append(value)
+            shown = [",".join(map(str, values[:3])) + ("..." if len(values) > 3 else "") + f"@{step}"
+                     for step, values in list(by_step.items())[:5]]
+            what = f"{dim.pattern or dim.label}: {' '.join(shown)}" + (" ..." if len(by_step) > 5 else "")
+        else:
+            what = "last batch " + "; ".join(f"{p.size} of {p.normal}@{p.step}" for p in v.partial_batches[:2])
+        compiles = f"{sum(i.signatures for i in items)} ({sum(i.after_warmup for i in items)})"
+        table.add_row(_site(v.site), ops, compiles, what, str(list(v.suggested_buckets)))
+    console.print(table)
+    _more(console, len(lines))

@@ -9,7 +9,7 @@ Each carries the same registry entry as a static rule (docs, severity, effort), 
 Codes (stable), and the module that holds each rule:
 
 - NP901 ``cpu-fallback`` (``fallbacks_and_shapes``): an op fell back to the CPU.
-- NP902 ``eager-shape-variance`` (``fallbacks_and_shapes``): one op at one line ran with several shapes.
+- NP902 ``eager-shape-variance`` (``fallbacks_and_shapes``): an op kept getting new shapes after warm-up.
 - NP903 ``compile-recompiles`` (``compilation``): a compiled function was compiled more than once.
 - NP904 ``recompile-limit`` (``compilation``): a compiled function hit Dynamo's recompile limit.
 - NP905 ``float64-demotion`` (``precision_and_features``): a float64 tensor reached the device.
@@ -18,4 +18,6 @@ Codes (stable), and the module that holds each rule:
   does not support.
 - NP908 ``compile-failure`` (``compilation``): a graph failed to compile for neuron.
 - NP909 ``command-failed`` (``distributed_and_command``): the checked command did not finish successfully.
+- NP910 ``uneven-last-batch`` (``fallbacks_and_shapes``): a smaller last batch compiled the step's ops
+  once more.
 """

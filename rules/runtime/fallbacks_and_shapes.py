@@ -1,5 +1,5 @@
-"""NP901 / NP902: eager execution costs seen at run time: ops that fell back to the CPU, and ops that
-ran with several shapes at one line (one NEFF compile per shape).
+"""NP901 / NP902 / NP910: eager execution costs seen at run time: ops that fell back to the CPU, shapes
+that keep changing after warm-up (one NEFF compile per new shape), and an uneven last batch.
 """
 
 from __future__ import annotations
@@ -50,38 +50,166 @@ class CpuFallback(RuntimeRule):
 
 
 class EagerShapeVariance(RuntimeRule):
-    """The same op at the same line ran with several shapes: one NEFF compile per shape in eager mode.
+    """An op kept getting new shapes after warm-up: each new shape is another eager NEFF compile.
 
     ## What it does
-    Compares the signatures (shapes, dtypes) an op saw at one user line; when there are several, it
-    reports which dimensions varied, how many distinct values each took, and a set of padding buckets
-    that would bound the number of compiles.
+    Records when each (op, shapes, dtypes, scalars) signature is first seen, in steps, per op, line
+    and module. On Trainium each distinct signature compiles a NEFF once and the cache serves it after
+    that, so every signature of the first steps is warm-up: a one-time cost, however many layers share
+    the line (an `nn.Sequential`, the `loss.backward()` line, a weight-init loop, `zero_grad`). This
+    rule reports only a dimension that keeps changing after warm-up: it names the dimension, its values
+    with the step at which each first appeared, the steps after warm-up that brought new ones, and
+    padding buckets that would bound the compiles.
+
+    Steps: a step ends at every `optimizer.step()` (PyTorch's global optimizer step hook; with several
+    optimizers, the one that stepped most). A run with no optimizer step (generation, evaluation)
+    counts one step per call of the outermost module (the one called most). A script with neither
+    counts the k-th new signature of an op at a line as its step k.
+
+    Warm-up: the first two steps (0 and 1). Optimizer state is created lazily in the first `step()`,
+    and gradients accumulated into existing `.grad` tensors (or zeroed with
+    `zero_grad(set_to_none=False)`) first appear in the second step.
+
+    Reported: a dimension of one op at one line and module that took new values at two or more steps
+    after warm-up, or at one step after warm-up when it already changed between steps 0 and 1.
+    Not reported: new signatures at a single later step (the first evaluation pass, a generation after
+    training: a one-time compile, counted in `runtime.shapes.after_warmup`); a smaller last batch
+    (NP910).
 
     ## Why is this bad?
-    TorchNeuron compiles each new (op, shapes, dtypes) signature to a NEFF, which takes seconds (minutes
-    for whole graphs). Variable-length batches recompile on every new length.
+    TorchNeuron compiles each new signature to a NEFF, which takes seconds (minutes for whole graphs).
+    A sequence length that changes with the data, or a KV cache that grows every step, compiles again
+    on every new length for as long as the job runs.
 
     ## Example
     ```python
-    T = random.choice([100, 117, 250])
+    T = random.randint(16, 512)
     x = tokens[:, :T]  # every new T compiles again
     ```
-    Use instead: pad to a few buckets (`T = bucket(T)`, e.g. powers of two) and mask the padding.
+    Use instead: pad to a few buckets (`T = bucket(T)`, e.g. powers of two) and mask the padding; for
+    a KV cache, preallocate it at the maximum length and write into it.
 
     ## Fix safety
     No automatic fix: padding needs masks that only the model author can place.
 
     ## References
-    - shared/torchneuron.md sections 2.1-2.3 and 3.3
+    - shared/torchneuron.md sections 2.1-2.3 (eager: each new (op, shape) compiles once, then the
+      cache serves it) and 3.3
+    - neuron_backend/EVENTS.md, "Steps and modules"
     """
 
     CODE = "NP902"
     NAME = "eager-shape-variance"
     SEVERITY = "warning"
     EFFORT = "medium"
-    MESSAGE = "`{op}` ran with {n} shapes here ({dims}): {n} eager NEFF compiles; pad to buckets {buckets}"
-    VALID = [Valid("import torch\nfor _ in range(3):\n    x = torch.ones(2, 8, device='neuron') * 2\n")]
-    INVALID = [Invalid(
-        "import torch\nfor n in (8, 16, 32):\n    x = torch.ones(2, n, device='neuron') * 2\n",
-        message_contains="dim 1",
-    )]
+    MESSAGE = ("`{op}` kept getting new shapes after warm-up, at steps {steps}: {dim}; "
+               "{n} eager NEFF compiles here, {late} after warm-up; pad to buckets {buckets}")
+    VALID = [
+        Valid("import torch\nfor _ in range(3):\n    x = torch.ones(2, 8, device='neuron') * 2\n"),
+        Valid("""
+            import torch
+            from torch import nn
+
+            model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+            model = model.to("neuron")
+            for p in model.parameters():  # one line, many shapes: all in warm-up
+                nn.init.normal_(p, std=0.02)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            for step in range(6):
+                x = torch.randn(16, 8, device="neuron")
+                loss = model(x).square().mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=False)
+            """),
+    ]
+    INVALID = [
+        Invalid("import torch\nfor n in (8, 16, 32):\n    x = torch.ones(2, n, device='neuron') * 2\n",
+                message_contains="dim 1"),
+        Invalid("""
+            import torch
+            from torch import nn
+
+            model = nn.Sequential(nn.Embedding(64, 16), nn.Linear(16, 64)).to("neuron")
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(8):
+                T = 8 + 4 * step  # the sequence length grows with the data
+                tokens = torch.randint(64, (4, T), device="neuron")
+                logits = model(tokens)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten())
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            """, message_contains="at steps 2, 3, 4, 5, 6, 7: dim 1"),
+    ]
+
+
+class UnevenLastBatch(RuntimeRule):
+    """The last batch of an epoch is smaller than the others: its shapes compile once more.
+
+    ## What it does
+    Reports a step after warm-up whose new signatures are all earlier ones with one size shrunk by a
+    common factor (a batch of 4 rows instead of 16, and 4*T instead of 16*T where the batch is
+    flattened), at one or two steps of the run: the last, partial batch of a `DataLoader` without
+    `drop_last=True` (once for the training loader, once for the evaluation loader). The finding points
+    at the first line that ran the smaller batch and names how many other lines compiled for it.
+    Steps and warm-up are defined as for NP902.
+
+    ## Why is this bad?
+    Mildly: every op of the forward and backward pass compiles a NEFF again for the smaller batch, once
+    per run (the cache serves the next epochs). On a large model that is minutes of compilation at the
+    end of the first epoch, and a job that restarts on a fresh cache pays it again.
+
+    ## Example
+    ```python
+    loader = DataLoader(dataset, batch_size=16, shuffle=True)  # len(dataset) % 16 != 0
+    ```
+    Use instead: `DataLoader(..., drop_last=True)`, or pad the last batch to the full batch size (and
+    mask the padded rows in the loss).
+
+    ## Fix safety
+    No automatic fix: dropping samples changes what the model sees; padding needs a mask.
+
+    ## References
+    - shared/torchneuron.md section 2.1 (each new (op, shapes) compiles once)
+    - https://docs.pytorch.org/docs/2.13/data.html#torch.utils.data.DataLoader (drop_last)
+    """
+
+    CODE = "NP910"
+    NAME = "uneven-last-batch"
+    SEVERITY = "info"
+    EFFORT = "low"
+    MESSAGE = ("the last batch is smaller ({size} instead of {normal}, first at step {step}): {n} more eager NEFF "
+               "compile(s) here{others}; use `drop_last=True` in the DataLoader, or pad the last batch to {normal}")
+    VALID = [Valid("""
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        data = TensorDataset(torch.randn(40, 8), torch.randint(3, (40,)))
+        loader = DataLoader(data, batch_size=8, drop_last=True)  # 40 % 8 == 0 anyway
+        model = nn.Linear(8, 3).to("neuron")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(2):
+            for x, y in loader:
+                loss = nn.functional.cross_entropy(model(x.to("neuron")), y.to("neuron"))
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """)]
+    INVALID = [Invalid("""
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        data = TensorDataset(torch.randn(42, 8), torch.randint(3, (42,)))
+        loader = DataLoader(data, batch_size=8)  # 5 batches of 8, then one of 2
+        model = nn.Linear(8, 3).to("neuron")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(2):
+            for x, y in loader:
+                loss = nn.functional.cross_entropy(model(x.to("neuron")), y.to("neuron"))
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """, message_contains="2 instead of 8")]

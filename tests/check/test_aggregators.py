@@ -16,7 +16,7 @@ from neuron_port.check.aggregate.distributed import DistributedAggregator
 from neuron_port.check.aggregate.fallbacks import FallbackAggregator
 from neuron_port.check.aggregate.neff_cache import NeffCacheAggregator
 from neuron_port.check.aggregate.ops import OpsAggregator, OpTotals
-from neuron_port.check.aggregate.shapes import ShapeAggregator, VaryingDim
+from neuron_port.check.aggregate.shapes import ShapeAggregator
 from neuron_port.check.aggregate.unsupported import UnsupportedAggregator
 from neuron_port.check.events import (
     CompileEvent,
@@ -92,31 +92,20 @@ def test_fallbacks_merge_two_ranks_per_site(root, mapper):
     assert fallbacks.findings()[1].end_column == len("x = f(y)") + 1
 
 
-def test_shapes_merge_ranks_and_report_lengths_that_vary_with_the_data(root, mapper):
+def test_shapes_merge_ranks_per_op_and_line(root, mapper):
+    """The per-line eager compile entries (the steady-state analysis is in test_shapes.py)."""
     shapes = ShapeAggregator(mapper)
     for rank, length in ((0, 8), (0, 16), (1, 16), (1, 32)):  # the 16 signature from both ranks counts once
         shapes.add(EagerCompileEvent("aten::bmm", (f"f32[4,{length},64]", "f32[64]"), 2, 1, at(root, 30)), rank)
         shapes.add(EagerCompileEvent("aten::add.Tensor", (f"f32[4,{length}]", 1), 1, 0, at(root, 30)), rank)
-    for width in (64, 256):  # two values: two different tensors, not a varying length
+    for width in (64, 256):
         shapes.add(EagerCompileEvent("aten::mm", (f"f32[{width},64]",), 1, 0, at(root, 40)), 0)
-    for length in (3, 5, 9):  # varies, but there is no user frame to point at
+    for length in (3, 5, 9):
         shapes.add(EagerCompileEvent("aten::relu", (f"f32[{length}]",), 1, 0, None), 0)
     assert shapes.unique_signatures == 3 + 3 + 2 + 3
     eager = shapes.entries()
     assert [(e.op, e.site and e.site.line, e.unique_signatures, e.calls) for e in eager] == [
         ("aten::add.Tensor", 30, 3, 4), ("aten::bmm", 30, 3, 8), ("aten::relu", None, 3, 3), ("aten::mm", 40, 2, 2)]
-    variance = shapes.shape_variance()
-    assert [v.op for v in variance] == ["aten::add.Tensor", "aten::bmm", "aten::relu"]
-    bmm = variance[1]
-    assert bmm.varying == (VaryingDim(arg=0, dim=1, values=(8, 16, 32)),)
-    assert bmm.to_json() == {"op": "aten::bmm", "site": shown(30).to_json(), "signatures": 3, "calls": 8,
-                             "varying": [{"arg": 0, "dim": 1, "values": [8, 16, 32]}],
-                             "suggested_buckets": [8, 16, 32]}
-    [finding] = shapes.findings()  # one per site; the site without a user frame has none
-    assert (finding.code, finding.line) == ("NP902", 30)
-    assert finding.message == ("`aten::add.Tensor` ran with 3 shapes here (dim 1 of arg 0 took 3 values: 8,16,32): "
-                               "3 eager NEFF compiles; pad to buckets [8, 16, 32] "
-                               "(also 1 other op(s) here: aten::add.Tensor, aten::bmm)")
 
 
 def test_compiles_merge_per_call_site(root, mapper):
@@ -294,7 +283,10 @@ def test_build_runtime_on_a_folder_of_event_files(tmp_path):
                       {"rank": 1, "pid": 101, "status": "exited", "complete": True}],
         "ops": {"calls": 8, "native_calls": 6, "fallback_calls": 2, "unique_signatures": 1, "readiness": 0.75},
         "fallbacks": [{"op": "aten::multinomial", "calls": 2, "sites": [{**user_site, "calls": 2, "ranks": [0, 1]}]}],
-        "eager_compiles": [{"op": "aten::mul.Tensor", "site": user_site, "unique_signatures": 1, "calls": 6}],
+        "eager_compiles": [{"op": "aten::mul.Tensor", "site": user_site, "unique_signatures": 1, "calls": 6,
+                            "after_warmup": 0, "first_seen": [{"step": 0, "signatures": 1}], "modules": []}],
+        "shapes": {"clock": "signatures", "warmup_steps": 2, "last_step": 0, "first_run_compiles": 1,
+                   "after_warmup": 0, "varying_sites": 0, "uneven_batch_sites": 0},
         "shape_variance": [],
         "compiles": [],
         "demotions": [{"dtype": "float64", "computed_as": "float32", "op": "aten::mul.Tensor", "calls": 6,

@@ -22,6 +22,8 @@ from neuron_port.check.events.ops import (
     ExplicitOpsEvent,
     FallbackEvent,
     FallbackSite,
+    FirstSeen,
+    FirstSeenCount,
     OpEvent,
     UnsupportedEvent,
 )
@@ -38,7 +40,7 @@ from neuron_port.check.events.records import (
 __all__ = [
     "CompileEvent", "CompileInput", "DemotionEvent", "DistributedEvent", "EagerCompileEvent",
     "EagerCompileTruncatedEvent", "Event", "EVENT_TYPES", "ExceptionInfo", "ExplicitOpsEvent", "FallbackEvent",
-    "FallbackSite", "FunctionRef", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
+    "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
     "ProcessEvent", "ProcessEvents", "Site", "SummaryEvent", "UnsupportedEvent", "parse_event",
     "parse_events_file", "read_events",
 ]

@@ -120,6 +120,7 @@ class Site:
     function: Optional[str] = None
     code: str = ""
     thread: Optional[str] = None  # "autograd" when the op ran in autograd's device thread
+    module: Optional[str] = None  # path of the innermost module whose forward ran the op ("blocks.3.attn")
 
     @classmethod
     def from_json(cls, value: Any, where: str = "site") -> Optional[Site]:
@@ -132,7 +133,7 @@ class Site:
             return None
         fields = EventFields(value, f"{where}.")
         return cls(file=fields.text("file") or "", line=fields.integer("line"), function=fields.text("function"),
-                   code=fields.text("code") or "", thread=fields.text("thread"))
+                   code=fields.text("code") or "", thread=fields.text("thread"), module=fields.text("module"))
 
 
 def site_field(fields: EventFields, name: str = "site") -> Optional[Site]:

@@ -43,6 +43,22 @@ class FallbackEvent:
 
 
 @dataclass(frozen=True)
+class FirstSeen:
+    """When a signature was first seen, on the process's step clock (EVENTS.md, "Steps")."""
+
+    optimizer_step: int = 0  # completed optimizer steps (of the optimizer that stepped most)
+    forward: int = 0  # outermost module forward calls started (of the module called most)
+    seq: Optional[int] = None  # order of the first sightings in the process
+
+    @classmethod
+    def from_fields(cls, f: Optional[EventFields]) -> Optional[FirstSeen]:
+        if f is None:
+            return None
+        return cls(optimizer_step=f.integer("optimizer_step"), forward=f.integer("forward"),
+                   seq=f.optional_integer("seq"))
+
+
+@dataclass(frozen=True)
 class EagerCompileEvent:
     KIND: ClassVar[str] = "eager_compile"
     op: str
@@ -50,11 +66,22 @@ class EagerCompileEvent:
     calls: int = 0
     cache_hits: Optional[int] = None
     site: Optional[Site] = None  # where the signature was first seen
+    first_seen: Optional[FirstSeen] = None  # when (None: written by a simulator without a step clock)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> EagerCompileEvent:
         return cls(op=f.required_text("op"), signature=tuple(f.array("signature") or ()), calls=f.integer("calls"),
-                   cache_hits=f.optional_integer("cache_hits"), site=site_field(f))
+                   cache_hits=f.optional_integer("cache_hits"), site=site_field(f),
+                   first_seen=FirstSeen.from_fields(f.nested("first_seen")))
+
+
+@dataclass(frozen=True)
+class FirstSeenCount:
+    """How many omitted signatures were first seen at one point of the step clock."""
+
+    optimizer_step: int = 0
+    forward: int = 0
+    signatures: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,11 +90,14 @@ class EagerCompileTruncatedEvent:
     op: str
     omitted_signatures: int = 0
     omitted_calls: int = 0
+    first_seen: tuple[FirstSeenCount, ...] = ()  # of the omitted signatures
 
     @classmethod
     def from_fields(cls, f: EventFields) -> EagerCompileTruncatedEvent:
+        first_seen = tuple(FirstSeenCount(optimizer_step=c.integer("optimizer_step"), forward=c.integer("forward"),
+                                          signatures=c.integer("signatures")) for c in f.objects("first_seen"))
         return cls(op=f.required_text("op"), omitted_signatures=f.integer("omitted_signatures"),
-                   omitted_calls=f.integer("omitted_calls"))
+                   omitted_calls=f.integer("omitted_calls"), first_seen=first_seen)
 
 
 def _aggregate_sites(f: EventFields) -> tuple[Optional[Site], ...]:

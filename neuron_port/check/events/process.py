@@ -59,10 +59,13 @@ class SummaryEvent:
     eager_compiles: int = 0
     eager_cache_hits: int = 0
     complete: bool = False  # false: the snapshot was not written at exit, exception or SIGTERM
+    optimizer_steps: Optional[int] = None  # the step clock at the end (None: a simulator without one)
+    forwards: Optional[int] = None
 
     @classmethod
     def from_fields(cls, f: EventFields) -> SummaryEvent:
         return cls(op_calls=f.integer("op_calls"), native_calls=f.integer("native_calls"),
                    fallback_calls=f.integer("fallback_calls"), fallback_ops=f.integer("fallback_ops"),
                    eager_compiles=f.integer("eager_compiles"), eager_cache_hits=f.integer("eager_cache_hits"),
-                   complete=bool(f.flag("complete")))
+                   complete=bool(f.flag("complete")), optimizer_steps=f.optional_integer("optimizer_steps"),
+                   forwards=f.optional_integer("forwards"))

@@ -1,0 +1,164 @@
+"""The step clock and the module stack of the simulated neuron device (EVENTS.md, "Steps and modules").
+
+Every new signature the C++ core reports is stamped (by ``events._site_callback``) with the module
+running it and with two counters: ``optimizer_step`` (completed ``step()`` calls of the optimizer that
+stepped most; a global optimizer step post-hook) and ``forward`` (forward calls started of the outermost
+module called most; a global module forward pre-hook). Outermost means that no other module's forward
+runs in the thread. Readers derive steps from them. Cost: one Python call per optimizer step and two per
+module call (the pre-hook and the forward hook), nothing per op; under torch.compile tracing the hooks
+do nothing (a compiled graph runs no hooks of the modules inside it).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+optimizer_step = 0
+forward = 0
+_optimizer_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+_root_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+# Outermost modules that ran a neuron op (a new signature inside them): only they drive ``forward``, so
+# CPU-side modules called per sample (torchvision transforms are nn.Modules) do not make steps.
+_device_roots: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# Module paths: named once from ``named_modules()`` of the first outermost module that contains them
+# ("blocks.3.attn"; the outermost module itself by its class name). A name never changes once given.
+_module_names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+# .stack: names of the modules whose forward runs in this thread, innermost last; .root: the outermost one
+_tls = threading.local()
+_main_ident = threading.main_thread().ident
+_is_compiling = None  # torch.compiler.is_compiling, set by install()
+_hook_handles: list = []
+
+
+def _module_stack() -> list[str]:
+    stack = getattr(_tls, "stack", None)
+    if stack is None:
+        stack = _tls.stack = []
+    return stack
+
+
+def current_module() -> str | None:
+    """The path of the innermost module whose forward runs in this thread (None outside modules).
+
+    Called for each new signature: the outermost module running it now drives the forward clock."""
+    global forward
+    stack = getattr(_tls, "stack", None)
+    if not stack:
+        return None
+    root = getattr(_tls, "root", None)
+    if root is not None and threading.get_ident() == _main_ident and root not in _device_roots:
+        _device_roots.add(root)
+        forward = max(forward, _root_counts.get(root, 0))
+    return stack[-1]
+
+
+def _name_modules(root) -> str:
+    name = type(root).__name__
+    try:
+        for path, module in root.named_modules():
+            if module not in _module_names:
+                _module_names[module] = path or name
+    except Exception:  # noqa: BLE001 - a module whose named_modules() fails still runs
+        pass
+    return _module_names.get(root, name)
+
+
+def _forward_pre_hook(module, args) -> None:
+    global forward
+    # Under torch.compile Dynamo traces this hook: is_compiling() is then true and nothing is recorded
+    # (a compiled graph runs no hooks of the modules inside it).
+    if _is_compiling is not None and _is_compiling():
+        return
+    try:
+        stack = _module_stack()
+        name = _module_names.get(module)
+        if not stack:
+            if name is None:
+                name = _name_modules(module)
+            _tls.root = module
+            if threading.get_ident() == _main_ident:
+                n = _root_counts.get(module, 0) + 1
+                _root_counts[module] = n
+                if n > forward and module in _device_roots:
+                    forward = n
+        elif name is None:  # not a registered submodule of the outermost module
+            name = _module_names[module] = f"{stack[-1]}.{type(module).__name__}"
+        stack.append(name)
+    except Exception:  # noqa: BLE001 - never break the user's forward because of accounting
+        pass
+
+
+def _forward_hook(module, args, output) -> None:
+    if _is_compiling is not None and _is_compiling():
+        return
+    stack = getattr(_tls, "stack", None)
+    if stack:
+        stack.pop()
+
+
+def _optimizer_step_hook(optimizer, args, kwargs) -> None:
+    global optimizer_step
+    try:
+        n = _optimizer_counts.get(optimizer, 0) + 1
+        _optimizer_counts[optimizer] = n
+        if n > optimizer_step:
+            optimizer_step = n
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def totals() -> dict:
+    """The step clock now: completed optimizer steps and outermost forward calls (the most of any one
+    outermost module that ran neuron ops)."""
+    return {"optimizer_steps": optimizer_step, "forwards": forward}
+
+
+def install() -> None:
+    """Register the global optimizer step hook and module forward hooks (once)."""
+    global _is_compiling
+    if _hook_handles:
+        return
+    import torch
+    import torch.nn.modules.module as nn_module
+    import torch.optim.optimizer as optim
+
+    _is_compiling = torch.compiler.is_compiling
+    _skip_in_dynamo(_forward_pre_hook, _forward_hook, _optimizer_step_hook)
+    _hook_handles.append(nn_module.register_module_forward_pre_hook(_forward_pre_hook))
+    _hook_handles.append(nn_module.register_module_forward_hook(_forward_hook, always_call=True))
+    _hook_handles.append(optim.register_optimizer_step_post_hook(_optimizer_step_hook))
+    _hide_from_compile_warning(nn_module)
+
+
+def _skip_in_dynamo(*functions) -> None:
+    """Dynamo must not capture these hooks as frames of their own (a compiled module's hooks run inside
+    its frame-evaluation context): that would shift the compile ids of the user's frames. Traced inline,
+    they do nothing (is_compiling()). Uses the C entry point, so torch._dynamo is not imported here."""
+    try:
+        from torch._C._dynamo import eval_frame
+
+        skip = eval_frame._FrameAction.SKIP
+        strategy = eval_frame._FrameExecStrategy(skip, skip)  # and whatever they call (WeakKeyDictionary.get)
+        for function in functions:
+            eval_frame.set_code_exec_strategy(function.__code__, strategy)
+    except Exception:  # noqa: BLE001 - another torch version: compile ids may shift, nothing else
+        pass
+
+
+def _hide_from_compile_warning(nn_module) -> None:
+    """``torch.compile(module)`` warns on every call while any global module hook exists (its check is
+    ``torch.nn.modules.module._has_any_global_hook``); the simulator's hooks are not the user's, so the
+    check ignores them (and still sees any hook the user registers). A user's ``-W error`` would
+    otherwise turn the warning into an exception that Trainium would not raise."""
+    ours = {h.id for h in _hook_handles}
+    names = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks",
+             "_global_forward_hooks", "_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs")
+    if not hasattr(nn_module, "_has_any_global_hook") or not all(hasattr(nn_module, n) for n in names):
+        return
+
+    def _has_any_global_hook() -> bool:
+        return any(key not in ours for name in names for key in getattr(nn_module, name))
+
+    nn_module._has_any_global_hook = _has_any_global_hook
