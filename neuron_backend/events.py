@@ -23,8 +23,8 @@ from typing import Any
 from . import steps
 
 SCHEMA_VERSION = 1
-FLUSH_INTERVAL_S = 1.0
-MAX_SIGNATURES_PER_OP = 200  # eager_compile lines per op in the file (the most-called ones); the rest are summed  # at most one snapshot per second while new signatures appear
+FLUSH_INTERVAL_S = 1.0  # at most one snapshot per second while new signatures appear
+MAX_SIGNATURES_PER_OP = 200  # eager_compile lines per op in the file (the most-called ones); the rest are summed
 
 _lock = threading.RLock()
 _sites: list[dict] = []
