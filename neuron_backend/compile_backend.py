@@ -13,7 +13,10 @@ What it does, like TorchNeuron's Dynamo backend:
   compile; with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` (or ``options={"fallback_execution":
   True}``) the original FX graph runs eagerly instead, after TorchNeuron's two log lines;
 * every compile, recompile (with Dynamo's guard-failure reason) and a hit of
-  ``torch._dynamo.config.recompile_limit`` is recorded as a ``compile`` event (EVENTS.md).
+  ``torch._dynamo.config.recompile_limit`` is recorded as a ``compile`` event (EVENTS.md);
+* activation checkpointing in a compiled region: the RNG wrappers AOTAutograd's partitioner puts
+  around recomputed random ops (``run_and_save_rng_state`` / ``run_with_rng_state``, which PyTorch
+  implements for cpu/cuda/hpu/xpu only) are lowered to save and restore the CPU and neuron generators.
 
 While a compiled graph runs, the core's per-op accounting is paused: on Trainium a compiled graph
 is one NEFF, not a series of eager op compiles. A graph that fell back to eager is counted op by op.
