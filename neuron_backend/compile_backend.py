@@ -269,8 +269,7 @@ def _unlowerable_ops(g) -> list[str]:
 
 # ---------------------------------------------------------------- RNG wrappers of activation checkpointing
 def _rng_hops() -> dict:
-    """The higher-order ops AOTAutograd's partitioner puts around recomputed random ops -> the index of
-    the wrapped op among their arguments."""
+    """The partitioner's RNG wrappers of recomputed random ops -> the index of the wrapped op argument."""
     try:
         from torch._prims import rng_prims
     except Exception:  # noqa: BLE001
@@ -279,8 +278,7 @@ def _rng_hops() -> dict:
 
 
 def _rng_device(args, kwargs):
-    """The device whose generator a wrapped random op uses: its first tensor argument's (PyTorch's
-    rule in torch/_prims/rng_prims.py), else its ``device=`` argument."""
+    """The device of a wrapped random op: its first tensor argument's (as rng_prims), else ``device=``."""
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -292,9 +290,8 @@ def _rng_device(args, kwargs):
 
 
 def _rng_state(dev):
-    """What a random op on ``dev`` may draw from: the CPU default generator (ops without a generator
-    argument, e.g. native_dropout and SDPA's dropout, run CPU kernels with it) and the neuron device's
-    generator (ops with one: rand, randn, bernoulli_, ...), as one uint8 tensor."""
+    """The CPU default generator's state (native_dropout, SDPA dropout) and the neuron device generator's
+    (rand, randn, bernoulli_, ...) as one uint8 tensor: what a random op on ``dev`` may draw from."""
     import torch
 
     return torch.cat([torch.get_rng_state(), torch.neuron.get_rng_state(dev)])
@@ -335,13 +332,11 @@ def _neuron_run_with_rng_state(rng_state, op, *args, **kwargs):
 
 
 def _lower_rng_hops(g) -> int:
-    """Activation checkpointing (``torch.utils.checkpoint`` in a compiled region): for every recomputed
-    op tagged ``nondeterministic_seeded`` (dropout, rand*, and the fused SDPA ops, which take a
-    dropout_p) the partitioner emits ``run_and_save_rng_state`` in the forward graph and
-    ``run_with_rng_state`` in the backward graph. PyTorch implements these for cpu/cuda/hpu/xpu only
-    ("Backend not supported for neuron"); the backend compiler lowers them (Inductor does too): here
-    they save and restore the CPU default generator and the neuron device's generator. Returns
-    how many nodes were lowered."""
+    """Activation checkpointing in a compiled region: the partitioner wraps every recomputed op tagged
+    ``nondeterministic_seeded`` (dropout, rand*, the fused SDPA ops) in ``run_and_save_rng_state`` (forward
+    graph) / ``run_with_rng_state`` (backward graph), implemented for cpu/cuda/hpu/xpu only ("Backend not
+    supported for neuron"). Like Inductor, the backend lowers them: here to save/restore the CPU and the
+    neuron generators. Returns how many nodes were lowered."""
     try:
         from torch._prims import rng_prims
     except Exception:  # noqa: BLE001

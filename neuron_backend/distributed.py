@@ -14,15 +14,10 @@
 * Every collective on neuron tensors is counted per (collective, group, user site): one
   ``distributed`` event with ``count`` and ``bytes`` (updated in place, written with the events file).
 
-* One NeuronCore per process, like TorchNeuron's ``_neuron_runtime_setup`` (April source,
-  distributed/backend.py): the first ``neuron`` process group asserts that the Neuron runtime has not
-  started ("Neuron runtime should not be initialized before the init_process_group."), sets
-  ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` unless it is set (LOCAL_RANK / LOCAL_WORLD_SIZE from the
-  environment, else by grouping the ranks per host through the store), asserts that the process sees
-  exactly one core ("Attempted to have more than one device per process in distributed setup") and
-  starts the runtime. The process then has one device, ``neuron`` == ``neuron:0`` (``device_count() ==
-  1``), so ``neuron:1`` fails ("Invalid device id: 1. Valid range is 0 to 0"). The cases the sources
-  leave open are decided in ``rules/op_policy.toml`` [distributed] and reported as NP907 events.
+* One NeuronCore per process (TorchNeuron's ``_neuron_runtime_setup``): the first ``neuron`` process
+  group checks that the runtime has not started, sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` unless
+  set, checks that the process sees one core and starts the runtime; the process then has one device,
+  ``neuron`` == ``neuron:0``. Sources and open cases: ``rules/op_policy.toml`` [distributed] (NP907).
 
 Each rank writes its own events file (``neuron-events-rank<RANK>-pid<PID>.jsonl``).
 """
@@ -139,7 +134,8 @@ def _neuron_runtime_setup(rank: int, size: int, store) -> dict:
                    AssertionError, None)
     local_rank, local_world_size = _local_rank_and_size(rank, size, store)
     if not os.environ.get("NEURON_RT_VISIBLE_CORES"):
-        cores = _node_cores()
+        num = os.environ.get("NEURON_RT_NUM_CORES", "").strip()  # the simulated node's cores
+        cores = int(num) if num.isdigit() and int(num) > 0 else SIMULATED_NODE_CORES
         if local_rank >= cores:
             _violation("init_process_group", f"local rank {local_rank} needs NeuronCore {local_rank} "
                        f"(NEURON_RT_VISIBLE_CORES={local_rank}), but the simulated node has {cores} logical NeuronCores "
@@ -153,7 +149,7 @@ def _neuron_runtime_setup(rank: int, size: int, store) -> dict:
         _violation("init_process_group", f"{ONE_DEVICE_MESSAGE} (NEURON_RT_VISIBLE_CORES={visible} makes {n} NeuronCores "
                    "visible to this process; leave it unset so that init_process_group gives each process NeuronCore "
                    "LOCAL_RANK, or name one core per process)", AssertionError, None)
-    count = 1 if n == 1 else max(n, 1)  # NEURON_PORT_UNSUPPORTED=record: keep the visible cores
+    count = max(n, 1)  # 1; with NEURON_PORT_UNSUPPORTED=record the process keeps the cores it sees
     device.set_process_device_count(count)
     device.mark_runtime_initialized()
     _setup = {"local_rank": local_rank, "local_world_size": local_world_size, "visible_cores": visible,
@@ -166,11 +162,6 @@ def _neuron_runtime_setup(rank: int, size: int, store) -> dict:
             "torch.device(\"neuron\") (simulator decision, unconfirmed: see rules/op_policy.toml [distributed])",
             None, None, site=site, action="recorded")
     return dict(_setup)
-
-
-def _node_cores() -> int:
-    num = os.environ.get("NEURON_RT_NUM_CORES", "").strip()
-    return int(num) if num.isdigit() and int(num) > 0 else SIMULATED_NODE_CORES
 
 
 def _local_rank_and_size(rank: int, size: int, store) -> tuple[int, int]:
@@ -193,21 +184,14 @@ def _local_rank_and_size(rank: int, size: int, store) -> tuple[int, int]:
     return here.index(rank), len(here)
 
 
-def setup_info() -> dict | None:
-    """The one-core-per-process setup (None before the first neuron process group)."""
-    return dict(_setup) if _setup is not None else None
-
-
-def invalid_device_index(index: int, message: str, *, frame=None, site: dict | None = None,
-                         error: str = "ValueError") -> None:
+def invalid_device_index(index: int, message: str, *, frame=None, error: str = "ValueError") -> None:
     """After the setup, a device index other than 0 is another process's NeuronCore: record an NP907 event
     (the caller raises)."""
     if _setup is None or index == 0:
         return
     from . import events
 
-    if site is None:
-        site = events.user_site(frame if frame is not None else sys._getframe(1))
+    site = events.user_site(frame if frame is not None else sys._getframe(1))
     _record_violation(
         "device", f"{message}: after init_process_group(backend=\"neuron\") this process has one NeuronCore, "
         f"`neuron` (neuron:0); neuron:{index} is not its device. Use torch.device(\"neuron\") rather than the rank "
@@ -228,28 +212,16 @@ def _install_excepthook() -> None:
     def hook(exc_type, exc, tb):
         try:
             m = _INVALID_DEVICE.search(str(exc))
-            if m and _setup is not None and not getattr(exc, "_neuron_port_recorded", False):
-                invalid_device_index(int(m.group(1)), m.group(0), site=_traceback_site(tb), error=exc_type.__name__)
+            if m and _setup is not None and not getattr(exc, "_neuron_port_recorded", False) and tb is not None:
+                while tb.tb_next is not None:  # the innermost frame; user_site walks out to the user's line
+                    tb = tb.tb_next
+                invalid_device_index(int(m.group(1)), m.group(0), frame=tb.tb_frame, error=exc_type.__name__)
         except Exception:  # noqa: BLE001 - an excepthook must not raise
             pass
         prev(exc_type, exc, tb)
 
     hook._neuron_port_distributed = True
     sys.excepthook = hook
-
-
-def _traceback_site(tb) -> dict | None:
-    import linecache
-    import traceback
-
-    from . import events
-
-    for fr in reversed(traceback.extract_tb(tb)):
-        fn = os.path.abspath(fr.filename)
-        if not events._is_internal(fn):
-            return {"file": fn, "line": fr.lineno, "function": fr.name,
-                    "code": (fr.line or linecache.getline(fn, fr.lineno)).strip()}
-    return None
 
 
 # ---------------------------------------------------------------- zero-copy CPU aliases
