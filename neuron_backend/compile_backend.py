@@ -13,7 +13,10 @@ What it does, like TorchNeuron's Dynamo backend:
   compile; with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` (or ``options={"fallback_execution":
   True}``) the original FX graph runs eagerly instead, after TorchNeuron's two log lines;
 * every compile, recompile (with Dynamo's guard-failure reason) and a hit of
-  ``torch._dynamo.config.recompile_limit`` is recorded as a ``compile`` event (EVENTS.md).
+  ``torch._dynamo.config.recompile_limit`` is recorded as a ``compile`` event (EVENTS.md);
+* activation checkpointing in a compiled region: the RNG wrappers AOTAutograd's partitioner puts
+  around recomputed random ops (``run_and_save_rng_state`` / ``run_with_rng_state``, which PyTorch
+  implements for cpu/cuda/hpu/xpu only) are lowered to save and restore the CPU and neuron generators.
 
 While a compiled graph runs, the core's per-op accounting is paused: on Trainium a compiled graph
 is one NEFF, not a series of eager op compiles. A graph that fell back to eager is counted op by op.
@@ -240,14 +243,18 @@ def _unlowerable_ops(g) -> list[str]:
     from . import policy
 
     native = set(policy.native_ops())
+    hops = _rng_hops()
     bad: list[str] = []
     for node in g.graph.nodes:
         if node.op != "call_function":
             continue
-        name = _op_name(node.target)
+        target = node.target
+        if target in hops:  # an RNG wrapper of activation checkpointing: the wrapped op is what lowers
+            target = node.args[hops[target]] if len(node.args) > hops[target] else None
+        name = _op_name(target)
         if name is None:
             continue  # operator.getitem and other Python glue
-        ns = node.target._schema.name.split("::", 1)[0] if hasattr(node.target, "_schema") else "aten"
+        ns = target._schema.name.split("::", 1)[0] if hasattr(target, "_schema") else "aten"
         base = name.split(".", 1)[0]
         if ns != "aten":
             if ns in ("_c10d_functional", "c10d_functional", "prims") or base in STRUCTURAL_OPS:
@@ -258,6 +265,92 @@ def _unlowerable_ops(g) -> list[str]:
         if qual not in bad:
             bad.append(qual)
     return bad
+
+
+# ---------------------------------------------------------------- RNG wrappers of activation checkpointing
+def _rng_hops() -> dict:
+    """The partitioner's RNG wrappers of recomputed random ops -> the index of the wrapped op argument."""
+    try:
+        from torch._prims import rng_prims
+    except Exception:  # noqa: BLE001
+        return {}
+    return {rng_prims.run_and_save_rng_state: 0, rng_prims.run_with_rng_state: 1}
+
+
+def _rng_device(args, kwargs):
+    """The device of a wrapped random op: its first tensor argument's (as rng_prims), else ``device=``."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    for a in tree_leaves((args, kwargs)):
+        if isinstance(a, torch.Tensor):
+            return a.device
+    d = kwargs.get("device")
+    return torch.device(d) if d is not None else None
+
+
+def _rng_state(dev):
+    """The CPU default generator's state (native_dropout, SDPA dropout) and the neuron device generator's
+    (rand, randn, bernoulli_, ...) as one uint8 tensor: what a random op on ``dev`` may draw from."""
+    import torch
+
+    return torch.cat([torch.get_rng_state(), torch.neuron.get_rng_state(dev)])
+
+
+def _set_rng_state(state, dev) -> None:
+    import torch
+
+    n = torch.get_rng_state().numel()
+    torch.set_rng_state(state[:n].clone())
+    torch.neuron.set_rng_state(state[n:].clone(), dev)
+
+
+def _neuron_run_and_save_rng_state(op, *args, **kwargs):
+    """run_and_save_rng_state on neuron tensors: (the generator states, op(*args))."""
+    from torch._prims import rng_prims
+
+    dev = _rng_device(args, kwargs)
+    if dev is None or dev.type != "neuron":
+        return rng_prims.run_and_save_rng_state(op, *args, **kwargs)
+    return _rng_state(dev), op(*args, **kwargs)
+
+
+def _neuron_run_with_rng_state(rng_state, op, *args, **kwargs):
+    """run_with_rng_state on neuron tensors: op(*args) with the generators set to the saved states,
+    then restored (the recompute in backward draws what the forward drew)."""
+    from torch._prims import rng_prims
+
+    dev = _rng_device(args, kwargs)
+    if dev is None or dev.type != "neuron":
+        return rng_prims.run_with_rng_state(rng_state, op, *args, **kwargs)
+    current = _rng_state(dev)
+    _set_rng_state(rng_state, dev)
+    try:
+        return op(*args, **kwargs)
+    finally:
+        _set_rng_state(current, dev)
+
+
+def _lower_rng_hops(g) -> int:
+    """Activation checkpointing in a compiled region: the partitioner wraps every recomputed op tagged
+    ``nondeterministic_seeded`` (dropout, rand*, the fused SDPA ops) in ``run_and_save_rng_state`` (forward
+    graph) / ``run_with_rng_state`` (backward graph), implemented for cpu/cuda/hpu/xpu only ("Backend not
+    supported for neuron"). Like Inductor, the backend lowers them: here to save/restore the CPU and the
+    neuron generators. Returns how many nodes were lowered."""
+    try:
+        from torch._prims import rng_prims
+    except Exception:  # noqa: BLE001
+        return 0
+    lowered = {rng_prims.run_and_save_rng_state: _neuron_run_and_save_rng_state,
+               rng_prims.run_with_rng_state: _neuron_run_with_rng_state}
+    n = 0
+    for node in g.graph.nodes:
+        if node.op == "call_function" and node.target in lowered:
+            node.target = lowered[node.target]
+            n += 1
+    if n:
+        g.recompile()
+    return n
 
 
 def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
@@ -275,6 +368,7 @@ def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
             f'of {where}. The simulator\'s op policy (rules/op_policy.toml) lists no native kernel for these ops; '
             f'set {FALLBACK_ENV}=0 to run the graph eagerly instead, or compute them outside the compiled region."'
         )
+    _lower_rng_hops(g)
     sig = _describe_inputs(g, example_inputs)
     text = g.code + "\n" + repr([(d.get("dtype"), d.get("shape")) for d in sig])
     ops = sum(1 for n in g.graph.nodes if n.op == "call_function")

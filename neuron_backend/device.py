@@ -6,6 +6,7 @@ Only imported when the simulator is enabled; ``register()`` renames PrivateUse1 
 from __future__ import annotations
 
 import os
+import sys
 import time
 import types
 from typing import Any
@@ -20,24 +21,33 @@ GiB = 1 << 30
 HBM_PER_LOGICAL_CORE = 24 * GiB
 
 
+def visible_cores(env: dict[str, str] | None = None) -> list[int] | None:
+    """The cores ``NEURON_RT_VISIBLE_CORES`` names ("0-3", "2", "0,1", "0-1,4"), or None when it is unset."""
+    env = os.environ if env is None else env
+    vis = env.get("NEURON_RT_VISIBLE_CORES", "").strip()
+    if not vis:
+        return None
+    cores: set[int] = set()
+    for part in vis.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cores.update(range(int(lo), int(hi) + 1))
+        else:
+            cores.add(int(part))
+    return sorted(cores)
+
+
 def visible_core_count(env: dict[str, str] | None = None) -> int:
     """Logical NeuronCores visible to this process (trn2 chip at LNC=2: 4).
 
     ``NEURON_RT_VISIBLE_CORES`` ("0-3", "2", "0,1", "0-1,4") wins over ``NEURON_RT_NUM_CORES``.
     """
     env = os.environ if env is None else env
-    vis = env.get("NEURON_RT_VISIBLE_CORES", "").strip()
-    if vis:
-        cores: set[int] = set()
-        for part in vis.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "-" in part:
-                lo, hi = part.split("-", 1)
-                cores.update(range(int(lo), int(hi) + 1))
-            else:
-                cores.add(int(part))
+    cores = visible_cores(env)
+    if cores is not None:
         return len(cores)
     num = env.get("NEURON_RT_NUM_CORES", "").strip()
     if num:
@@ -79,20 +89,71 @@ def set_device(device: Any) -> None:
     i = _idx(device)
     n = device_count()
     if not 0 <= i < n:
-        raise ValueError(f"Invalid device id: {i}. Valid range is 0 to {n - 1}")
+        _invalid_device(i, n)
+    if i != 0 and not runtime_initialized():
+        from . import events
+
+        pre_init_set_device.append((i, events.user_site(sys._getframe(1))))
     _C.set_device(i)
 
 
+def _invalid_device(i: int, n: int) -> None:
+    """torch_neuronx.set_device's error; after init_process_group(backend="neuron") also an NP907 event."""
+    message = f"Invalid device id: {i}. Valid range is 0 to {n - 1}"
+    err = ValueError(message)
+    dist = sys.modules.get(f"{__package__}.distributed")
+    if dist is not None:
+        dist.invalid_device_index(i, message, frame=sys._getframe(2))
+        err._neuron_port_recorded = True  # the excepthook must not record it again
+    raise err
+
+
+# ---------------------------------------------------------------- runtime initialisation (torchneuron.md section 6)
+# TorchNeuron starts the Neuron runtime lazily (torch_neuronx._lazy_init: nrt_init): with the first tensor on a
+# neuron device, torch.neuron.init() or get_device_properties(); init_process_group(backend="neuron") starts it
+# itself and asserts that it had not started before. set_device() and device_count() do not start it (April
+# source: c10_neuron::set_device only checks and stores the index).
+_runtime_initialized = False
+# set_device(i != 0) calls made before the runtime started: (index, user site). init_process_group reports them.
+pre_init_set_device: list[tuple[int, dict | None]] = []
+
+
+def runtime_initialized() -> bool:
+    """Whether the simulated Neuron runtime has started (see above): explicitly, or because memory was
+    allocated on a neuron device."""
+    if _runtime_initialized:
+        return True
+    if _C is None:
+        return False
+    if any(_C.memory_stats(i)["allocation.all.allocated"] > 0 for i in range(_C.device_count())):
+        mark_runtime_initialized()
+        return True
+    return False
+
+
+def mark_runtime_initialized() -> None:
+    global _runtime_initialized
+    _runtime_initialized = True
+
+
+def set_process_device_count(n: int) -> None:
+    """init_process_group(backend="neuron"): this process now sees ``n`` devices (one NeuronCore: 1) and the
+    calling thread's current device is neuron:0 (a set_device(local_rank) before init no longer applies)."""
+    _C.set_device_count(n)
+    _C.set_device(0)
+
+
 def is_initialized() -> bool:
-    return True
+    """Whether the Neuron runtime has started (torch_neuronx: is_neuron_runtime_initialized())."""
+    return runtime_initialized()
 
 
 def init() -> None:
-    pass
+    mark_runtime_initialized()
 
 
 def _lazy_init() -> None:
-    pass
+    mark_runtime_initialized()
 
 
 def _is_in_bad_fork() -> bool:
@@ -142,6 +203,7 @@ def get_device_properties(device: Any = None) -> _DeviceProperties:
     i = _idx(device)
     if not 0 <= i < device_count():
         raise ValueError(f"Invalid device id: {i}. Valid range is 0 to {device_count() - 1}")
+    mark_runtime_initialized()  # torch_neuronx: "Initialize runtime if needed (required for HBM memory queries)"
     return _DeviceProperties(name=f"neuron:{i}", total_memory=HBM_PER_LOGICAL_CORE, logical_nc_config=2,
                              platform="trn2", simulated=True)
 

@@ -14,6 +14,11 @@
 * Every collective on neuron tensors is counted per (collective, group, user site): one
   ``distributed`` event with ``count`` and ``bytes`` (updated in place, written with the events file).
 
+* One NeuronCore per process (TorchNeuron's ``_neuron_runtime_setup``): the first ``neuron`` process
+  group checks that the runtime has not started, sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` unless
+  set, checks that the process sees one core and starts the runtime; the process then has one device,
+  ``neuron`` == ``neuron:0``. Sources and open cases: ``rules/op_policy.toml`` [distributed] (NP907).
+
 Each rank writes its own events file (``neuron-events-rank<RANK>-pid<PID>.jsonl``).
 """
 
@@ -21,6 +26,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
+import re
+import socket
+import sys
 import threading
 import warnings
 from typing import Any
@@ -29,6 +38,12 @@ __all__ = ["register", "BACKEND_NAME", "collective_stats"]
 
 BACKEND_NAME = "neuron"
 PREFIX = "[neuron-port simulator] "
+# TorchNeuron's assertions in _neuron_runtime_setup (both AssertionError).
+RUNTIME_INITIALIZED_MESSAGE = "Neuron runtime should not be initialized before the init_process_group."
+ONE_DEVICE_MESSAGE = "Attempted to have more than one device per process in distributed setup"
+# Logical NeuronCores of the simulated node unless NEURON_RT_NUM_CORES says otherwise: one Trainium2 chip at
+# LNC=2 (trn2.3xlarge), the simulator's default device count.
+SIMULATED_NODE_CORES = 4
 
 # c10d op -> (user-facing collective name, index of the argument whose bytes are counted or None)
 C10D_OPS: dict[str, tuple[str, int | None]] = {
@@ -59,6 +74,8 @@ _registered = False
 _lib = None
 _stats: dict[tuple, dict] = {}
 _violations: dict[tuple, dict] = {}
+_setup: dict | None = None  # one-core-per-process setup of the first neuron process group
+_setup_started = False
 
 
 # ---------------------------------------------------------------- registration
@@ -83,16 +100,128 @@ def register() -> None:
             if hasattr(torch.ops.c10d, name) and torch._C._dispatch_has_kernel_for_dispatch_key(f"c10d::{name}", "PrivateUse1"):
                 _lib.impl(name, _make_kernel(name), "PrivateUse1")
     _patch_api(dist)
+    _install_excepthook()
 
 
 def _create_backend(store, rank, size, timeout):
+    global _setup_started
     import torch.distributed as dist
 
     from . import events
 
+    setup: dict = {}
+    with _lock:
+        first = not _setup_started
+        _setup_started = True
+    if first:  # TorchNeuron: the first ProcessGroupNeuron (the default group) sets the process up
+        setup = _neuron_runtime_setup(rank, size, store)
     events.record("distributed", event="process_group", backend=BACKEND_NAME, group_rank=rank, group_size=size,
-                  implementation="gloo (host memory)")
+                  implementation="gloo (host memory)", **setup)
     return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+# ---------------------------------------------------------------- one NeuronCore per process
+def _neuron_runtime_setup(rank: int, size: int, store) -> dict:
+    """TorchNeuron's _neuron_runtime_setup on the simulated device; returns what the process_group event
+    records (local_rank, local_world_size, visible_cores, device_count)."""
+    global _setup
+    from . import device
+
+    if device.runtime_initialized():
+        _violation("init_process_group", RUNTIME_INITIALIZED_MESSAGE + " The simulated runtime had started: a tensor "
+                   "was created on or moved to a neuron device, or torch.neuron.init() / get_device_properties() was "
+                   "called. Create tensors and move models to the device after init_process_group.",
+                   AssertionError, None)
+    local_rank, local_world_size = _local_rank_and_size(rank, size, store)
+    if not os.environ.get("NEURON_RT_VISIBLE_CORES"):
+        num = os.environ.get("NEURON_RT_NUM_CORES", "").strip()  # the simulated node's cores
+        cores = int(num) if num.isdigit() and int(num) > 0 else SIMULATED_NODE_CORES
+        if local_rank >= cores:
+            _violation("init_process_group", f"local rank {local_rank} needs NeuronCore {local_rank} "
+                       f"(NEURON_RT_VISIBLE_CORES={local_rank}), but the simulated node has {cores} logical NeuronCores "
+                       f"(0-{cores - 1}): one process per NeuronCore, so at most {cores} processes per node. Start fewer "
+                       "processes per node, or set NEURON_RT_NUM_CORES to the node's core count to simulate a larger "
+                       "instance (trn2.48xlarge: 64 at LNC=2).", RuntimeError, None)
+        os.environ["NEURON_RT_VISIBLE_CORES"] = str(local_rank)
+    visible = os.environ["NEURON_RT_VISIBLE_CORES"]
+    n = device.visible_core_count()
+    if n != 1:
+        _violation("init_process_group", f"{ONE_DEVICE_MESSAGE} (NEURON_RT_VISIBLE_CORES={visible} makes {n} NeuronCores "
+                   "visible to this process; leave it unset so that init_process_group gives each process NeuronCore "
+                   "LOCAL_RANK, or name one core per process)", AssertionError, None)
+    count = max(n, 1)  # 1; with NEURON_PORT_UNSUPPORTED=record the process keeps the cores it sees
+    device.set_process_device_count(count)
+    device.mark_runtime_initialized()
+    _setup = {"local_rank": local_rank, "local_world_size": local_world_size, "visible_cores": visible,
+              "device_count": count}
+    for i, site in device.pre_init_set_device:
+        _record_violation(
+            "set_device", f"torch.neuron.set_device({i}) before init_process_group(backend=\"neuron\"): the process group "
+            "then pins the process to one NeuronCore, `neuron` (neuron:0), and makes it current, so the call has no "
+            f"effect and neuron:{i} is no device of this process afterwards. Drop the call and use "
+            "torch.device(\"neuron\") (simulator decision, unconfirmed: see rules/op_policy.toml [distributed])",
+            None, None, site=site, action="recorded")
+    return dict(_setup)
+
+
+def _local_rank_and_size(rank: int, size: int, store) -> tuple[int, int]:
+    """LOCAL_RANK / LOCAL_WORLD_SIZE (torchrun sets both); otherwise, like TorchNeuron, the ranks register their
+    host address in the store and the local rank is the position among the ranks of this host."""
+    lr, lws = os.environ.get("LOCAL_RANK"), os.environ.get("LOCAL_WORLD_SIZE")
+    if lr is not None and lws is not None:
+        return int(lr), int(lws)
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        ip = "127.0.0.1"
+    store.set(f"neuron_port_worker_{rank}", f"{ip}:{rank}")
+    here = []
+    for i in range(size):  # store.get waits until rank i has registered
+        worker_ip, worker_rank = store.get(f"neuron_port_worker_{i}").decode().rsplit(":", 1)
+        if worker_ip == ip:
+            here.append(int(worker_rank))
+    here.sort()
+    return here.index(rank), len(here)
+
+
+def invalid_device_index(index: int, message: str, *, frame=None, error: str = "ValueError") -> None:
+    """After the setup, a device index other than 0 is another process's NeuronCore: record an NP907 event
+    (the caller raises)."""
+    if _setup is None or index == 0:
+        return
+    from . import events
+
+    site = events.user_site(frame if frame is not None else sys._getframe(1))
+    _record_violation(
+        "device", f"{message}: after init_process_group(backend=\"neuron\") this process has one NeuronCore, "
+        f"`neuron` (neuron:0); neuron:{index} is not its device. Use torch.device(\"neuron\") rather than the rank "
+        "as the device index (simulator model, see rules/op_policy.toml [distributed])", error, None, site=site,
+        action="raised")
+
+
+_INVALID_DEVICE = re.compile(r"Invalid device id: (\d+)\. Valid range is 0 to -?\d+")
+
+
+def _install_excepthook() -> None:
+    """Tensors placed on another core fail in the C++ core's device guard ("Invalid device id: 1. Valid range is 0
+    to 0"); when that ends the process, record it as an NP907 event too (before the events file is written)."""
+    prev = sys.excepthook
+    if getattr(prev, "_neuron_port_distributed", False):
+        return
+
+    def hook(exc_type, exc, tb):
+        try:
+            m = _INVALID_DEVICE.search(str(exc))
+            if m and _setup is not None and not getattr(exc, "_neuron_port_recorded", False) and tb is not None:
+                while tb.tb_next is not None:  # the innermost frame; user_site walks out to the user's line
+                    tb = tb.tb_next
+                invalid_device_index(int(m.group(1)), m.group(0), frame=tb.tb_frame, error=exc_type.__name__)
+        except Exception:  # noqa: BLE001 - an excepthook must not raise
+            pass
+        prev(exc_type, exc, tb)
+
+    hook._neuron_port_distributed = True
+    sys.excepthook = hook
 
 
 # ---------------------------------------------------------------- zero-copy CPU aliases
@@ -270,19 +399,25 @@ def _violation(coll: str, message: str, error: type[BaseException], pg) -> None:
     from . import events
 
     raise_ = events.unsupported_mode() == "raise"
-    site = events.user_site()
+    _record_violation(coll, message, error.__name__, pg, site=events.user_site(), action="raised" if raise_ else "recorded")
+    if raise_:
+        raise error(PREFIX + message)
+
+
+def _record_violation(coll: str, message: str, error: str | None, pg, *, site: dict | None, action: str) -> dict:
+    """One NP907 ``distributed`` event per (op, message, site), counted; the events file is written at once."""
+    from . import events
+
     key = (coll, message, None if site is None else (site["file"], site["line"]))
     with _lock:
         ev = _violations.get(key)
         if ev is None:
             ev = events.record("distributed", site=site, event="unsupported", op=coll, message=PREFIX + message,
-                               error=error.__name__, action="raised" if raise_ else "recorded", count=0,
-                               **_group_desc(pg))
+                               error=error, action=action, count=0, **_group_desc(pg))
             _violations[key] = ev
         ev["count"] += 1
     events.flush()
-    if raise_:
-        raise error(PREFIX + message)
+    return ev
 
 
 # ---------------------------------------------------------------- collective counts

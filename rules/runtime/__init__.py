@@ -14,8 +14,8 @@ Codes (stable), and the module that holds each rule:
 - NP904 ``recompile-limit`` (``compilation``): a compiled function hit Dynamo's recompile limit.
 - NP905 ``float64-demotion`` (``precision_and_features``): a float64 tensor reached the device.
 - NP906 ``unsupported-feature`` (``precision_and_features``): a feature TorchNeuron does not support.
-- NP907 ``distributed-constraint`` (``distributed_and_command``): a collective the ``neuron`` backend
-  does not support.
+- NP907 ``distributed-constraint`` (``distributed_and_command``): a collective or a process-group setup
+  the ``neuron`` backend does not support.
 - NP908 ``compile-failure`` (``compilation``): a graph failed to compile for neuron.
 - NP909 ``command-failed`` (``distributed_and_command``): the checked command did not finish successfully.
 - NP910 ``uneven-last-batch`` (``fallbacks_and_shapes``): a smaller last batch compiled the step's ops

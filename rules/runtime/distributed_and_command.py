@@ -1,4 +1,4 @@
-"""NP907 / NP909: collectives the ``neuron`` process-group backend does not support, and a checked
+"""NP907 / NP909: collectives and process-group setups the ``neuron`` backend does not support, and a checked
 command that did not finish successfully.
 """
 
@@ -8,27 +8,36 @@ from neuron_port.rules.spec import Invalid, RuntimeRule, Valid
 
 
 class DistributedConstraint(RuntimeRule):
-    """A collective that TorchNeuron's `neuron` process-group backend does not support.
+    """A collective or a process-group setup that TorchNeuron's `neuron` backend does not support.
 
     ## What it does
     Reports point-to-point `send`/`recv`, barriers on non-default groups, uneven `all_to_all` splits
-    and unsupported all_to_all group sizes seen during the run, per rank, merged by user line.
+    and unsupported all_to_all group sizes seen during the run, per rank, merged by user line. Also the
+    one-NeuronCore-per-process setup of `init_process_group(backend="neuron")`: a tensor on the device
+    before it ("Neuron runtime should not be initialized before the init_process_group."), a process
+    that sees several cores ("Attempted to have more than one device per process in distributed
+    setup"), more local ranks than NeuronCores, a device index other than the process's one core
+    (`neuron:1` on rank 1: "Invalid device id: 1. Valid range is 0 to 0"), and, recorded without an
+    error, `set_device(local_rank)` before `init_process_group`.
 
     ## Why is this bad?
-    They raise `NotImplementedError`/`RuntimeError` on Trainium.
+    They raise `NotImplementedError`/`RuntimeError`/`AssertionError` on Trainium. The cases TorchNeuron's
+    sources leave open are simulator decisions, listed in `rules/op_policy.toml` [distributed].
 
     ## Example
     ```python
     dist.send(t, dst=1)
     ```
     Use instead: collectives (`all_gather`, `broadcast`), equal all_to_all splits, barriers on the
-    default group.
+    default group; `init_process_group("neuron")` before anything touches the device, then
+    `torch.device("neuron")`.
 
     ## Fix safety
     No automatic fix.
 
     ## References
     - shared/torchneuron.md section 6
+    - rules/op_policy.toml [distributed]
     """
 
     CODE = "NP907"
@@ -43,6 +52,12 @@ class DistributedConstraint(RuntimeRule):
         "dist.init_process_group('neuron', rank=0, world_size=1)\n"
         "try:\n    dist.send(torch.ones(2, device='neuron'), dst=0)\nexcept Exception:\n    pass\n"
         "dist.destroy_process_group()\n"
+    ), Invalid(
+        "import os, torch, torch.distributed as dist\n"
+        "os.environ.setdefault('MASTER_ADDR', '127.0.0.1'); os.environ.setdefault('MASTER_PORT', '29534')\n"
+        "x = torch.ones(2, device='neuron')\n"
+        "try:\n    dist.init_process_group('neuron', rank=0, world_size=1)\nexcept AssertionError:\n    pass\n",
+        message_contains="Neuron runtime should not be initialized before the init_process_group.",
     )]
 
 

@@ -1,0 +1,88 @@
+"""`neuron-port check` on the issue-10 fixtures, through the real CLI: a GPT trained with
+torch.compile(backend="neuron") and SDPA (its backward used to fail), and two-process DDP with one
+NeuronCore per process."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.slow
+
+
+def check(cli, project: Path, *args: str, command: list[str]) -> tuple[dict, int]:
+    result = cli("check", str(project), "--output-format", "json", *args, "--", *command)
+    assert result.stdout, result.stderr
+    return json.loads(result.stdout), result.returncode
+
+
+def copy_fixture(tmp_path: Path, name: str) -> Path:
+    project = tmp_path / name
+    shutil.copytree(FIXTURES / name, project)
+    return project
+
+
+def line_of(path: Path, marker: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if marker in line)
+
+
+@pytest.mark.parametrize("options", [[], ["--activation-checkpointing", "--dropout", "0.1"]],
+                         ids=["default", "checkpointing-dropout"])
+def test_compiled_gpt_trainer_finishes_under_check(tmp_path, cli, report_schema, options):
+    project = copy_fixture(tmp_path, "gpt_compile_trainer")
+    doc, code = check(cli, project, command=["python", "train.py", "--steps", "3", *options])
+    jsonschema.validate(doc, report_schema)
+    status = doc["runtime"]["status"]
+    assert code == 0 and status["exit_code"] == 0, status["stderr_tail"]
+    assert [line for line in status["stdout_tail"] if line.startswith("step ")][-1].startswith("step 2: loss ")
+    assert status["stdout_tail"][-1].startswith("val loss ")
+    # the training step and the evaluation compiled (once each: the shapes are fixed), none failed
+    compiles = doc["runtime"]["compiles"]
+    assert {(c["function"], c["site"]["line"]) for c in compiles} == {
+        ("GPT.forward", line_of(project / "train.py", "_, loss = compiled(x, y)")),
+        ("GPT.forward", line_of(project / "train.py", "_, val_loss = compiled(x, y)"))}
+    assert all(c["count"] == 1 and not c["failures"] for c in compiles)
+    assert not [f for f in doc["findings"] if f["code"] in ("NP908", "NP909")]
+
+
+def test_ddp_fixture_sees_one_core_per_rank(tmp_path, cli, report_schema):
+    project = copy_fixture(tmp_path, "ddp_two_process")
+    doc, code = check(cli, project, "--nproc", "2", command=["python", "train.py", "--steps", "3"])
+    jsonschema.validate(doc, report_schema)
+    status = doc["runtime"]["status"]
+    assert code == 0 and status["exit_code"] == 0, status["stderr_tail"]
+    assert status["command"][:2] == ["torchrun", "--nproc_per_node=2"]
+    ranks = {int(m.group(1)): m.group(0) for m in
+             (re.match(r"rank (\d): local_rank=\d device_count=(\d+) NEURON_RT_VISIBLE_CORES=(\S+)", line)
+              for line in status["stdout_tail"]) if m}
+    assert ranks == {0: "rank 0: local_rank=0 device_count=1 NEURON_RT_VISIBLE_CORES=0",
+                     1: "rank 1: local_rank=1 device_count=1 NEURON_RT_VISIBLE_CORES=1"}
+    assert "replicas in sync: True" in status["stdout_tail"]
+    assert not [f for f in doc["findings"] if f["code"] in ("NP907", "NP909")]
+    collectives = {(d["op"], d["site"]["line"]): d for d in doc["runtime"]["distributed"] if d["site"]}
+    assert collectives[("all_reduce", line_of(project / "train.py", "dist.all_reduce(mean_loss)"))]["ranks"] == [0, 1]
+
+
+def test_ddp_fixture_with_a_rank_indexed_device_fails_on_rank_1(tmp_path, cli, report_schema):
+    project = copy_fixture(tmp_path, "ddp_two_process")
+    doc, code = check(cli, project, "--nproc", "2", command=["python", "train.py", "--steps", "3", "--bad-device"])
+    jsonschema.validate(doc, report_schema)
+    status = doc["runtime"]["status"]
+    assert code != 0 and status["exit_code"] != 0
+    (finding,) = [f for f in doc["findings"] if f["code"] == "NP907"]
+    assert "Invalid device id: 1. Valid range is 0 to 0" in finding["message"]
+    (entry,) = [d for d in doc["runtime"]["distributed"] if d["event"] == "unsupported"]
+    assert entry["ranks"] == [1] and entry["error"] == "RuntimeError" and entry["action"] == "raised"
+    # On Trainium the model's move to neuron:1 fails. The simulator's C++ fallback does not check the index of
+    # a copy's device argument yet (`.to("neuron:1")` succeeds), so there the first device guard fails: DDP's.
+    train = project / "train.py"
+    assert entry["site"]["path"] == "train.py" and entry["site"]["line"] in (
+        line_of(train, "model = Classifier(args.dim).to(device)"), line_of(train, "ddp_model = DDP(model)"))
+    assert any(f["code"] == "NP909" for f in doc["findings"])  # the command failed
