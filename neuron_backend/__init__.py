@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import warnings
 
 __all__ = ["enable", "is_enabled", "stats", "SIMULATE_ENV"]
@@ -35,10 +36,22 @@ def _real_torch_neuronx() -> bool:
 
 
 def _autoload() -> None:
-    """``torch.backends`` entry point: enables the simulator only when NEURON_PORT_SIMULATE=1."""
-    if os.environ.get(SIMULATE_ENV, "").strip() != "1":
+    """``torch.backends`` entry point: enables the simulator only when NEURON_PORT_SIMULATE=1, and not
+    in torchrun's launcher, which imports torch but runs no model (its workers enable it for themselves)."""
+    if os.environ.get(SIMULATE_ENV, "").strip() != "1" or _is_torchrun_launcher():
         return
     enable()
+
+
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _is_torchrun_launcher() -> bool:
+    # sys.argv[0] is still "-m" while `python -m torch.distributed.run` imports torch: read the original argv
+    argv = list(getattr(sys, "orig_argv", ())) or list(sys.argv)
+    if any(os.path.basename(arg) == "torchrun" for arg in argv[:2]):
+        return True
+    return any(argv[i] == "-m" and argv[i + 1] in LAUNCHER_MODULES for i in range(len(argv) - 1))
 
 
 def enable() -> bool:

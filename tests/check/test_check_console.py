@@ -43,6 +43,8 @@ def test_a_failing_rank_is_named_with_its_exception_and_traceback(tmp_path, cli,
     assert failure["traceback"][0] == "Traceback (most recent call last):"
     assert failure["traceback"][-1] == "RuntimeError: rank one broke on purpose"
     assert {r["rank"] for r in doc["runtime"]["status"]["ranks"]} == {0, 1}
+    # the two workers, not torchrun's launcher (which imports torch but runs no model)
+    assert sorted(p["rank"] for p in doc["runtime"]["processes"]) == [0, 1]
     [np909] = [f for f in doc["findings"] if f["code"] == "NP909"]
     assert (np909["path"], np909["line"]) == ("train.py", 7)
     assert "rank 1 failed with RuntimeError: rank one broke on purpose" in np909["message"]
