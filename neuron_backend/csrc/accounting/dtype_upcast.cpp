@@ -54,7 +54,7 @@ static c10::ScalarType target(const UpcastPlan& plan, c10::ScalarType st) {
 }
 
 // dtypes of the arguments the plan may change (tensors that are not index arguments, dtype arguments)
-static void arg_dtypes(const torch::jit::Stack& stack, size_t begin, size_t nargs, const OpInfo& o,
+static void arg_dtypes(c10::ArrayRef<c10::IValue> stack, size_t begin, size_t nargs, const OpInfo& o,
                        std::vector<c10::ScalarType>* out) {
   auto add = [&](c10::ScalarType st) {
     if (std::find(out->begin(), out->end(), st) == out->end()) out->push_back(st);
@@ -75,7 +75,7 @@ static void arg_dtypes(const torch::jit::Stack& stack, size_t begin, size_t narg
 
 // The dtypes the op returns for its original arguments, from its meta kernel (PyTorch's dtype
 // rules, as on a device); Undefined where unknown (no meta kernel, or not a tensor).
-static std::vector<c10::ScalarType> expected_dtypes(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
+static std::vector<c10::ScalarType> expected_dtypes(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const size_t nret = op.schema().returns().size();
   std::vector<c10::ScalarType> out(nret, c10::ScalarType::Undefined);
   auto to_meta = [](const at::Tensor& t) {
@@ -125,7 +125,8 @@ void run_upcast(const c10::OperatorHandle& op, torch::jit::Stack* stack, const O
   };
   c10::SmallVector<Swap, 2> swaps;
   auto cast = [&](const at::Tensor& t, bool writable) -> at::Tensor {
-    if (!t.defined()) return t;
+    // a Python scalar (wrapped number) keeps its dtype: casting it would change type promotion
+    if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
     auto to = target(plan, t.scalar_type());
     if (to == c10::ScalarType::Undefined) return t;
     at::Tensor tmp = t.to(to);
@@ -196,7 +197,7 @@ bool probe_dtypes(const c10::OperatorHandle& op, torch::jit::Stack* stack, const
   const size_t nargs = op.schema().arguments().size();
   const size_t begin = stack->size() - nargs;
   // The arguments as they are now (references, no copies): a failed kernel may have consumed them.
-  std::vector<c10::IValue> saved(stack->begin() + static_cast<std::ptrdiff_t>(begin), stack->end());
+  c10::SmallVector<c10::IValue, 8> saved(stack->begin() + static_cast<std::ptrdiff_t>(begin), stack->end());
   std::vector<std::pair<at::Tensor, at::Tensor>> backups;  // (writable argument, copy)
   if (backup) {
     auto keep = [&](const at::Tensor& t) {
