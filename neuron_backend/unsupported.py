@@ -1,19 +1,27 @@
-"""Python-level checks for unsupported features the dispatcher cannot see cheaply.
+"""Python-level checks for unsupported features the dispatcher cannot see cheaply, and the feature
+policy handed to the C++ core.
 
 Forward-mode AD (dual tensors) and NestedTensor construction on neuron are caught here by wrapping
 a handful of public constructors (not per op). Sparse layouts, complex dtypes, memory formats,
 sparse embedding / gather(sparse_grad) and the nn.MultiheadAttention fast path are checked in C++.
+
+install() also gives the core the complex-decomposition setting (TORCH_NEURONX_COMPLEX_DECOMPOSE and
+the op lists of rules/op_policy.toml [complex]) and the memory-format notes ([memory_format]), and
+the callback through which the core reports features that do not raise on Trainium (``_note``: once
+per new signature, never per call).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 
 import torch
 
 from . import events, policy
 
 _installed = False
+_notes: dict[tuple, dict] = {}  # (feature, op, action, site) -> its `unsupported` event
 
 
 def _is_neuron(x) -> bool:
@@ -65,8 +73,39 @@ def _wrap_nested() -> None:
         wrap(name)
 
 
+def _note(feature: str, op: str, message: str, action: str) -> None:
+    """A feature that changes what runs on Trainium without raising ("decomposed", "cpu_fallback",
+    "unconfirmed"): one `unsupported` event per feature, op, action and user site, whose `count` is the
+    number of signatures first seen there (called once per new signature)."""
+    try:
+        site = events.user_site(sys._getframe(0))
+        key = (feature, op, action, None if site is None else
+               (site["file"], site["line"], site["function"], site.get("thread")))
+        ev = _notes.get(key)
+        if ev is None:
+            err = policy.unsupported_feature(feature).get("error", "RuntimeError")
+            _notes[key] = events.record("unsupported", site=site, feature=feature, op=op,
+                                        message="[neuron-port simulator] " + message, error=err,
+                                        action=action, count=1)
+        else:
+            ev["count"] += 1
+    except Exception:  # noqa: BLE001 - never break an op because of reporting
+        pass
+
+
+def configure(c_module) -> None:
+    """Hand the feature policy and the note callback to the C++ core (also re-reads the environment)."""
+    decomposed, views = policy.complex_decomposed_ops()
+    c_module.set_feature_policy(policy.complex_decompose(), decomposed, views, policy.memory_format_note_ops())
+    c_module.set_note_callback(_note)
+
+
 def install() -> None:
     global _installed
+    from . import device
+
+    if device._C is not None:
+        configure(device._C)
     if _installed:
         return
     _installed = True

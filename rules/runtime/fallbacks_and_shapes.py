@@ -13,7 +13,9 @@ class CpuFallback(RuntimeRule):
     ## What it does
     Reports every ATen op that reached the simulated neuron device without a native TorchNeuron
     implementation (per the op policy in `rules/op_policy.toml`), with the number of calls and the
-    user line that issued it.
+    user line that issued it. Complex signatures of ops without a framework decomposition count too
+    (`TORCH_NEURONX_COMPLEX_DECOMPOSE` on: "other operations follow the existing fallback policy"),
+    e.g. `torch.fft.rfft` or a complex `cumsum`.
 
     ## Why is this bad?
     On Trainium such an op copies its inputs to the host, runs on the CPU and copies the results back:

@@ -50,9 +50,20 @@ class UnsupportedFeature(RuntimeRule):
     non-contiguous memory formats, and `nn.MultiheadAttention`'s native path with arbitrary masks or
     per-head weights, with the error TorchNeuron raises and the user line.
 
+    The event's `action` says what happens on Trainium: "raised" / "recorded" (it raises; "recorded"
+    when the simulator went on because of `NEURON_PORT_UNSUPPORTED=record`); for complex dtypes with
+    `TORCH_NEURONX_COMPLEX_DECOMPOSE` on (the TorchNeuron 2.33 default for PyTorch >= 2.13)
+    "decomposed" (the op runs as real ops) or "cpu_fallback" (it runs on the CPU, also reported as
+    NP901); "unconfirmed" where TorchNeuron's behaviour is not documented and the simulator runs the
+    op (`F.pad` on a permuted 4-D tensor, whose kernel asks for a channels_last result). The finding's
+    severity follows: error when it raises, warning for a CPU fallback or an unconfirmed case, info
+    for a decomposed op.
+
     ## Why is this bad?
-    These raise on Trainium (the simulator raises the same errors unless
-    `NEURON_PORT_UNSUPPORTED=record` is set for an exploratory run).
+    Most of these raise on Trainium (the simulator raises the same errors unless
+    `NEURON_PORT_UNSUPPORTED=record` is set for an exploratory run). Decomposed complex ops run, but
+    only while `TORCH_NEURONX_COMPLEX_DECOMPOSE` stays on, and cost several real ops each; complex ops
+    without a decomposition (FFTs) copy to the host and back.
 
     ## Example
     ```python
@@ -65,7 +76,8 @@ class UnsupportedFeature(RuntimeRule):
     No automatic fix.
 
     ## References
-    - shared/torchneuron.md section 5
+    - shared/torchneuron.md section 5; sections 3.4 and 10 for `TORCH_NEURONX_COMPLEX_DECOMPOSE`
+    - rules/op_policy.toml `[complex]` and `[memory_format]` (the simulator's unconfirmed choices)
     """
 
     CODE = "NP906"

@@ -64,7 +64,7 @@ EXPECTED = {
 
 
 def test_each_unsupported_feature_raises_and_is_recorded(run_sim):
-    r = run_sim(UNSUPPORTED)
+    r = run_sim(UNSUPPORTED, env={"TORCH_NEURONX_COMPLEX_DECOMPOSE": "0"})  # complex refused, as before 2.33
     out = r.result
     events = r.kind("unsupported")
     for name, (etype, msg, feature) in EXPECTED.items():
@@ -83,7 +83,7 @@ x = torch.randn(2, 3, 4, 4, device="neuron")
 y = x.to(memory_format=torch.channels_last)     # L-cl
 z = torch.ones(2, dtype=torch.complex64, device="neuron")  # L-cx
 result({"ok": True, "device": str(y.device)})
-""", env={"NEURON_PORT_UNSUPPORTED": "record"})
+""", env={"NEURON_PORT_UNSUPPORTED": "record", "TORCH_NEURONX_COMPLEX_DECOMPOSE": "0"})
     assert r.result == {"ok": True, "device": "neuron:0"}
     ev = r.kind("unsupported")
     assert {e["feature"] for e in ev} == {"memory_format", "complex"}

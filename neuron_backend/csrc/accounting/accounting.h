@@ -46,6 +46,13 @@ void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
 void report_unsupported(const std::string& feature, const std::string& op,
                         const std::string& message, int error_kind);
 
+// Report a feature that does not raise on Trainium but changes what runs there (once per new
+// signature; never on the hot path): action is "decomposed" (complex op decomposed into real ops),
+// "cpu_fallback" (complex op run on the CPU) or "unconfirmed" (the simulator runs it, TorchNeuron's
+// behaviour is not documented). Recorded as an `unsupported` event with that action (EVENTS.md).
+void report_note(const std::string& feature, const std::string& op, const std::string& message,
+                 const std::string& action);
+
 // The boxed fallback, also registered for selected ops explicitly.
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // The fallback with a runner in place of the CPU redispatch: the runner pops the (CPU-aliased)
@@ -59,6 +66,10 @@ int route_through_fallback(const std::string& ns, const std::string& prefix);
 void set_accounting(bool on);
 void set_emulate_float64(bool on);
 void set_policy(const std::vector<std::string>& native, const std::vector<std::string>& native_no_neff);
+// Complex decomposition (TORCH_NEURONX_COMPLEX_DECOMPOSE) and its op lists, and the ops whose
+// memory-format behaviour is noted as unconfirmed (rules/op_policy.toml [complex], [memory_format]).
+void set_feature_policy(bool complex_decompose, const std::vector<std::string>& complex_decomposed,
+                        const std::vector<std::string>& complex_views, const std::vector<std::string>& memfmt_note_ops);
 
 // Statistics export: per op (name, policy, calls, signatures), per signature (calls, site id,
 // SigFlag bits, unsupported feature, description).

@@ -14,6 +14,12 @@ namespace neuron_sim {
 
 static std::atomic<PyObject*> g_site_cb{nullptr};
 static std::atomic<PyObject*> g_unsup_cb{nullptr};
+static std::atomic<PyObject*> g_note_cb{nullptr};
+
+void set_note_callback(PyObject* note_cb) {
+  Py_XINCREF(note_cb);
+  Py_XDECREF(g_note_cb.exchange(note_cb));
+}
 
 void set_callbacks(PyObject* site_cb, PyObject* unsupported_cb) {
   Py_XINCREF(site_cb);
@@ -68,6 +74,22 @@ bool unsupported_must_raise(const std::string& feature, const std::string& op, c
     PyGILState_Release(st);
   }
   return raise;
+}
+
+void call_note(const std::string& feature, const std::string& op, const std::string& message,
+               const std::string& action) {
+  if (!g_note_cb.load(std::memory_order_relaxed) || !python_ok()) return;
+  PyGILState_STATE st = PyGILState_Ensure();
+  if (PyObject* cb = acquire_callback(g_note_cb)) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject* r = PyObject_CallFunction(cb, "ssss", feature.c_str(), op.c_str(), message.c_str(), action.c_str());
+    Py_XDECREF(r);
+    if (PyErr_Occurred()) PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+    Py_DECREF(cb);
+  }
+  PyGILState_Release(st);
 }
 
 }  // namespace neuron_sim

@@ -15,5 +15,10 @@ int capture_site();
 // Ask Python whether an unsupported feature must raise (true) or is only recorded (false).
 // True when there is no callback or Python cannot be called.
 bool unsupported_must_raise(const std::string& feature, const std::string& op, const std::string& message);
+// The note callback (set_note_callback; neuron_backend/unsupported.py): records a non-raising
+// feature event with its action. Called once per new signature.
+void set_note_callback(_object* note_cb);
+void call_note(const std::string& feature, const std::string& op, const std::string& message,
+               const std::string& action);
 
 }  // namespace neuron_sim

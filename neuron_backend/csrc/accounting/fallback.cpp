@@ -12,6 +12,7 @@
 
 #include "accounting/alias.h"
 #include "accounting/callbacks.h"
+#include "accounting/dtype_upcast.h"
 #include "accounting/op_table.h"
 #include "accounting/signatures.h"
 #include "accounting/unsupported.h"
@@ -40,8 +41,45 @@ static OpInfo* get_op_info(const c10::OperatorHandle& op) {
   return o;
 }
 
-// Count one call; slow path (site capture, unsupported check) only for a new signature.
-static void account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
+// What a call needs to know about its signature: the hash (to update the signature's decisions in
+// the slow path) and its SigMode bits.
+struct Decision {
+  uint64_t hash;
+  uint32_t mode;
+};
+
+// Slow path of a new signature: the reports that do not raise (once per signature).
+C10_NOINLINE static void note_complex(const OpInfo& o, int policy) {
+  if (policy == kFallback) {
+    report_note("complex", o.name,
+                o.name + ": complex op without a framework decomposition: runs on the CPU on Trainium (CPU "
+                         "fallback; TORCH_NEURONX_COMPLEX_DECOMPOSE=1, the default for PyTorch >= 2.13)",
+                "cpu_fallback");
+  } else {
+    report_note("complex", o.name,
+                o.name + ": complex dtype, decomposed into real ops on Trainium (TORCH_NEURONX_COMPLEX_DECOMPOSE=1, "
+                         "the default for PyTorch >= 2.13; with 0 it raises \"complex dtypes are not supported "
+                         "natively on Neuron\")",
+                "decomposed");
+  }
+}
+C10_NOINLINE static bool pad_memfmt_hit(const torch::jit::Stack& stack, size_t begin, size_t nargs) {
+  if (nargs == 0 || !stack[begin].isTensor()) return false;
+  const at::Tensor& t = stack[begin].toTensor();
+  return t.defined() && t.dim() >= 4 && !t.is_contiguous() &&
+         t.suggest_memory_format() != c10::MemoryFormat::Contiguous;
+}
+C10_NOINLINE static void note_pad_memfmt(const OpInfo& o) {
+  report_note("memory_format", o.name,
+              o.base + ": a permuted (channels_last) input makes PyTorch's kernel allocate a channels_last "
+                       "result, and Neuron tensors only support contiguous or preserve memory format; TorchNeuron "
+                       "runs " + o.base + " natively, so the simulator runs it (unconfirmed: not documented "
+                       "whether TorchNeuron raises)",
+              "unconfirmed");
+}
+
+// Count one call; slow path (site capture, unsupported check, reports) only for a new signature.
+static Decision account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
   uint32_t flags = 0;
   uint64_t h = 0xcbf29ce484222325ULL;
   for (size_t i = 0; i < nargs; ++i) h = hash_ivalue(h, stack[begin + i], flags);
@@ -50,20 +88,22 @@ static void account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, siz
     if (v.isInt()) flags |= dtype_flags(static_cast<c10::ScalarType>(v.toInt()));
   }
   std::string unsup;
+  uint32_t mode = 0;
   {
     std::lock_guard<std::mutex> l(g_ops_mu);
     o->calls++;
     auto it = o->sigs.find(h);
     if (it != o->sigs.end()) {
       it->second.calls++;
-      if (it->second.unsupported.empty()) return;
+      if (it->second.unsupported.empty()) return {h, it->second.mode};
       unsup = it->second.unsupported;
+      mode = it->second.mode;
     }
   }
   if (!unsup.empty()) {  // repeated signature of an unsupported call: report (raises by default)
     auto u = check_unsupported(*o, stack, begin, flags);
     report_unsupported(u.feature, o->name, u.message, u.kind);
-    return;
+    return {h, mode};
   }
   // New signature: describe it, capture the user site, check unsupported features.
   SigInfo si;
@@ -79,12 +119,21 @@ static void account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, siz
   }
   auto u = check_unsupported(*o, stack, begin, flags);
   si.unsupported = u.feature;
+  // Native ops probe their dtypes on this first call (dtype_upcast.h); the others run as they are.
+  if (!is_native(*o)) si.mode |= kModeDecided;
+  int cpolicy = -1;
+  if ((flags & kComplex) && u.feature.empty() && complex_decompose()) {  // decomposed, or a CPU fallback
+    cpolicy = complex_policy(*o);
+    si.mode |= kModeComplexDone;
+    if (cpolicy != o->policy) si.policy = cpolicy;
+  }
+  const bool pad_note = o->pad_memfmt_note && pad_memfmt_hit(stack, begin, nargs);
   {
     std::lock_guard<std::mutex> l(g_ops_mu);
     auto res = o->sigs.emplace(h, si);
     if (!res.second) {  // another thread inserted it meanwhile
       res.first->second.calls++;
-      if (u.feature.empty()) return;
+      if (u.feature.empty()) return {h, res.first->second.mode};
     }
   }
   int site = capture_site();
@@ -94,6 +143,62 @@ static void account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, siz
     if (it != o->sigs.end() && it->second.site == -2) it->second.site = site;
   }
   if (!u.feature.empty()) report_unsupported(u.feature, o->name, u.message, u.kind);
+  if (cpolicy >= 0) note_complex(*o, cpolicy);
+  if (pad_note) note_pad_memfmt(*o);
+  return {h, si.mode};
+}
+
+// A complex result of a signature whose arguments were not complex (view_as_complex, polar, fft):
+// decided here, once per signature.
+C10_NOINLINE static void on_complex_result(OpInfo* o, Decision& d) {
+  if (!complex_decompose()) {
+    report_unsupported("complex", o->name, o->name + ": complex dtypes are not supported natively on Neuron",
+                       kRuntimeError);
+    return;
+  }
+  if (d.mode & kModeNoSig) return;  // accounting off (a compiled graph runs): nothing to record
+  const int cpolicy = complex_policy(*o);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> l(g_ops_mu);
+    auto it = o->sigs.find(d.hash);
+    if (it != o->sigs.end() && !(it->second.mode & kModeComplexDone)) {
+      it->second.mode |= kModeComplexDone;
+      if (cpolicy != o->policy) it->second.policy = cpolicy;
+      first = true;
+    }
+  }
+  d.mode |= kModeComplexDone;
+  if (first) note_complex(*o, cpolicy);
+}
+
+// The CPU kernel call when the signature is not a plain "run it" (slow path): a new signature of a
+// native op probes its dtypes, an upcast signature runs through its plan.
+C10_NOINLINE static void run_cold(const c10::OperatorHandle& op, torch::jit::Stack* stack, OpInfo* o, Decision& d) {
+  if (d.mode & kModeUpcast) {
+    UpcastPlan plan;
+    {
+      std::lock_guard<std::mutex> l(g_ops_mu);
+      auto it = o->sigs.find(d.hash);
+      if (it != o->sigs.end()) plan = it->second.plan;
+    }
+    run_upcast(op, stack, *o, plan);
+    return;
+  }
+  if (!is_native(*o)) {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    return;
+  }
+  const bool cache = !(d.mode & kModeNoSig);
+  UpcastPlan plan;
+  const bool up = probe_dtypes(op, stack, *o, /*backup=*/cache, &plan);
+  if (!cache) return;
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  auto it = o->sigs.find(d.hash);
+  if (it != o->sigs.end()) {
+    it->second.mode |= kModeDecided | (up ? kModeUpcast : 0u);
+    if (up) it->second.plan = std::move(plan);
+  }
 }
 
 // ------------------------------------------------------------------ the fallback
@@ -102,7 +207,7 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const size_t nargs = schema.arguments().size();
   const size_t begin = stack->size() - nargs;
   OpInfo* o = get_op_info(op);
-  if (accounting_on()) account(o, *stack, begin, nargs);
+  Decision d = accounting_on() ? account(o, *stack, begin, nargs) : Decision{0, kModeNoSig};
 
   // Replace neuron tensors by CPU aliases.
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 6> aliased;  // (neuron original, cpu alias)
@@ -179,8 +284,10 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
 
   if (runner) {
     runner(stack);
-  } else {
+  } else if ((d.mode & (kModeDecided | kModeUpcast)) == kModeDecided) {  // the usual case
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } else {
+    run_cold(op, stack, o, d);
   }
 
   // Results back to neuron.
@@ -192,9 +299,8 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
     for (auto* ci : cpu_inputs)
       if (ci == r.unsafeGetTensorImpl()) return r;
     if (explicit_cpu) return r;
-    if (c10::isComplexType(r.scalar_type()))  // e.g. torch.fft on a real input
-      report_unsupported("complex", o->name, o->name + ": complex dtypes are not supported natively on Neuron",
-                         kRuntimeError);
+    if (c10::isComplexType(r.scalar_type()) && !(d.mode & kModeComplexDone))  // e.g. torch.fft on a real input
+      on_complex_result(o, d);
     if (r.layout() != c10::kStrided) {
       report_unsupported("sparse", o->name, "Sparse tensors are not supported on Neuron (" + o->name + ")",
                          kNotImplementedError);

@@ -17,6 +17,9 @@ std::mutex g_ops_mu;
 static std::unordered_map<const void*, OpInfo*> g_ops;  // by &op.schema()
 static std::vector<OpInfo*> g_op_list;                 // in order of first use
 static std::unordered_set<std::string> g_native, g_native_no_neff;
+// Feature policy (set_feature_policy): complex decomposition and the memory-format notes.
+static std::atomic<bool> g_complex_decompose{true};
+static std::unordered_set<std::string> g_complex_decomposed, g_complex_views, g_memfmt_note_ops;
 static std::atomic<bool> g_policy_set{false};  // written under g_ops_mu, atomic for any other reader
 std::atomic<bool> g_accounting{true};
 std::atomic<bool> g_emulate_f64{false};  // NEURON_PORT_FLOAT64=emulate: round float64 results to float32 precision
@@ -43,6 +46,19 @@ static int classify(const OpInfo& o) {
   return kFallback;
 }
 
+static bool listed(const std::unordered_set<std::string>& set, const OpInfo& o) {
+  return set.count(o.overload.empty() ? o.base : o.base + "." + o.overload) || set.count(o.base);
+}
+
+bool complex_decompose() { return g_complex_decompose.load(std::memory_order_relaxed); }
+
+int complex_policy(const OpInfo& o) {
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  if (listed(g_complex_views, o)) return kNativeNoNeff;
+  if (listed(g_complex_decomposed, o)) return o.policy == kFallback ? kNative : o.policy;
+  return kFallback;
+}
+
 static OpInfo* make_op_info(const c10::OperatorHandle& op) {
   auto* o = new OpInfo();
   const auto& schema = op.schema();
@@ -62,6 +78,10 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
     if (kind == c10::TypeKind::ScalarTypeType) o->dtype_args.push_back(static_cast<int>(i));
     if ((o->base == "embedding" && a.name() == "sparse") || (o->base == "gather" && a.name() == "sparse_grad"))
       o->sparse_arg = static_cast<int>(i);
+    if (a.alias_info() && a.alias_info()->isWrite()) o->writable_args.push_back(static_cast<int>(i));
+    static const std::unordered_set<std::string> index_names = {"index", "indices", "idx", "offsets", "target",
+                                                                "offsets2bag", "lengths", "batch_sizes"};
+    if (index_names.count(a.name())) o->index_args.push_back(static_cast<int>(i));
   }
   static const std::unordered_set<std::string> mixed_ok = {
       "copy_", "_copy_from", "_to_copy", "index", "index_put_", "_index_put_impl_", "index_put",
@@ -77,6 +97,7 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
     }
   }
   o->policy = classify(*o);
+  o->pad_memfmt_note = listed(g_memfmt_note_ops, *o);
   return o;
 }
 
@@ -98,7 +119,7 @@ void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
   uint32_t flags = dtype_flags(dtype);
   bool bad_mf = mf.has_value() && *mf != c10::MemoryFormat::Contiguous && *mf != c10::MemoryFormat::Preserve;
   if (!flags && !bad_mf) return;
-  if (flags & kComplex)
+  if ((flags & kComplex) && !complex_decompose())  // decomposed: reported by the ops that use the tensor
     report_unsupported("complex", kExplicitNames[op],
                        std::string(kExplicitNames[op]) + ": complex dtypes are not supported natively on Neuron",
                        kRuntimeError);
@@ -154,10 +175,26 @@ std::vector<OpStats> op_stats() {
   std::vector<OpStats> snap;
   std::lock_guard<std::mutex> l(g_ops_mu);
   for (auto* o : g_op_list) {
+    // Signatures whose policy differs from the op's (complex decomposed / CPU fallback) are exported
+    // as a second entry of the same op name with that policy.
     std::vector<SigStats> sigs;
-    for (auto& kv : o->sigs)
-      sigs.emplace_back(kv.second.calls, kv.second.site, kv.second.flags, kv.second.unsupported, kv.second.desc);
-    snap.emplace_back(o->name, o->policy, o->calls, std::move(sigs));
+    std::unordered_map<int, std::pair<int64_t, std::vector<SigStats>>> other;
+    int64_t other_calls = 0;
+    for (auto& kv : o->sigs) {
+      const SigInfo& g = kv.second;
+      SigStats st(g.calls, g.site, g.flags, g.unsupported, g.desc);
+      if (g.policy >= 0 && g.policy != o->policy) {
+        auto& slot = other[g.policy];
+        slot.first += g.calls;
+        slot.second.push_back(std::move(st));
+        other_calls += g.calls;
+      } else {
+        sigs.push_back(std::move(st));
+      }
+    }
+    if (!sigs.empty() || other.empty() || o->calls > other_calls)
+      snap.emplace_back(o->name, o->policy, o->calls - other_calls, std::move(sigs));
+    for (auto& kv : other) snap.emplace_back(o->name, kv.first, kv.second.first, std::move(kv.second.second));
   }
   return snap;
 }
@@ -175,6 +212,16 @@ void reset_stats() {
     o->sigs.clear();
   }
   for (auto& c : g_explicit) c.store(0);
+}
+
+void set_feature_policy(bool complex_decompose, const std::vector<std::string>& complex_decomposed,
+                        const std::vector<std::string>& complex_views, const std::vector<std::string>& memfmt_note_ops) {
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  g_complex_decompose.store(complex_decompose, std::memory_order_relaxed);
+  g_complex_decomposed = std::unordered_set<std::string>(complex_decomposed.begin(), complex_decomposed.end());
+  g_complex_views = std::unordered_set<std::string>(complex_views.begin(), complex_views.end());
+  g_memfmt_note_ops = std::unordered_set<std::string>(memfmt_note_ops.begin(), memfmt_note_ops.end());
+  for (auto& kv : g_ops) kv.second->pad_memfmt_note = listed(g_memfmt_note_ops, *kv.second);
 }
 
 void set_policy(const std::vector<std::string>& native, const std::vector<std::string>& native_no_neff) {

@@ -17,11 +17,16 @@ void report_unsupported(const std::string& feature, const std::string& op, const
   TORCH_CHECK(false, msg);
 }
 
+void report_note(const std::string& feature, const std::string& op, const std::string& message,
+                 const std::string& action) {
+  call_note(feature, op, message, action);
+}
+
 // Decide, once per signature, whether the call hits an unsupported feature.
 UnsupportedHit check_unsupported(const OpInfo& o, const torch::jit::Stack& stack, size_t begin, uint32_t flags) {
   UnsupportedHit u;
   const std::string short_name = o.base;
-  if (flags & kComplex) {
+  if ((flags & kComplex) && !complex_decompose()) {  // decomposition on: decided in the fallback instead
     u = {"complex", o.name + ": complex dtypes are not supported natively on Neuron", kRuntimeError};
     return u;
   }

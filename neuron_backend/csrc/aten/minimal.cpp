@@ -152,8 +152,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("record_stream", TORCH_FN(record_stream));
   // CompositeExplicitAutograd ops that TorchNeuron implements natively: route them through the
-  // accounting fallback (one counted op instead of its decomposition; argument checks).
-  for (const char* name : {"_to_copy", "clone", "copy_", "embedding"})
+  // accounting fallback (one counted op instead of its decomposition; argument checks). The norms
+  // and all/any.dims also have CPU kernels, which then compute them like the CPU does (their
+  // decompositions round differently and return other dtypes for the statistics); constant_pad_nd's
+  // decomposition would allocate its result on the device with suggest_memory_format(input).
+  for (const char* name : {"_to_copy", "clone", "copy_", "embedding", "constant_pad_nd", "native_layer_norm",
+                           "native_group_norm", "all.dims", "any.dims"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 

@@ -43,6 +43,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_callbacks", [](py::object site_cb, py::object unsup_cb) {
     set_callbacks(site_cb.is_none() ? nullptr : site_cb.ptr(), unsup_cb.is_none() ? nullptr : unsup_cb.ptr());
   });
+  m.def("set_feature_policy", &set_feature_policy, py::arg("complex_decompose"), py::arg("complex_decomposed"),
+        py::arg("complex_views"), py::arg("memory_format_notes"));
+  m.def("set_note_callback", [](py::object cb) { set_note_callback(cb.is_none() ? nullptr : cb.ptr()); });
   m.def("set_accounting", &set_accounting);
   m.def("set_emulate_float64", &set_emulate_float64);
   m.def("op_stats", &op_stats);

@@ -11,13 +11,19 @@ from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_json, si
 from neuron_port.results import Finding
 
 
+# What happens on Trainium decides how bad it is: a feature that raises fails the run (the rule's error);
+# one that TorchNeuron decomposes still runs natively, one that falls back to the CPU runs slower, and one
+# whose behaviour no source states is a warning until confirmed.
+SEVERITY_BY_ACTION = {"decomposed": "info", "cpu_fallback": "warning", "unconfirmed": "warning"}
+
+
 @dataclass(frozen=True)
 class UnsupportedEntry:
     feature: Optional[str]
     op: Optional[str]
     message: Optional[str]
     error: Optional[str]
-    action: Optional[str]  # raised | recorded
+    action: Optional[str]  # raised | recorded | decomposed | cpu_fallback | unconfirmed
     count: int
     site: Optional[UserSite]
 
@@ -50,5 +56,6 @@ class UnsupportedAggregator:
                 for e in sorted(self.by_key.values(), key=lambda e: -e.count)]
 
     def findings(self) -> list[Finding]:
-        return [runtime_finding("NP906", rule_message("NP906", feature=u.feature, message=u.message), u.site)
+        return [runtime_finding("NP906", rule_message("NP906", feature=u.feature, message=u.message), u.site,
+                                severity=SEVERITY_BY_ACTION.get(u.action or ""))
                 for u in self.entries()]
