@@ -1,0 +1,312 @@
+"""Tiny random configs for every architecture of a transformers auto-mapping, built locally.
+
+Nothing is downloaded: a config starts from ``AutoConfig.for_model(model_type)`` (the class defaults,
+i.e. the full-size model) and every size-like attribute that can be recognised by name is shrunk to
+one consistent tiny shape (``TINY``): hidden 64, 4 heads of 16, 2 key/value heads, 2 layers, FFN
+128, vocab 512, 256 positions, 4 experts (2 per token), image 32x32 with 4x4 patches, lists of
+per-stage sizes halved down to 16.. and per-stage depths of 1. Sub-configs (``text_config``,
+``vision_config``, ``encoder``/``decoder``, ...) are shrunk the same way, recursively.
+
+The shrunk values are passed to the config class's constructor (not set afterwards), so attributes a
+config derives from others (Swin's ``hidden_size`` from ``embed_dim`` and ``depths``, DeepSeek's
+``qk_head_dim``) are recomputed consistently. Attributes known to be derived are not overridden.
+
+``build_config(model_type)`` returns ``(config, overrides)`` or raises ``ConfigError`` with the reason;
+``ATTEMPTS`` are tried in order by the worker when a config fails to build a model (e.g. a model that
+needs hidden % 128 == 0 gets the second, wider shape).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+
+class ConfigError(Exception):
+    """A tiny config could not be built for this architecture (reason in the message)."""
+
+
+@dataclass(frozen=True)
+class Tiny:
+    hidden: int = 64
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 16
+    layers: int = 2
+    ffn: int = 128
+    vocab: int = 512
+    positions: int = 256
+    experts: int = 4
+    experts_per_tok: int = 2
+    lora_rank: int = 32
+    rope_head_dim: int = 8
+    state: int = 16
+    image: int = 32
+    patch: int = 4
+    stage_width: int = 16
+    window: int = 4
+
+
+TINY = Tiny()
+# A second, wider shape for architectures whose code needs larger multiples (e.g. hidden % 128,
+# head_dim 32/64, or 4 layers for a hybrid layer pattern).
+WIDER = Tiny(hidden=128, heads=4, kv_heads=2, head_dim=32, layers=4, ffn=256, vocab=1024, positions=512,
+             experts=8, experts_per_tok=2, lora_rank=64, rope_head_dim=16, image=64, patch=8,
+             stage_width=32, window=4)
+ATTEMPTS = (("tiny", TINY), ("wider", WIDER))
+
+# Attribute names by role. Matching is on the exact name (case-sensitive, as in the config classes).
+HIDDEN = {"hidden_size", "d_model", "n_embd", "dim", "hidden_dim", "model_dim", "d_embed", "emb_dim",
+          "word_embed_proj_dim", "embedding_size", "attention_hidden_size", "hidden_size_global",
+          "true_hidden_size", "intra_bottleneck_size", "embedding_dim", "input_embedding_size",
+          "output_embedding_size", "lru_width", "d_latents", "projection_dim", "pooler_hidden_size",
+          "cross_attention_hidden_size", "encoder_hidden_size", "decoder_hidden_size", "hidden_size_per_layer_input",
+          "audio_hidden_size", "backbone_hidden_size", "out_hidden_size", "pooler_output_size", "d_model_base"}
+HEADS = {"num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+         "decoder_attention_heads", "attention_heads", "num_self_attention_heads", "num_cross_attention_heads",
+         "swa_num_attention_heads", "linear_num_value_heads", "linear_num_heads", "num_encoder_attention_heads",
+         "num_decoder_attention_heads", "index_n_heads", "mamba_n_heads", "mamba_num_heads", "n_mamba_heads"}
+KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num", "num_query_groups",
+            "swa_num_key_value_heads", "linear_num_key_heads"}
+HEAD_DIM = {"head_dim", "d_kv", "d_head", "dim_head", "attention_head_size", "kv_channels", "swa_head_dim",
+            "linear_key_head_dim", "linear_value_head_dim", "attention_head_dim", "index_head_dim",
+            "v_head_dim", "mamba_d_head", "mamba_head_dim", "mamba_headdim", "linear_head_dim"}
+ROPE_HEAD_DIM = {"qk_rope_head_dim", "qk_nope_head_dim"}
+LAYERS = {"num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers",
+          "num_decoder_layers", "num_encoder_layers", "depth", "num_global_layers", "n_recurrent_layers"}
+FFN = {"intermediate_size", "ffn_dim", "n_inner", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim",
+       "moe_intermediate_size", "shared_expert_intermediate_size", "shared_experts_intermediate_size",
+       "moe_shared_expert_intermediate_size", "shared_intermediate_size", "dense_intermediate_size",
+       "intermediate_size_mlp", "ffn_hidden_size", "feed_forward_size", "dim_ff", "dff", "mlp_dim",
+       "expert_ffn_hidden_size", "dim_feedforward", "d_inner", "router_hidden_size"}
+EXPERTS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"}
+EXPERTS_PER_TOK = {"num_experts_per_tok", "num_experts_per_token", "moe_topk", "moe_k", "top_k"}
+ONE = {"n_group", "num_expert_group", "topk_group", "n_shared_experts", "first_k_dense_replace", "n_groups",
+       "num_nextn_predict_layers"}
+POSITIONS = {"max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "max_source_positions",
+             "max_target_positions", "context_length", "max_encoder_position_embeddings",
+             "max_decoder_position_embeddings", "max_sequence_length", "max_length", "model_max_length",
+             "original_max_position_embeddings", "max_2d_position_embeddings", "num_position_embeddings"}
+LORA = {"kv_lora_rank", "q_lora_rank", "o_lora_rank"}
+STATE = {"state_size", "ssm_state_size", "mamba_d_state"}
+IMAGE = {"image_size", "crop_size"}
+PATCH = {"patch_size"}
+STAGE_WIDTHS = {"hidden_sizes", "embed_dims", "neck_hidden_sizes", "stem_channels", "stage_in_channels",
+                "stage_mid_channels", "stage_out_channels", "num_channels_list"}
+STAGE_DEPTHS = {"depths", "stage_num_blocks", "block_repeats", "num_block_repeats", "stage_numb_of_layers"}
+STAGE_HEADS = {"num_heads", "num_attention_heads"}  # when a list (per stage)
+WINDOW = {"window_size"}
+# Layer-index lists: keep the indices below the new layer count (at least one).
+LAYER_INDEX_LISTS = {"moe_layers", "full_attn_idxs", "global_attn_indexes", "cross_attention_layers",
+                     "hybrid_layer_ids", "attn_layer_indices", "mlp_only_layers", "intermediate_layers_indices",
+                     "out_indices"}
+# Per-layer lists (length = number of layers): cut to the new layer count, keeping every kind present.
+PER_LAYER_LISTS = {"layer_types", "no_rope_layers", "block_types", "layers_block_type", "attn_type_list",
+                   "num_attention_heads_per_layer", "hybrid_override_pattern", "layers_type"}
+# Attributes some configs derive from others: never overridden (the constructor recomputes them).
+DERIVED = {"qk_head_dim"}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _keep_kinds(seq: list, n: int) -> list:
+    """The first n items of a per-layer list, but with every distinct kind of the original kept."""
+    out = list(seq[:n])
+    missing = [k for k in dict.fromkeys(seq) if k not in out]
+    for i, kind in enumerate(missing):
+        pos = n - 1 - i
+        if pos < 0:
+            break
+        out[pos] = kind
+    return out
+
+
+def _shrink_stage_widths(v: list, t: Tiny) -> list:
+    return [t.stage_width * (2 ** i) for i in range(len(v))]
+
+
+def shrink_dict(d: dict, t: Tiny) -> dict:
+    """Overrides for one config's attribute dict (nested config dicts are handled by the caller)."""
+    o: dict = {}
+    hier = any(isinstance(d.get(k), list) for k in STAGE_DEPTHS | {"hidden_sizes"})
+    orig_heads = next((d[k] for k in ("num_attention_heads", "n_head", "n_heads", "num_heads") if _is_int(d.get(k))), None)
+    orig_layers = next((d[k] for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers") if _is_int(d.get(k))), None)
+    for k, v in d.items():
+        if k in DERIVED or isinstance(v, dict):
+            continue
+        if _is_int(v):
+            if k in HIDDEN and v > t.hidden and not (hier and k in {"hidden_size", "num_features"}):
+                o[k] = t.hidden
+            elif k in HEADS and v > t.heads:
+                o[k] = t.heads
+            elif k in KV_HEADS:
+                if orig_heads is not None and v == orig_heads:
+                    o[k] = t.heads
+                elif v > t.kv_heads:
+                    o[k] = t.kv_heads
+            elif k in HEAD_DIM and v > t.head_dim:
+                o[k] = t.head_dim
+            elif k in ROPE_HEAD_DIM and v > t.rope_head_dim:
+                o[k] = t.rope_head_dim
+            elif k in LAYERS and v > t.layers and not (hier and k == "num_layers"):
+                o[k] = t.layers
+            elif k in FFN and v > t.ffn:
+                o[k] = t.ffn
+            elif k in EXPERTS and v > t.experts:
+                o[k] = t.experts
+            elif k in EXPERTS_PER_TOK and v > t.experts_per_tok:
+                o[k] = t.experts_per_tok
+            elif k in ONE and v > 1:
+                o[k] = 1
+            elif k in POSITIONS and v > t.positions:
+                o[k] = t.positions
+            elif k in LORA and v > t.lora_rank:
+                o[k] = t.lora_rank
+            elif k in STATE and v > t.state:
+                o[k] = t.state
+            elif k in IMAGE and v > t.image:
+                o[k] = t.image
+            elif k in PATCH and v > t.patch:
+                o[k] = t.patch
+            elif k in WINDOW and v > t.window:
+                o[k] = t.window
+            elif (k == "vocab_size" or k.endswith("_vocab_size") or k == "vocab_size_per_layer_input") and v > t.vocab:
+                o[k] = t.vocab
+            elif k in {"attn_layer_period", "expert_layer_period"} and v > t.layers:
+                o[k] = t.layers
+            elif k in {"attn_layer_offset", "expert_layer_offset"} and v >= t.layers:
+                o[k] = t.layers - 1
+            elif k in {"max_window_layers", "num_kv_shared_layers", "moe_layer_end_index"} and v > t.layers:
+                o[k] = t.layers if k != "num_kv_shared_layers" else 0
+            elif k in {"global_attn_every_n_layers", "no_rope_layer_interval", "sliding_window_pattern",
+                       "_sliding_window_pattern", "layer_group_size", "moe_layer_freq"} and v > t.layers:
+                o[k] = t.layers
+            elif k in {"time_step_rank", "mamba_dt_rank"} and v > 8:
+                o[k] = 8
+            elif k in {"num_mel_bins"} and v > 16:
+                o[k] = 16
+        elif isinstance(v, list) and v and all(_is_int(x) for x in v):
+            if k in STAGE_WIDTHS:
+                o[k] = _shrink_stage_widths(v, t)
+            elif k in STAGE_DEPTHS:
+                o[k] = [1] * len(v)
+            elif k in STAGE_HEADS:
+                o[k] = [min(x, 2 ** i) for i, x in enumerate(v)]
+            elif k in LAYER_INDEX_LISTS and orig_layers:
+                kept = [x for x in v if x < t.layers]
+                o[k] = kept or [t.layers - 1]
+            elif k in PER_LAYER_LISTS and orig_layers and len(v) == orig_layers:
+                o[k] = _keep_kinds(v, t.layers)
+            elif k in IMAGE and len(v) == 2:
+                o[k] = [min(x, t.image) for x in v]
+            elif k in PATCH and len(v) == 2:
+                o[k] = [min(x, t.patch) for x in v]
+        elif isinstance(v, list) and v and k in PER_LAYER_LISTS and orig_layers and len(v) == orig_layers:
+            o[k] = _keep_kinds(v, t.layers)
+        elif isinstance(v, str) and k in PER_LAYER_LISTS and orig_layers and len(v) == orig_layers:
+            o[k] = "".join(_keep_kinds(list(v), t.layers))
+    _fix_token_ids(d, o, t)
+    # DeepSeek-style MLA: qk_head_dim follows its parts when the class stores it
+    if "qk_head_dim" in d and ("qk_rope_head_dim" in o or "qk_nope_head_dim" in o):
+        o["qk_head_dim"] = o.get("qk_rope_head_dim", d.get("qk_rope_head_dim") or 0) + o.get(
+            "qk_nope_head_dim", d.get("qk_nope_head_dim") or 0)
+    return o
+
+
+def _fix_token_ids(d: dict, o: dict, t: Tiny) -> None:
+    """Special token ids must be inside the shrunk vocabulary: ids >= vocab move to the top of it."""
+    vocab = o.get("vocab_size", d.get("vocab_size"))
+    if not _is_int(vocab):
+        return
+    top = vocab - 1
+    seen: dict[int, int] = {}
+
+    def remap(x):
+        nonlocal top
+        if not _is_int(x) or x < vocab:
+            return x
+        if x not in seen:
+            seen[x] = top
+            top -= 1
+        return seen[x]
+
+    for k, v in d.items():
+        if not (k.endswith("_token_id") or k.endswith("_token_index") or k.endswith("_token_ids")
+                or k in {"decoder_start_token_id", "mask_index", "unk_index"}):
+            continue
+        if _is_int(v) and v >= vocab:
+            o[k] = remap(v)
+        elif isinstance(v, list) and any(_is_int(x) and x >= vocab for x in v):
+            o[k] = [remap(x) for x in v]
+
+
+def _sub_config_names(config) -> list[str]:
+    names = list(getattr(config, "sub_configs", {}) or {})
+    for k in ("encoder", "decoder", "text_config", "vision_config"):
+        if k not in names and hasattr(config, k) and hasattr(getattr(config, k), "to_dict"):
+            names.append(k)
+    return [n for n in names if getattr(config, n, None) is not None and hasattr(getattr(config, n), "to_dict")]
+
+
+def shrunk_config(config_cls_or_type, t: Tiny, base=None):
+    """(config, overrides): the class defaults with every recognised size attribute shrunk."""
+    from transformers import AutoConfig
+
+    if base is None:
+        base = AutoConfig.for_model(config_cls_or_type)
+    overrides: dict = {}
+    kwargs = shrink_dict(base.to_dict(), t)
+    overrides.update(kwargs)
+    for name in _sub_config_names(base):
+        sub = getattr(base, name)
+        sub_cfg, sub_over = shrunk_config(None, t, base=sub)
+        kwargs[name] = sub_cfg.to_dict()
+        if sub_over:
+            overrides[name] = sub_over
+    cls = type(base)
+    try:
+        cfg = cls(**kwargs)
+    except Exception as e:  # the class refuses the combination
+        raise ConfigError(f"{cls.__name__}({_short(overrides)}): {type(e).__name__}: {_first_line(e)}") from e
+    return cfg, overrides
+
+
+def build_config(model_type: str, t: Tiny = TINY):
+    """The tiny config of ``model_type`` and the overrides applied (for the report)."""
+    from transformers import AutoConfig
+
+    try:
+        base = AutoConfig.for_model(model_type)
+    except Exception as e:
+        raise ConfigError(f"AutoConfig.for_model({model_type!r}) failed: {type(e).__name__}: {_first_line(e)}") from e
+    cfg, overrides = shrunk_config(None, t, base=base)
+    # seq2seq defaults often leave the decoder start token to the hub config: use pad (or 0)
+    if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
+        pad = getattr(cfg, "pad_token_id", None)
+        cfg.decoder_start_token_id = pad if isinstance(pad, int) else 0
+        overrides["decoder_start_token_id"] = cfg.decoder_start_token_id
+    # float32 weights
+    for c in [cfg] + [getattr(cfg, n) for n in _sub_config_names(cfg)]:
+        for k in ("dtype", "torch_dtype"):
+            if getattr(c, k, None) not in (None, "float32"):
+                try:
+                    setattr(c, k, "float32")
+                except Exception:
+                    pass
+    return cfg, overrides
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return (s[0] if s else "")[:300]
+
+
+def _short(d: dict) -> str:
+    s = ", ".join(f"{k}={v!r}" for k, v in list(d.items())[:6])
+    return s + (", ..." if len(d) > 6 else "")
+
+
+def copy_config(cfg):
+    return copy.deepcopy(cfg)
