@@ -44,7 +44,10 @@ class Tiny:
     image: int = 32
     patch: int = 4
     stage_width: int = 16
-    window: int = 4
+    window: int = 2
+    # also set role attributes the class defaults leave at None (head_dim, kv heads, experts, top-k):
+    # the hub configs always fill them, and some modeling code cannot derive them
+    fill_none: bool = False
 
 
 TINY = Tiny()
@@ -52,8 +55,8 @@ TINY = Tiny()
 # head_dim 32/64, or 4 layers for a hybrid layer pattern).
 WIDER = Tiny(hidden=128, heads=4, kv_heads=2, head_dim=32, layers=4, ffn=256, vocab=1024, positions=512,
              experts=8, experts_per_tok=2, lora_rank=64, rope_head_dim=16, image=64, patch=8,
-             stage_width=32, window=4)
-ATTEMPTS = (("tiny", TINY), ("wider", WIDER))
+             stage_width=32, window=2, fill_none=True)
+ATTEMPTS = (("tiny", TINY), ("tiny-filled", Tiny(fill_none=True)), ("wider", WIDER))
 
 # Attribute names by role. Matching is on the exact name (case-sensitive, as in the config classes).
 HIDDEN = {"hidden_size", "d_model", "n_embd", "dim", "hidden_dim", "model_dim", "d_embed", "emb_dim",
@@ -69,9 +72,9 @@ HEADS = {"num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_atten
 KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num", "num_query_groups",
             "swa_num_key_value_heads", "linear_num_key_heads"}
 HEAD_DIM = {"head_dim", "d_kv", "d_head", "dim_head", "attention_head_size", "kv_channels", "swa_head_dim",
-            "linear_key_head_dim", "linear_value_head_dim", "attention_head_dim", "index_head_dim",
+            "linear_key_head_dim", "linear_value_head_dim", "index_head_dim",
             "v_head_dim", "mamba_d_head", "mamba_head_dim", "mamba_headdim", "linear_head_dim"}
-ROPE_HEAD_DIM = {"qk_rope_head_dim", "qk_nope_head_dim"}
+ROPE_HEAD_DIM = {"qk_rope_head_dim", "qk_nope_head_dim", "rotary_dim"}
 LAYERS = {"num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers",
           "num_decoder_layers", "num_encoder_layers", "depth", "num_global_layers", "n_recurrent_layers"}
 FFN = {"intermediate_size", "ffn_dim", "n_inner", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim",
@@ -107,6 +110,26 @@ PER_LAYER_LISTS = {"layer_types", "no_rope_layers", "block_types", "layers_block
 DERIVED = {"qk_head_dim"}
 
 
+# The few architectures whose defaults need more than the name rules (value per Tiny shape). Each entry
+# says why; everything else is generic.
+TYPE_OVERRIDES = {
+    # training needs axial_pos_shape to multiply to the sequence length, chunks dividing it
+    "reformer": lambda t: {"axial_pos_shape": [2, 4], "axial_pos_embds_dim": [t.hidden // 2, t.hidden // 2],
+                           "local_attn_chunk_length": 4, "lsh_attn_chunk_length": 4, "max_position_embeddings": 8,
+                           "num_buckets": 2, "attn_layers": ["local", "lsh"]},
+    # the MLM decoder emits max_position_embeddings positions: it must equal the input length
+    "perceiver": lambda t: {"max_position_embeddings": 8},
+    # the default leaves layer_types to the hub config
+    "lfm2_moe": lambda t: {"layer_types": (["conv", "full_attention"] * t.layers)[: t.layers]},
+    # the stem always downsamples by 16 (four stride-2 convs): keep patch 16, a 64-pixel image
+    "levit": lambda t: {"image_size": 64, "patch_size": 16},
+    # the head's BatchNorm is built with hidden_dim while the last conv rounds its own width
+    "efficientnet": lambda t: {"hidden_dim": 1280},
+    # X-MOD needs a default language adapter
+    "xmod": lambda t: {"default_language": "en_XX"},
+}
+
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -131,13 +154,16 @@ def shrink_dict(d: dict, t: Tiny) -> dict:
     """Overrides for one config's attribute dict (nested config dicts are handled by the caller)."""
     o: dict = {}
     hier = any(isinstance(d.get(k), list) for k in STAGE_DEPTHS | {"hidden_sizes"})
+    related = sum(1 for k in STAGE_WIDTHS if isinstance(d.get(k), list)) > 1
     orig_heads = next((d[k] for k in ("num_attention_heads", "n_head", "n_heads", "num_heads") if _is_int(d.get(k))), None)
     orig_layers = next((d[k] for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers") if _is_int(d.get(k))), None)
     for k, v in d.items():
         if k in DERIVED or isinstance(v, dict):
             continue
         if _is_int(v):
-            if k in HIDDEN and v > t.hidden and not (hier and k in {"hidden_size", "num_features"}):
+            if k == "embed_dim" and hier and v > t.stage_width:
+                o[k] = t.stage_width  # Swin-style: the first stage's width, doubled per stage
+            elif k in HIDDEN | {"embed_dim"} and v > t.hidden and not (hier and k in {"hidden_size", "num_features"}):
                 o[k] = t.hidden
             elif k in HEADS and v > t.heads:
                 o[k] = t.heads
@@ -149,7 +175,8 @@ def shrink_dict(d: dict, t: Tiny) -> dict:
             elif k in HEAD_DIM and v > t.head_dim:
                 o[k] = t.head_dim
             elif k in ROPE_HEAD_DIM and v > t.rope_head_dim:
-                o[k] = t.rope_head_dim
+                # MLA (DeepSeek-style): head_dim is the rotary part, so both parts get the head size
+                o[k] = t.rope_head_dim if k == "rotary_dim" else t.head_dim
             elif k in LAYERS and v > t.layers and not (hier and k == "num_layers"):
                 o[k] = t.layers
             elif k in FFN and v > t.ffn:
@@ -183,12 +210,18 @@ def shrink_dict(d: dict, t: Tiny) -> dict:
             elif k in {"global_attn_every_n_layers", "no_rope_layer_interval", "sliding_window_pattern",
                        "_sliding_window_pattern", "layer_group_size", "moe_layer_freq"} and v > t.layers:
                 o[k] = t.layers
+            elif k in {"num_groups"} and v > 4:
+                o[k] = 4
             elif k in {"time_step_rank", "mamba_dt_rank"} and v > 8:
                 o[k] = 8
             elif k in {"num_mel_bins"} and v > 16:
                 o[k] = 16
         elif isinstance(v, list) and v and all(_is_int(x) for x in v):
-            if k in STAGE_WIDTHS:
+            if k in STAGE_WIDTHS and related:
+                # several channel lists that refer to each other (stage_in[i+1] == stage_out[i]):
+                # one monotone map for all keeps those equalities
+                o[k] = [x if x <= 16 else max(16, x // 8) for x in v]
+            elif k in STAGE_WIDTHS:
                 o[k] = _shrink_stage_widths(v, t)
             elif k in STAGE_DEPTHS:
                 o[k] = [1] * len(v)
@@ -207,12 +240,55 @@ def shrink_dict(d: dict, t: Tiny) -> dict:
             o[k] = _keep_kinds(v, t.layers)
         elif isinstance(v, str) and k in PER_LAYER_LISTS and orig_layers and len(v) == orig_layers:
             o[k] = "".join(_keep_kinds(list(v), t.layers))
+    if t.fill_none:
+        _fill_none(d, o, t)
+    _consistency(d, o, t)
     _fix_token_ids(d, o, t)
     # DeepSeek-style MLA: qk_head_dim follows its parts when the class stores it
     if "qk_head_dim" in d and ("qk_rope_head_dim" in o or "qk_nope_head_dim" in o):
         o["qk_head_dim"] = o.get("qk_rope_head_dim", d.get("qk_rope_head_dim") or 0) + o.get(
             "qk_nope_head_dim", d.get("qk_nope_head_dim") or 0)
     return o
+
+
+def _fill_none(d: dict, o: dict, t: Tiny) -> None:
+    roles = [(HEAD_DIM & {"head_dim"}, t.head_dim), (KV_HEADS, t.heads), (EXPERTS, t.experts),
+             (EXPERTS_PER_TOK - {"top_k"}, t.experts_per_tok), ({"vocab_size"}, t.vocab)]
+    for keys, value in roles:
+        for k in keys:
+            if k in d and d[k] is None and k not in o:
+                o[k] = value
+
+
+def _get(d: dict, o: dict, k: str):
+    return o.get(k, d.get(k))
+
+
+def _consistency(d: dict, o: dict, t: Tiny) -> None:
+    """Relations between attributes that a per-name rule cannot see."""
+    hidden = _get(d, o, "hidden_size")
+    # Mamba(2) heads: expand * hidden == heads * head_dim
+    for heads, hdim, expand in (("mamba_n_heads", "mamba_d_head", "mamba_expand"), ("num_heads", "head_dim", "expand"),
+                                ("mamba_num_heads", "mamba_head_dim", "mamba_expand"),
+                                ("n_mamba_heads", "mamba_headdim", "mamba_expand")):
+        e, hd = _get(d, o, expand), _get(d, o, hdim)
+        if _is_int(hidden) and isinstance(e, (int, float)) and _is_int(hd) and _is_int(d.get(heads)) and hd:
+            o[heads] = max(1, int(e * hidden) // hd)
+    # hybrids whose layer groups must add up to the layer count
+    parts = [k for k in ("n_input_layers", "n_recurrent_layers", "n_output_layers") if _is_int(d.get(k))]
+    if len(parts) == 3 and "num_hidden_layers" in d:
+        for k in parts:
+            o[k] = 1
+        o["num_hidden_layers"] = 3
+    # GPT-Neo style attention pattern [[kinds, repeat]]
+    at = d.get("attention_types")
+    if isinstance(at, list) and at and isinstance(at[0], list) and len(at[0]) == 2 and isinstance(at[0][0], list):
+        kinds = at[0][0]
+        o["attention_types"] = [[kinds, max(1, t.layers // len(kinds))]]
+    # EfficientNet-style compound scaling back to the base width / depth
+    for k in ("width_coefficient", "depth_coefficient"):
+        if isinstance(d.get(k), (int, float)) and d[k] > 1:
+            o[k] = 1.0
 
 
 def _fix_token_ids(d: dict, o: dict, t: Tiny) -> None:
@@ -250,7 +326,7 @@ def _sub_config_names(config) -> list[str]:
     return [n for n in names if getattr(config, n, None) is not None and hasattr(getattr(config, n), "to_dict")]
 
 
-def shrunk_config(config_cls_or_type, t: Tiny, base=None):
+def shrunk_config(config_cls_or_type, t: Tiny, base=None, extra: dict | None = None):
     """(config, overrides): the class defaults with every recognised size attribute shrunk."""
     from transformers import AutoConfig
 
@@ -258,6 +334,8 @@ def shrunk_config(config_cls_or_type, t: Tiny, base=None):
         base = AutoConfig.for_model(config_cls_or_type)
     overrides: dict = {}
     kwargs = shrink_dict(base.to_dict(), t)
+    if extra:
+        kwargs.update(extra)
     overrides.update(kwargs)
     for name in _sub_config_names(base):
         sub = getattr(base, name)
@@ -281,12 +359,16 @@ def build_config(model_type: str, t: Tiny = TINY):
         base = AutoConfig.for_model(model_type)
     except Exception as e:
         raise ConfigError(f"AutoConfig.for_model({model_type!r}) failed: {type(e).__name__}: {_first_line(e)}") from e
-    cfg, overrides = shrunk_config(None, t, base=base)
+    extra = TYPE_OVERRIDES.get(model_type)
+    cfg, overrides = shrunk_config(None, t, base=base, extra=extra(t) if extra else None)
     # seq2seq defaults often leave the decoder start token to the hub config: use pad (or 0)
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
         pad = getattr(cfg, "pad_token_id", None)
         cfg.decoder_start_token_id = pad if isinstance(pad, int) else 0
         overrides["decoder_start_token_id"] = cfg.decoder_start_token_id
+    if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "pad_token_id", "absent") is None:
+        cfg.pad_token_id = 0
+        overrides["pad_token_id"] = 0
     # float32 weights
     for c in [cfg] + [getattr(cfg, n) for n in _sub_config_names(cfg)]:
         for k in ("dtype", "torch_dtype"):
@@ -299,8 +381,9 @@ def build_config(model_type: str, t: Tiny = TINY):
 
 
 def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return (s[0] if s else "")[:300]
+    s = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    # validation errors put the reason on the second line
+    return (" ".join(s[:2]) if s and s[0].endswith(":") else (s[0] if s else ""))[:400]
 
 
 def _short(d: dict) -> str:

@@ -115,20 +115,52 @@ def _image_shape(cfg) -> tuple[int, int, int]:
     return ch, h, w
 
 
-def make_inputs(family: str, cfg, seed: int = 1) -> dict:
+def _special_ids(cfg, depth: int = 0) -> set[int]:
+    """Every special token id of the config and its sub-configs (random inputs avoid them: an image or
+    audio placeholder token in a text-only input makes multimodal models look for features)."""
+    ids: set[int] = set()
+    d = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+    for k, v in d.items():
+        if isinstance(v, dict) and depth < 3:
+            ids |= _special_ids(v, depth + 1)
+        elif isinstance(k, str) and "token" in k and (k.endswith("_id") or k.endswith("_index") or k.endswith("_ids")):
+            for x in v if isinstance(v, list) else [v]:
+                if isinstance(x, int) and not isinstance(x, bool):
+                    ids.add(x)
+    return ids
+
+
+def _random_ids(cfg, shape, g) -> torch.Tensor:
+    vocab = _vocab(cfg)
+    lo, hi = (4, vocab - 16) if vocab > 64 else (0, vocab)
+    ids = torch.randint(lo, hi, shape, generator=g)
+    special = sorted(i for i in _special_ids(cfg) if lo <= i < hi)
+    if special:
+        allowed = torch.tensor(sorted(set(range(lo, hi)) - set(special)))
+        mask = torch.isin(ids, torch.tensor(special))
+        ids[mask] = allowed[torch.randint(0, len(allowed), (int(mask.sum()),), generator=g)]
+    return ids
+
+
+def make_inputs(family: str, cfg, seed: int = 1, main_input: str | None = None) -> dict:
     g = torch.Generator().manual_seed(seed)
+    if family == "image" and main_input == "input_ids":  # ImageGPT: images as color-cluster tokens
+        ids = _random_ids(cfg, (BATCH, SEQ), g)
+        return {"input_ids": ids, "labels": torch.randint(0, getattr(cfg, "num_labels", 2) or 2, (BATCH,), generator=g)}
     if family == "image":
         ch, h, w = _image_shape(cfg)
         n_labels = getattr(cfg, "num_labels", 2) or 2
         return {"pixel_values": torch.randn(BATCH, ch, h, w, generator=g),
                 "labels": torch.randint(0, n_labels, (BATCH,), generator=g)}
-    vocab = _vocab(cfg)
-    lo, hi = (4, vocab - 16) if vocab > 64 else (0, vocab)
-    ids = torch.randint(lo, hi, (BATCH, SEQ), generator=g)
+    ids = _random_ids(cfg, (BATCH, SEQ), g)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    if family == "seq2seq":
-        inputs["labels"] = torch.randint(lo, hi, (BATCH, TGT_SEQ), generator=g)
-    else:
+    if family == "seq2seq" and getattr(cfg, "is_encoder_decoder", False):
+        labels = _random_ids(cfg, (BATCH, TGT_SEQ), g)
+        start = getattr(cfg, "decoder_start_token_id", None)
+        start = start if isinstance(start, int) else 0
+        inputs["labels"] = labels
+        inputs["decoder_input_ids"] = torch.cat([torch.full((BATCH, 1), start), labels[:, :-1]], dim=1)
+    else:  # causal and masked LMs, and decoder-only "seq2seq" (audio-to-text) models given text only
         inputs["labels"] = ids.clone()
     return inputs
 
@@ -174,6 +206,17 @@ def build_model(spec: dict, tiny: configs.Tiny):
     cls = getattr(transformers, spec["class"], None)
     if cls is None:
         raise configs.ConfigError(f"transformers has no class {spec['class']} (optional dependency missing?)")
+    # a text-only class of a composite model type takes the text (or decoder) sub-config, as
+    # AutoModelForCausalLM.from_config does
+    want = getattr(cls, "config_class", None)
+    if isinstance(want, type) and not isinstance(cfg, want):
+        for name in ("text_config", "decoder", "language_config", "llm_config"):
+            sub = getattr(cfg, name, None)
+            if isinstance(sub, want):
+                cfg = sub
+                break
+    if spec["family"] == "causal" and getattr(cfg, "is_decoder", None) is False and not getattr(cfg, "is_encoder_decoder", False):
+        cfg.is_decoder = True  # encoder models used as causal LMs (BertLMHeadModel ...) require it
     torch.manual_seed(0)
     model = cls(cfg)
     model = model.float()
@@ -187,11 +230,13 @@ def build_model(spec: dict, tiny: configs.Tiny):
 def run_phase(family: str, model, cfg, device: str) -> dict:
     """forward+backward (train mode), eval forward, generate (causal); each step timed."""
     res: dict = {"steps": {}}
-    inputs = make_inputs(family, cfg)
-    model = model.to(device)
     t0 = time.perf_counter()
-    step = "forward"
+    step = "inputs"
     try:
+        inputs = make_inputs(family, cfg, main_input=getattr(model, "main_input_name", None))
+        step = "to_device"
+        model = model.to(device)
+        step = "forward"
         model.train()
         torch.manual_seed(2)
         out = model(**_to(inputs, device))
