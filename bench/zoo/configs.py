@@ -220,7 +220,8 @@ def shrink_dict(d: dict, t: Tiny) -> dict:
             if k in STAGE_WIDTHS and related:
                 # several channel lists that refer to each other (stage_in[i+1] == stage_out[i]):
                 # one monotone map for all keeps those equalities
-                o[k] = [x if x <= 16 else max(16, x // 8) for x in v]
+                # (multiples of 8, so a width still divides by the head count)
+                o[k] = [x if x <= 16 else max(16, (x // 8 + 7) // 8 * 8) for x in v]
             elif k in STAGE_WIDTHS:
                 o[k] = _shrink_stage_widths(v, t)
             elif k in STAGE_DEPTHS:
