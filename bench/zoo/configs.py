@@ -18,7 +18,6 @@ needs hidden % 128 == 0 gets the second, wider shape).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 
@@ -327,12 +326,9 @@ def _sub_config_names(config) -> list[str]:
     return [n for n in names if getattr(config, n, None) is not None and hasattr(getattr(config, n), "to_dict")]
 
 
-def shrunk_config(config_cls_or_type, t: Tiny, base=None, extra: dict | None = None):
-    """(config, overrides): the class defaults with every recognised size attribute shrunk."""
-    from transformers import AutoConfig
-
-    if base is None:
-        base = AutoConfig.for_model(config_cls_or_type)
+def shrunk_config(base, t: Tiny, extra: dict | None = None):
+    """(config, overrides): ``base`` (a config with the class defaults) with every recognised size
+    attribute shrunk, sub-configs included."""
     overrides: dict = {}
     kwargs = shrink_dict(base.to_dict(), t)
     if extra:
@@ -340,7 +336,7 @@ def shrunk_config(config_cls_or_type, t: Tiny, base=None, extra: dict | None = N
     overrides.update(kwargs)
     for name in _sub_config_names(base):
         sub = getattr(base, name)
-        sub_cfg, sub_over = shrunk_config(None, t, base=sub)
+        sub_cfg, sub_over = shrunk_config(sub, t)
         kwargs[name] = sub_cfg.to_dict()
         if sub_over:
             overrides[name] = sub_over
@@ -361,7 +357,7 @@ def build_config(model_type: str, t: Tiny = TINY):
     except Exception as e:
         raise ConfigError(f"AutoConfig.for_model({model_type!r}) failed: {type(e).__name__}: {_first_line(e)}") from e
     extra = TYPE_OVERRIDES.get(model_type)
-    cfg, overrides = shrunk_config(None, t, base=base, extra=extra(t) if extra else None)
+    cfg, overrides = shrunk_config(base, t, extra=extra(t) if extra else None)
     # seq2seq defaults often leave the decoder start token to the hub config: use pad (or 0)
     if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
         pad = getattr(cfg, "pad_token_id", None)
@@ -390,7 +386,3 @@ def _first_line(e: BaseException) -> str:
 def _short(d: dict) -> str:
     s = ", ".join(f"{k}={v!r}" for k, v in list(d.items())[:6])
     return s + (", ..." if len(d) > 6 else "")
-
-
-def copy_config(cfg):
-    return copy.deepcopy(cfg)

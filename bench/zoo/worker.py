@@ -75,7 +75,7 @@ def error_info(exc: BaseException) -> dict:
         break
     msg = str(exc)
     return {
-        "type": type(exc).__module__.replace("builtins", "").strip(".") + ("." if type(exc).__module__ != "builtins" else "") + type(exc).__name__,
+        "type": type(exc).__name__ if type(exc).__module__ == "builtins" else f"{type(exc).__module__}.{type(exc).__name__}",
         "message": msg[:2000],
         "frame": None if frame is None else {
             "file": _short_path(frame.filename), "line": frame.lineno, "function": frame.name, "code": (frame.line or "").strip()},
