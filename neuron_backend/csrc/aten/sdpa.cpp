@@ -28,8 +28,9 @@ namespace neuron_sim {
 // Like TorchNeuron (csrc/aten/SdpBackendSelection.cpp), 4-D SDPA on neuron selects the overrideable
 // backend. The simulator computes it with PyTorch's CPU flash-attention kernels on the aliases, and
 // with the reference computation below where those kernels cannot: dropout > 0 (the CPU flash
-// kernel rejects it) and the gradient of an attention bias that requires grad (the CPU flash
-// backward returns none).
+// kernel rejects it), a value head size that differs from the query/key head size (multi-head latent
+// attention; the CPU flash kernel needs one head size) and the gradient of an attention bias that
+// requires grad (the CPU flash backward returns none).
 //
 // The outputs follow the op's meta kernel (torch/_meta_registrations.py,
 // meta__scaled_dot_product_fused_attention_overrideable), which is what FakeTensor, Dynamo and
@@ -135,6 +136,11 @@ at::Tensor like_input(const at::Tensor& grad, const at::Tensor& input) {
   return res;
 }
 
+// The CPU flash kernels need q, k and v to share one head size.
+bool flash_cannot(const at::Tensor& q, const at::Tensor& v, double dropout) {
+  return dropout > 0.0 || v.size(-1) != q.size(-1);
+}
+
 }  // namespace
 
 static void sdpa_fwd_runner(torch::jit::Stack* s) {
@@ -149,10 +155,13 @@ static void sdpa_fwd_runner(torch::jit::Stack* s) {
   TORCH_CHECK_NOT_IMPLEMENTED(!debug, "[neuron-port simulator] Debug mask not supported in Neuron implementation.");
   at::Tensor out, lse;
   int64_t seed = 0;
-  if (dropout > 0.0) {
-    seed = draw_seed();
+  if (flash_cannot(q, v, dropout)) {
     Probs r = attention_probs(q, k, v, bias, causal, scale);
-    out = at::matmul(r.p.mul_(dropout_scale(r.p, dropout, seed)), r.v).to(q.scalar_type());
+    if (dropout > 0.0) {
+      seed = draw_seed();
+      r.p.mul_(dropout_scale(r.p, dropout, seed));
+    }
+    out = at::matmul(r.p, r.v).to(q.scalar_type());
     lse = r.lse;
   } else {
     std::optional<at::Tensor> obias;
@@ -183,7 +192,7 @@ static void sdpa_bwd_runner(torch::jit::Stack* s) {
   if (!a[16].isNone()) scale = a[16].toDouble();
   const bool bias_grad = bias.defined() && mask.size() > 3 && mask.get(3) && at::isFloatingType(bias.scalar_type());
   at::Tensor gq, gk, gv, gbias;
-  if (dropout > 0.0 || bias_grad) {
+  if (flash_cannot(q, v, dropout) || bias_grad) {
     // softmax backward: dS = P * (dP - rowsum(dP * P)), with dropout applied to P and dP.
     Probs r = attention_probs(q, k, v, bias, causal, scale);
     at::Tensor go = grad_out.to(at::kFloat);
