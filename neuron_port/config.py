@@ -17,7 +17,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from neuron_port.errors import UsageError
-from neuron_port.rules.spec import SEVERITIES, TARGETS
+from neuron_port.rules.vocabulary import SEVERITIES, TARGETS
 
 
 class ConfigError(UsageError):
