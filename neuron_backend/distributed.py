@@ -213,9 +213,10 @@ def _install_excepthook() -> None:
         try:
             m = _INVALID_DEVICE.search(str(exc))
             if m and _setup is not None and not getattr(exc, "_neuron_port_recorded", False) and tb is not None:
-                while tb.tb_next is not None:  # the innermost frame; user_site walks out to the user's line
-                    tb = tb.tb_next
-                invalid_device_index(int(m.group(1)), m.group(0), frame=tb.tb_frame, error=exc_type.__name__)
+                inner = tb  # the innermost frame; user_site walks out to the user's line
+                while inner.tb_next is not None:
+                    inner = inner.tb_next
+                invalid_device_index(int(m.group(1)), m.group(0), frame=inner.tb_frame, error=exc_type.__name__)
         except Exception:  # noqa: BLE001 - an excepthook must not raise
             pass
         prev(exc_type, exc, tb)

@@ -82,9 +82,17 @@ def test_ddp_fixture_with_a_rank_indexed_device_fails_on_rank_1(tmp_path, cli, r
     assert "Invalid device id: 1. Valid range is 0 to 0" in finding["message"]
     (entry,) = [d for d in doc["runtime"]["distributed"] if d["event"] == "unsupported"]
     assert entry["ranks"] == [1] and entry["error"] == "RuntimeError" and entry["action"] == "raised"
-    # On Trainium the model's move to neuron:1 fails. The simulator's C++ fallback does not check the index of
-    # a copy's device argument yet (`.to("neuron:1")` succeeds), so there the first device guard fails: DDP's.
+    # as on Trainium, the model's move to neuron:1 fails on rank 1
     train = project / "train.py"
-    assert entry["site"]["path"] == "train.py" and entry["site"]["line"] in (
-        line_of(train, "model = Classifier(args.dim).to(device)"), line_of(train, "ddp_model = DDP(model)"))
+    to_device = line_of(train, "model = Classifier(args.dim).to(device)")
+    assert (entry["site"]["path"], entry["site"]["line"]) == ("train.py", to_device)
+    # and the report names the failing rank with its exception and traceback
+    (failure,) = doc["runtime"]["failures"]
+    assert failure["rank"] == 1 and "Invalid device id: 1" in failure["exception"]
+    assert (failure["site"]["path"], failure["site"]["line"]) == ("train.py", to_device)
+    assert failure["traceback"][0] == "Traceback (most recent call last):"
+    assert any("Classifier(args.dim).to(device)" in line for line in failure["traceback"])
+    # torch's own frames (Module.to, _apply, ...) are folded into one line; the user's frames stay
+    assert any(re.fullmatch(r"\s*\.\.\. \d+ frame\(s\) in libraries", line) for line in failure["traceback"])
+    assert not any("site-packages" in line for line in failure["traceback"])
     assert any(f["code"] == "NP909" for f in doc["findings"])  # the command failed

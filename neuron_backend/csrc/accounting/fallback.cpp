@@ -265,7 +265,9 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
     } else if (v.isDevice()) {
       auto d = v.toDevice();
       if (d.type() == kNeuron) {
-        if (d.index() >= 0) dev = d.index();
+        // a copy to a device this process does not have fails, as on Trainium (one core per process
+        // under torchrun: `.to("neuron:1")` on rank 1)
+        if (d.index() >= 0) dev = check_device_index(d.index(), "device");
         v = c10::IValue(cpu_dev);
       } else if (d.type() == c10::kCPU) {
         explicit_cpu = true;

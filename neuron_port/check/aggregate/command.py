@@ -43,13 +43,46 @@ class ProcessFailure:
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]: ?")  # torchrun --tee marks each line with its rank
 
 
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+')
+LIBRARY_FILE = re.compile(r"site-packages|dist-packages|/lib/python3[.\d]*/|^<frozen ")
+
+
 def last_traceback(lines: Sequence[str], limit: int = TRACEBACK_LINES) -> tuple[str, ...]:
-    """The last Python traceback in ``lines`` (at most ``limit`` lines, keeping its end), or the last lines."""
+    """The last Python traceback in ``lines``, as the user needs it: the header, the frames of their own
+    code (with the code line), runs of frames inside libraries (torch, the standard library) folded into
+    one line, and the exception; at most ``limit`` lines, keeping the end. Without a traceback: the last
+    lines."""
     lines = [RANK_PREFIX.sub("", line) for line in lines]
     starts = [i for i, line in enumerate(lines) if TRACEBACK_START in line]
-    block = lines[starts[-1]:] if starts else lines
-    block = [line for line in block if line.strip()]
-    return tuple(block[-limit:])
+    if not starts:
+        return tuple(line for line in lines if line.strip())[-limit:]
+    block = [line for line in lines[starts[-1]:] if line.strip() and set(line.strip()) - set("^~")]
+    out, hidden = [block[0]], 0
+    i = 1
+    while i < len(block):
+        frame = FRAME.match(block[i])
+        if frame is None:
+            if hidden:
+                out.append(f"  ... {hidden} frame(s) in libraries")
+                hidden = 0
+            out.append(block[i])
+            i += 1
+            continue
+        end = i + 1  # the frame's code line(s): indented deeper than its "File" line
+        indent = len(block[i]) - len(block[i].lstrip())
+        while end < len(block) and not FRAME.match(block[end]) and len(block[end]) - len(block[end].lstrip()) > indent:
+            end += 1
+        if LIBRARY_FILE.search(frame.group("file")):
+            hidden += 1
+        else:
+            if hidden:
+                out.append(f"  ... {hidden} frame(s) in libraries")
+                hidden = 0
+            out.extend(block[i:end])
+        i = end
+    if hidden:
+        out.append(f"  ... {hidden} frame(s) in libraries")
+    return tuple(out[:1] + out[1:][-(limit - 1):]) if len(out) > limit else tuple(out)
 
 
 def process_failures(processes: Sequence[ProcessEvents], status: RunStatus,
