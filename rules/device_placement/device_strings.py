@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.names import source_of
@@ -244,26 +244,34 @@ class CudaDeviceString(DeviceStringRule):
         return None
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        if not self._rank_pending:
+            return
+        ranks = rank_devices(self.context, original_node)
         for role_node, literal, (index, node) in self._rank_pending:
-            if not is_rank_expression(index, self._loop_names):
+            if not ranks.is_rank(index):
                 self._report_neuron(role_node, literal, "value")
                 continue
             old = source_of(node)
+            # under device_id= of init_process_group a device needs its index: the process's core is 0
+            value = "neuron:0" if ranks.needs_index(node) else "neuron"
             if isinstance(node, cst.Call) and literal in self._device_calls:
-                first = node.args[0]
-                replacement: cst.CSTNode = node.with_changes(
-                    args=[first.with_changes(value=replace_string(literal, "neuron"), comma=cst.MaybeSentinel.DEFAULT)]
-                )
+                first = node.args[0].with_changes(value=replace_string(literal, "neuron"))
+                if value == "neuron":
+                    args = [first.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+                else:
+                    args = [first, node.args[1].with_changes(value=cst.Integer("0"))]
+                replacement: cst.CSTNode = node.with_changes(args=args)
             elif isinstance(literal, cst.FormattedString):
-                replacement = cst.SimpleString(f"{literal.end}neuron{literal.end}")
+                replacement = cst.SimpleString(f"{literal.end}{value}{literal.end}")
             else:
                 assert isinstance(literal, cst.SimpleString)
-                replacement = replace_string(literal, "neuron")
+                replacement = replace_string(literal, value)
             self.report(
                 node,
-                f"`{old}` is a rank-indexed CUDA device: use `{source_of(replacement)}`; {ONE_CORE_PER_PROCESS}",
+                f"`{old}` is a rank-indexed CUDA device: use `{source_of(replacement)}`; {ONE_CORE_PER_PROCESS}"
+                + ranks.note(),
                 replacement=replacement,
-                safety="safe",
+                safety=ranks.safety,
             )
 
     def _report_neuron(self, role_node: cst.CSTNode, literal: cst.CSTNode, role: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.device_placement.common import storage_lambda_call
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import source_of
@@ -84,16 +84,27 @@ class MapLocationCuda(PythonRule):
         ),
     ]
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._lambdas: list[tuple[cst.Lambda, cst.Call]] = []
+
     def visit_Lambda(self, node: cst.Lambda) -> None:
         call = storage_lambda_call(node)
-        if call is None:
-            return
+        if call is not None:
+            self._lambdas.append((node, call))  # a rank index is decided per file, at the end
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for node, call in self._lambdas:
+            self._lambda(node, call, original_node)
+
+    def _lambda(self, node: cst.Lambda, call: cst.Call, module: cst.Module) -> None:
         device_arg = arg_named(call, "device", 0)
         others = [a for a in call.args if a is not device_arg]
         if others or any(a.star for a in call.args):
             self.report(node, "`storage.cuda(...)` in map_location fails on Trainium: use a neuron device string")
             return
         imports: tuple = ()
+        safety, note = "safe", ""
         if self.context.target == "accelerator":
             torch_name, imports = self.context.torch_module_name()
             if device_arg is None:
@@ -105,8 +116,9 @@ class MapLocationCuda(PythonRule):
             new = '"neuron"'
         elif isinstance(device_arg.value, cst.Integer):
             new = f'"neuron:{device_arg.value.value}"'
-        elif is_rank_expression(device_arg.value):
+        elif (ranks := rank_devices(self.context, module)).is_rank(device_arg.value):
             new = '"neuron"'
+            safety, note = ranks.safety, ranks.note()
         elif isinstance(device_arg.value, (cst.Name, cst.Attribute)):
             new = f'f"neuron:{{{source_of(device_arg.value)}}}"'
         else:
@@ -116,4 +128,4 @@ class MapLocationCuda(PythonRule):
         message = self.MESSAGE.format(new=new)
         if device_arg is not None and new == '"neuron"':
             message += f"; {ONE_CORE_PER_PROCESS}"
-        self.report(node, message, replacement=replacement, imports=imports)
+        self.report(node, message + note, replacement=replacement, imports=imports, safety=safety)
