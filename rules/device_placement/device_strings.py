@@ -23,10 +23,12 @@ class CudaDeviceString(DeviceStringRule):
     templates ``f"cuda:{local_rank}"``, ``'cuda:%d' % i``, ``'cuda:' + str(i)`` and ``"cuda:{}".format(i)``.
     It rewrites them to ``neuron`` / ``neuron:N``, keeping the quote style. A device indexed by the
     process's rank (``f"cuda:{local_rank}"``, ``'cuda:%d' % args.gpu``, ``"cuda:{}".format(rank)``,
-    ``'cuda:' + os.environ["LOCAL_RANK"]``, ``torch.device('cuda', local_rank)``; the index is a name or
-    attribute ending in ``local_rank``, ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` /
-    ``RANK`` from ``os.environ``, or ``dist.get_rank()``) becomes the plain ``"neuron"`` (and
-    ``torch.device('neuron')``); any other index (``f"cuda:{i}"`` in a loop over devices, or a
+    ``'cuda:' + os.environ["LOCAL_RANK"]``, ``torch.device('cuda', local_rank)``; the index is a rank:
+    a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank`` (``ddp_local_rank``),
+    ``gpu``, ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` / ``RANK`` from ``os.environ``, ``dist.get_rank()``,
+    ``<rank> % n``, or an alias of one; NP107 has the whole rule) becomes the plain ``"neuron"`` (and
+    ``torch.device('neuron')``; ``'neuron:0'`` / ``torch.device('neuron', 0)`` under ``device_id=`` of
+    ``init_process_group``, which needs an index); any other index (``f"cuda:{i}"`` in a loop over devices, or a
     ``for gpu in ...`` loop variable) keeps it: ``f"neuron:{i}"``. Strings that are not devices
     stay: docstrings, prose (``"cuda is not available"``), log and print arguments, ``getattr(torch, 'cuda')``,
     and the keys of a ``map_location`` dict (they name the device the checkpoint was *saved* on).
@@ -70,7 +72,10 @@ class CudaDeviceString(DeviceStringRule):
     the same device, so no run that worked before changes. (A single-process script that picks a core
     with ``--gpu 3`` now runs on the first visible core: set ``NEURON_RT_VISIBLE_CORES=3`` instead.)
     On the accelerator target the index is kept (``f"{...current_accelerator().type}:{local_rank}"``),
-    which is what CUDA needs. See also NP502 (``set_device(local_rank)``) and NP503 (``device_ids``).
+    which is what CUDA needs. The rank devices of a file are rewritten all together or not at all: when
+    one of them cannot be (see NP107), this rewrite is unsafe too, so no process ends up with tensors on
+    ``neuron`` and ``neuron:<rank>``. See also NP107 (``.to(local_rank)``), NP502 (``set_device(local_rank)``)
+    and NP503 (``device_ids``).
 
     ## References
     - shared/torchneuron.md section 7 ("`.to('cuda')` -> `.to('neuron')`")

@@ -20,7 +20,9 @@ class MapLocationCuda(PythonRule):
     Finds the ``lambda storage, loc: storage.cuda(...)`` idiom (the ``map_location`` of ``torch.load``)
     and replaces the lambda by the device it moves to: ``"neuron"``, ``"neuron:0"``, ``f"neuron:{i}"``
     (or ``torch.accelerator.current_accelerator()`` on the accelerator target). ``storage.cuda(local_rank)``
-    (a rank, see NP101) becomes ``"neuron"``: under ``torchrun`` each process sees one NeuronCore. ``map_location``
+    (a rank: a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``,
+    ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` from ``os.environ``, or an alias; NP107 has the rule) becomes
+    ``"neuron"``: under ``torchrun`` each process sees one NeuronCore. ``map_location``
     strings and ``torch.device`` values are NP101's; the keys of a ``map_location`` dict (the device the
     checkpoint was saved on) are left alone on purpose.
 
@@ -40,7 +42,8 @@ class MapLocationCuda(PythonRule):
     ## Fix safety
     Safe: ``map_location`` accepts a device string and the lambda did the same move for every storage.
     A rank index becomes ``"neuron"`` for the reason given in NP101 (``neuron:<local_rank>`` is invalid
-    for every rank but 0 under ``torchrun``).
+    for every rank but 0 under ``torchrun``). The rank devices of a file change together or not at all (NP107); a
+    ``storage.cuda(local_rank, non_blocking=True)`` (reported only) makes them all unsafe.
 
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.load.html

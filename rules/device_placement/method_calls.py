@@ -20,7 +20,9 @@ class CudaMethodCall(PythonRule):
 
     ## What it does
     Finds calls of the ``.cuda()`` method of tensors and modules and rewrites them: ``.cuda()`` becomes
-    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(local_rank)`` (a rank: see NP101)
+    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(local_rank)`` (a rank: a name or
+    attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``, ``gpu_id`` or
+    ``device_id``, ``LOCAL_RANK`` from ``os.environ``, ``dist.get_rank()``, or an alias; NP107 has the rule)
     becomes ``.to("neuron")``, other ``.cuda(i)`` / ``.cuda(device=i)`` become ``.to(i)`` (an integer
     device means the current accelerator, a ``torch.device`` passes through), and
     ``non_blocking=`` / ``memory_format=`` are kept. With ``--target accelerator`` ``.cuda()`` becomes
@@ -49,6 +51,8 @@ class CudaMethodCall(PythonRule):
     no-op where ``.cuda()`` raised. ``.cuda(local_rank)`` -> ``.to("neuron")`` is safe on the neuron target
     for the reason given in NP101: under ``torchrun`` each process sees one NeuronCore, so
     ``.to(local_rank)`` (``neuron:<local_rank>``) is invalid for every rank but 0, where the two agree.
+    The rank devices of a file change together (NP107): when one of them cannot be rewritten safely, the
+    rank fixes of ``.cuda(local_rank)`` are unsafe too.
 
     ## References
     - shared/torchneuron.md sections 1.1, 6 (one NeuronCore per process) and 7

@@ -45,8 +45,11 @@ class DdpDeviceIds(PythonRule):
     ```
 
     ## Fix safety
-    On the neuron target a rank-indexed list (``device_ids=[local_rank]``, ``output_device=local_rank``)
-    is rewritten to index 0, safely: under torchrun the process's only NeuronCore is ``neuron:0`` on every
+    On the neuron target a rank-indexed list (``device_ids=[local_rank]``, ``output_device=local_rank``;
+    a rank is a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``,
+    ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` from ``os.environ``, or an alias: NP107 has the rule), keyword
+    or positional, is rewritten to index 0, safely when every other rank device of the file is rewritten
+    too (NP107; otherwise unsafe, so ``model.to(rank)`` and ``device_ids=[0]`` never meet): under torchrun the process's only NeuronCore is ``neuron:0`` on every
     rank, so DDP keeps moving inputs to the process's device, as it did on CUDA.
     Dropping the arguments (the other cases) is unsafe: with ``device_ids`` DDP moves forward inputs to ``device_ids[0]``; without it inputs must
     already be on the model's device (they are, when the code moves its batches with ``.to(device)``).

@@ -20,10 +20,11 @@ class DistributedSetDevice(SkipProse):
     ## What it does
     Finds ``torch.cuda.set_device(...)`` (and the ``torch.neuron.set_device`` /
     ``torch.accelerator.set_device_index`` spellings) in a file that calls ``init_process_group``, or
-    whose argument is a rank. When the argument is a rank (a name or attribute ending in ``local_rank``,
-    ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, or ``int(os.environ["LOCAL_RANK"])``; see NP101) and
-    the call is a whole statement on its own line in a block that keeps another statement, the neuron
-    target offers to delete it; NP201 leaves that call alone. Other calls are reported: a non-rank
+    whose argument is a rank. When the argument is a rank (a name or attribute whose last segment is
+    ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``, ``gpu_id`` or ``device_id``,
+    ``int(os.environ["LOCAL_RANK"])``, or an alias of one; NP107 has the rule) and the call is a statement
+    of its own, the neuron target offers to delete it (``pass`` when it is the only statement of its
+    block); NP201 leaves that call alone. Other calls are reported: a non-rank
     argument (``set_device(device)``) is renamed by NP201, and on the accelerator target the call is
     what CUDA needs.
 
@@ -54,7 +55,9 @@ class DistributedSetDevice(SkipProse):
     it leaves exactly TorchNeuron's own pinning. Unsafe elsewhere: a single-process script that picks a
     core with ``set_device(args.gpu)``, or a job that sets ``NEURON_RT_VISIBLE_CORES`` to several cores
     per process itself, would now run on the first visible core. A call that is not a statement of its
-    own, or is the only statement of its block, is reported only.
+    own is reported only. Either way it is one of the file's rank devices, which change together or not
+    at all (NP107): a ``set_device(rank)`` that is not removed safely makes every rank fix of the file
+    unsafe, and NP107 says so.
 
     ## References
     - shared/torchneuron.md section 6 (init_process_group behaviour, one device per process)
