@@ -42,7 +42,14 @@ def _asserting(test: cst.BaseExpression, polarity: Polarity, when: bool) -> list
     """The atoms of ``test`` that make the condition hold where ``test`` is ``when``: the ``and`` terms that
     assert it (``when`` True), or the ``or`` terms that deny it (``when`` False)."""
     terms = _flatten(test, cst.And if when else cst.Or)
-    return [t for t in terms if _polarity(t, polarity) is when]
+    return [_atom(t) for t in terms if _polarity(t, polarity) is when]
+
+
+def _atom(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x.is_cuda`` for ``not not x.is_cuda`` / ``not x.is_cuda``: the test itself, without ``not``."""
+    while isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        node = node.expression
+    return node
 
 
 def _exits(block: cst.BaseSuite) -> bool:
