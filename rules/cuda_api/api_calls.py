@@ -169,7 +169,7 @@ class CudaApiCall(TorchCudaReference):
         if not self._references:
             return
         caps = capability_checks(self.context, original_node)
-        ranks = rank_devices(self.context, original_node) if self.context.target == "neuron" else None
+        ranks = None  # the file's rank analysis, computed only if a call may pass a rank as its device
         for node, qualname, key in self._references:
             if node in caps.rewritten:
                 continue  # inside a capability comparison NP210 rewrites
@@ -194,8 +194,11 @@ class CudaApiCall(TorchCudaReference):
                 )
                 continue
             call = self._calls.get(node)
-            if ranks is not None and call is not None and self._rank_call(node, key, call, ranks):
-                continue
+            if (self.context.target == "neuron" and call is not None and call.args
+                    and (key == "set_device" or key in CUDA_API_DEVICE_ARGS)):
+                ranks = ranks or rank_devices(self.context, original_node)
+                if self._rank_call(node, key, call, ranks):
+                    continue
             self._rename(node, key)
 
     def _rank_call(self, node: cst.BaseExpression, key: str, call: cst.Call, ranks) -> bool:

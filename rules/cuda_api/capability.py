@@ -49,6 +49,17 @@ def _words(node: Optional[cst.CSTNode]) -> set[str]:
     return out
 
 
+def _returns(function: cst.FunctionDef):
+    """The ``return`` statements of ``function`` itself (not of functions or classes nested in it)."""
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return):
+            yield node
+        elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(node.children)
+
+
 class CapabilityChecks:
     """The capability reads of one module and what NP201 / NP210 do with them (module docstring)."""
 
@@ -63,6 +74,7 @@ class CapabilityChecks:
         property_names: dict[str, list[cst.Call]] = {}
         attribute_reads: dict[str, set[str]] = {}
         calls: list[cst.Call] = []
+        self._property_reads: set[cst.CSTNode] = set()
         for node in walk(module):
             if isinstance(node, cst.Call):
                 calls.append(node)
@@ -70,6 +82,9 @@ class CapabilityChecks:
                 base = dotted_name(node.value)
                 if base is not None:
                     attribute_reads.setdefault(base, set()).add(node.attr.value)
+        if not any(self.context.qualname(c.func) in (CAPABILITY, PROPERTIES) for c in calls):
+            return  # nothing to decide (the common case: keep it one walk)
+        for node in walk(module):
             self._contexts(node, words, property_names)
         if context.target == "neuron":
             for comparison, found in words.items():
@@ -82,7 +97,7 @@ class CapabilityChecks:
             if attrs:
                 self.kept_properties[call.func] = sorted(attrs)[0]
         # `props.major` where `props = torch.cuda.get_device_properties(...)`: a read a guard must keep
-        self._property_reads: set[cst.CSTNode] = {
+        self._property_reads = {
             n for n in walk(module) if isinstance(n, cst.Attribute) and n.attr.value not in NEURON_PROPERTIES
             and dotted_name(n.value) in property_names}
         for node in walk(module):
@@ -94,29 +109,34 @@ class CapabilityChecks:
 
     # -- where a comparison sits, and what its surroundings say it means ------------------------------
     def _contexts(self, node: cst.CSTNode, words: dict, property_names: dict) -> None:
-        def add(test: Optional[cst.CSTNode], said: set[str]) -> None:
-            for child in walk(test) if test is not None else ():
-                if isinstance(child, cst.Comparison) and self._capability_side(child) is not None:
-                    words.setdefault(child, set()).update(said)
+        def add(test: Optional[cst.CSTNode], said) -> None:
+            """``said()`` (the words around the test) for each capability comparison in ``test``."""
+            found = [c for c in walk(test) if isinstance(c, cst.Comparison) and self._capability_side(c) is not None] \
+                if test is not None else []
+            if found:
+                text = said()
+                for comparison in found:
+                    words.setdefault(comparison, set()).update(text)
 
         if isinstance(node, cst.If):
-            add(node.test, _words(node.body))
+            add(node.test, lambda: _words(node.body))
         elif isinstance(node, cst.IfExp):
-            add(node.test, _words(node.body) | _words(node.orelse))
+            add(node.test, lambda: _words(node.body) | _words(node.orelse))
         elif isinstance(node, (cst.Assign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            add(node.value, set().union(*(_words(t) for t in targets)))
+            add(node.value, lambda: set().union(*(_words(t) for t in targets)))
             if isinstance(node.value, cst.Call) and self.context.qualname(node.value.func) == PROPERTIES:
                 for target in targets:
                     name = dotted_name(target)
                     if name is not None:
                         property_names.setdefault(name, []).append(node.value)
         elif isinstance(node, cst.Arg) and node.keyword is not None:
-            add(node.value, {node.keyword.value.lower()})
+            keyword = node.keyword
+            add(node.value, lambda: {keyword.value.lower()})
         elif isinstance(node, cst.FunctionDef):
-            for child in walk(node.body):
-                if isinstance(child, cst.Return):
-                    add(child.value, {node.name.value.lower()})
+            name = node.name.value
+            for returned in _returns(node):
+                add(returned.value, lambda: {name.lower()})
 
     def _capability_side(self, comparison: cst.Comparison) -> Optional[bool]:
         """True when the capability is the left operand, False when the right, None if neither (or a

@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.device_placement.ranks import INDEX_KEYWORD_CALLEES, rank_devices
+from neuron_port.rules.device_placement.ranks import INDEX_KEYWORD_CALLEES, is_rank_expression, rank_devices
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
@@ -142,8 +142,14 @@ class RankDeviceIndex(PythonRule):
         super().__init__(context)
         # (node to replace, the rank expression, how to build the replacement)
         self._candidates: list[tuple[cst.CSTNode, cst.BaseExpression, str]] = []
+        self._maybe = False
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not self._maybe:  # a rank among the arguments: the file may have rank devices of other rules
+            self._maybe = any(is_rank_expression(a.value) for a in node.args) or any(
+                isinstance(a.value, (cst.List, cst.Tuple)) and any(
+                    isinstance(e, cst.Element) and is_rank_expression(e.value) for e in a.value.elements)
+                for a in node.args)
         qualname = self.context.qualname(node.func) or ""
         last = last_segment(node.func)
         if last in ("to", "cuda") and isinstance(node.func, cst.Attribute) and not qualname.startswith("torch"):
@@ -169,7 +175,14 @@ class RankDeviceIndex(PythonRule):
             elif arg.keyword.value in INDEX_KEYWORD_CALLEES and last in INDEX_KEYWORD_CALLEES[arg.keyword.value]:
                 self._candidates.append((arg, arg.value, "index"))
 
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringText) and first.value == "cuda:":
+            self._maybe = True  # f"cuda:{rank}" (NP101's): the analysis tells whether it is a rank
+
     def leave_Module(self, original_node: cst.Module) -> None:
+        if not (self._candidates or self._maybe):
+            return
         ranks = rank_devices(self.context, original_node)
         for node, index, how in self._candidates:
             if not ranks.is_rank(index):

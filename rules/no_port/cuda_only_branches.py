@@ -29,6 +29,13 @@ CUDA_ONLY: dict[str, tuple[str, str]] = {
 TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
 
 
+def _cuda_module_name(name: str) -> bool:
+    """``cuda``, ``*_cuda``, ``cuda_*``: how compiled CUDA extension modules are named (``fused_gelu_cuda``,
+    ``selective_scan_cuda``); not ``check_cuda_p2p_ib_support``."""
+    name = name.lower()
+    return name == "cuda" or name.endswith("_cuda") or name.startswith("cuda_")
+
+
 def _is_cuda_literal(node: cst.CSTNode) -> bool:
     if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         return any(isinstance(e, cst.Element) and string_value(e.value) == "cuda" for e in node.elements)
@@ -64,6 +71,8 @@ class CudaOnlyGuards:
         self.guards: dict[cst.BaseExpression, tuple[str, str, str]] = {}  # atom -> (call, what, effort)
         self.guard_nodes: set[cst.CSTNode] = set()  # every node inside those atoms
         functions = self._cuda_only_functions(module)
+        if not functions and not any(self._what(n, functions) for n in walk(module)):
+            return  # no CUDA-only code in the file (the common case)
         for atom, region in regions_where(module, on_cuda_polarity):
             if atom in self.guards:
                 continue
@@ -87,7 +96,7 @@ class CudaOnlyGuards:
 
     def _cuda_only_functions(self, module: cst.Module) -> dict[str, tuple[str, str]]:
         """Names that stand for CUDA-only code in this file: Triton kernels, modules built by
-        ``cpp_extension.load``, optional imports named ``*cuda*``, and the functions that call them."""
+        ``cpp_extension.load``, modules imported as ``*_cuda`` / ``cuda_*``, and the functions that call them."""
         names: dict[str, tuple[str, str]] = {}
         bodies: dict[str, cst.CSTNode] = {}
         for node in walk(module):
@@ -106,8 +115,8 @@ class CudaOnlyGuards:
                 base = dotted_name(node.module) or "" if isinstance(node, cst.ImportFrom) and node.module else ""
                 for alias in node.names:
                     full = ".".join(p for p in (base, dotted_name(alias.name) or "") if p)
-                    if full.startswith("torch") or "cuda" not in full.lower():
-                        continue  # an extension module of the project's own, named *cuda* (`selective_scan_cuda`)
+                    if full.startswith("torch") or not _cuda_module_name(full.split(".")[-1]):
+                        continue  # an extension module named like one (`selective_scan_cuda`, `numba.cuda`)
                     local = alias.asname.name if alias.asname is not None else None
                     local_name = local.value if isinstance(local, cst.Name) else full.split(".")[0 if not base else -1]
                     names[local_name] = ("a CUDA extension", "high")
@@ -157,7 +166,7 @@ class CudaOnlyBranch(PythonRule):
     Finds device tests (``x.is_cuda``, ``x.device.type == "cuda"``, ``"cuda" in str(x.device)``, their
     negations and ``and`` / ``or`` chains of them) whose guarded code calls something that runs on CUDA
     only: a Triton kernel (``@triton.jit``, ``kernel[grid](...)``), a CUDA extension
-    (``torch.utils.cpp_extension.load``, an optional import named ``*cuda*``), flash-attn, xformers or a CUDA
+    (``torch.utils.cpp_extension.load``, a module imported as ``*_cuda`` / ``cuda_*``), flash-attn, xformers or a CUDA
     graph, directly or through a function of the same file that does. The guarded code is the ``if``
     body, the ``else`` of a negated test, the right side of ``and``, or the rest of the block after
     ``if not x.is_cuda: return fallback(x)``. NP102 and NP104, which otherwise turn these tests into
