@@ -7,7 +7,7 @@ import libcst as cst
 
 from neuron_port.rules.cuda_api.references import TorchCudaReference, cuda_api_key
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
-from neuron_port.rules.cuda_api.capability import capability_checks
+from neuron_port.rules.cuda_api.capability import CAPABILITY_CALLS, capability_checks
 from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
@@ -158,9 +158,12 @@ class CudaApiCall(TorchCudaReference):
         super().__init__(context)
         self._calls: dict[cst.CSTNode, cst.Call] = {}  # func -> the call it is the callee of
         self._references: list[tuple[cst.BaseExpression, str, str]] = []
+        self._capability_calls = False  # the capability analysis is needed only then
 
     def visit_Call(self, node: cst.Call) -> None:
         self._calls[node.func] = node
+        if not self._capability_calls and self.context.qualname(node.func) in CAPABILITY_CALLS:
+            self._capability_calls = True
 
     def on_reference(self, node: cst.BaseExpression, qualname: str, key: str) -> None:
         self._references.append((node, qualname, key))  # decided per file, at the end (ranks, capabilities)
@@ -168,12 +171,12 @@ class CudaApiCall(TorchCudaReference):
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self._references:
             return
-        caps = capability_checks(self.context, original_node)
+        caps = capability_checks(self.context, original_node) if self._capability_calls else None
         ranks = None  # the file's rank analysis, computed only if a call may pass a rank as its device
         for node, qualname, key in self._references:
-            if node in caps.rewritten:
+            if caps is not None and node in caps.rewritten:
                 continue  # inside a capability comparison NP210 rewrites
-            if node in caps.kept_guards:
+            if caps is not None and node in caps.kept_guards:
                 self.report(
                     node,
                     f"`torch.cuda.{key}()` is kept: it guards `{caps.kept_guards[node]}`, a compute-capability read "
@@ -183,7 +186,7 @@ class CudaApiCall(TorchCudaReference):
                     effort="low",
                 )
                 continue
-            if node in caps.kept_properties:
+            if caps is not None and node in caps.kept_properties:
                 self.report(
                     node,
                     f"`torch.cuda.{key}(...)` is read for `.{caps.kept_properties[node]}`, which "

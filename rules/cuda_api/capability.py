@@ -33,6 +33,7 @@ NEURON_PROPERTIES = frozenset({"name", "total_memory"})  # torchneuron.md sectio
 CAPABILITY = "torch.cuda.get_device_capability"
 PROPERTIES = "torch.cuda.get_device_properties"
 AVAILABLE = "torch.cuda.is_available"
+CAPABILITY_CALLS = frozenset({CAPABILITY, PROPERTIES})  # without one of them there is nothing to decide
 BF16_WORDS = re.compile(r"bf16|bfloat16")
 ABSENT_WORDS = re.compile(r"flash|tf32|fp8|float8|triton|xformers")  # features Trainium does not have
 
@@ -82,7 +83,7 @@ class CapabilityChecks:
                 base = dotted_name(node.value)
                 if base is not None:
                     attribute_reads.setdefault(base, set()).add(node.attr.value)
-        if not any(self.context.qualname(c.func) in (CAPABILITY, PROPERTIES) for c in calls):
+        if not any(self.context.qualname(c.func) in CAPABILITY_CALLS for c in calls):
             return  # nothing to decide (the common case: keep it one walk)
         for node in walk(module):
             self._contexts(node, words, property_names)

@@ -97,6 +97,12 @@ def is_rank_expression(node: cst.BaseExpression, loop_names: frozenset[str] | se
     return False
 
 
+# The node types the scan reads (a type lookup per node: the scan visits every node of large files).
+_SCANNED = frozenset({cst.For, cst.CompFor, cst.Param, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.FunctionDef,
+                      cst.Call, cst.FormattedString, cst.BinaryOperation, cst.Lambda, cst.Module, cst.IndentedBlock,
+                      cst.SimpleStatementSuite})
+
+
 class Blocker:
     """A rank device no rule rewrites safely: ``node`` (reported by its own rule), ``why`` in words."""
 
@@ -161,39 +167,41 @@ class RankDevices:
         lambdas: list[cst.Lambda] = []
         # a call that is a whole small statement -> (its line or suite, the small statement, its block)
         statements: dict[cst.Call, tuple[cst.CSTNode, cst.BaseSmallStatement, cst.CSTNode]] = {}
-        for node in _preorder(module):
-            if isinstance(node, (cst.For, cst.CompFor)):
+        for node in walk(module):
+            kind = type(node)
+            if kind not in _SCANNED:
+                continue
+            if kind is cst.For or kind is cst.CompFor:
                 self.loop_names |= loop_target_names(node.target)
-            elif isinstance(node, cst.Param):
+            elif kind is cst.Param:
                 params.add(node.name.value)
-            elif isinstance(node, cst.Assign):
+            elif kind is cst.Assign:
                 for target in node.targets:
                     name = dotted_name(target.target)
                     if name is not None:
                         assigned.setdefault(name, []).append(node.value)
-            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            elif kind is cst.AnnAssign or kind is cst.AugAssign:
                 name = dotted_name(node.target)
                 if name is not None:
-                    value = node.value if isinstance(node, cst.AnnAssign) else None
-                    assigned.setdefault(name, []).append(value)
-            elif isinstance(node, cst.FunctionDef) and node.name.value == "cuda":
-                self.defines_cuda = True
-            elif isinstance(node, cst.Call):
+                    assigned.setdefault(name, []).append(node.value if kind is cst.AnnAssign else None)
+            elif kind is cst.FunctionDef:
+                self.defines_cuda = self.defines_cuda or node.name.value == "cuda"
+            elif kind is cst.Call:
                 calls.append(node)
                 if last_segment(node.func) == "init_process_group":
                     self.init_process_group = True
                 _template_call(node, templates)
-            elif isinstance(node, cst.FormattedString):
+            elif kind is cst.FormattedString:
                 _template_fstring(node, templates)
-            elif isinstance(node, cst.BinaryOperation):
+            elif kind is cst.BinaryOperation:
                 _template_binop(node, templates)
-            elif isinstance(node, cst.Lambda):
+            elif kind is cst.Lambda:
                 lambdas.append(node)
-            if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            elif kind is cst.Module or kind is cst.IndentedBlock:
                 for statement in node.body:
                     if isinstance(statement, cst.SimpleStatementLine):
                         _record_statements(statement, node, statements)
-            elif isinstance(node, cst.SimpleStatementSuite):
+            elif kind is cst.SimpleStatementSuite:
                 _record_statements(node, node, statements)
         self._aliases(assigned, params)
         if self.context.target != "neuron":
@@ -341,15 +349,6 @@ def _template_call(node: cst.Call, out: list) -> None:
     if (isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, cst.SimpleString)
             and FORMAT_TEMPLATE_RE.match(string_value(func.value) or "") and len(node.args) == 1):
         out.append((node, node.args[0].value))
-
-
-def _preorder(node: cst.CSTNode):
-    """Every node under ``node`` in source order (so the first blocker is the first in the file)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
 
 
 _CACHE: "weakref.WeakKeyDictionary[object, RankDevices]" = weakref.WeakKeyDictionary()

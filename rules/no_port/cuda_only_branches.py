@@ -27,6 +27,9 @@ CUDA_ONLY: dict[str, tuple[str, str]] = {
     "torch.cuda.make_graphed_callables": ("a CUDA graph", "medium"),
 }
 TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
+# last segments of the CUDA_ONLY names that code reaches through `torch` without importing them
+_QUALIFIED_ATTRS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "load", "load_inline",
+                              "CUDAExtension", "CppExtension", "cpp_extension"})
 
 
 def _cuda_module_name(name: str) -> bool:
@@ -70,9 +73,9 @@ class CudaOnlyGuards:
         self.context = context
         self.guards: dict[cst.BaseExpression, tuple[str, str, str]] = {}  # atom -> (call, what, effort)
         self.guard_nodes: set[cst.CSTNode] = set()  # every node inside those atoms
+        if not self._has_cuda_only_code(module):
+            return  # the common case: one cheap look
         functions = self._cuda_only_functions(module)
-        if not functions and not any(self._what(n, functions) for n in walk(module)):
-            return  # no CUDA-only code in the file (the common case)
         for atom, region in regions_where(module, on_cuda_polarity):
             if atom in self.guards:
                 continue
@@ -80,6 +83,18 @@ class CudaOnlyGuards:
             if found is not None:
                 self.guards[atom] = found
                 self.guard_nodes.update(walk(atom))
+
+    def _has_cuda_only_code(self, module: cst.Module) -> bool:
+        """An import of CUDA-only code (the import tracker has them all), or a fully qualified use of
+        one (``torch.cuda.graph(...)``, ``torch.utils.cpp_extension.load(...)``)."""
+        for qualified in self.context.aliases.values():
+            if covering_key(qualified, CUDA_ONLY) is not None or (
+                    not qualified.startswith("torch") and _cuda_module_name(qualified.split(".")[-1])):
+                return True
+        seen = _QUALIFIED_SEEN.get(self.context)
+        if seen is not None:  # NP720 looked at every attribute during the pass
+            return seen[0]
+        return any(_qualified_cuda_only(self.context, n) for n in walk(module))
 
     def _what(self, node: cst.CSTNode, names: dict[str, tuple[str, str]]) -> Optional[tuple[str, str]]:
         if not isinstance(node, (cst.Name, cst.Attribute)) or not self.context.is_reference(node):
@@ -147,7 +162,15 @@ class CudaOnlyGuards:
         return None
 
 
+def _qualified_cuda_only(context, node: cst.CSTNode) -> bool:
+    return (isinstance(node, cst.Attribute) and node.attr.value in _QUALIFIED_ATTRS
+            and covering_key(context.qualname(node) or "", CUDA_ONLY) is not None)
+
+
 _CACHE: "weakref.WeakKeyDictionary[object, CudaOnlyGuards]" = weakref.WeakKeyDictionary()
+# context -> [whether a fully qualified CUDA-only name was seen], filled by NP720 during the batched pass
+# (so the analysis need not walk the module again when NP720 runs)
+_QUALIFIED_SEEN: "weakref.WeakKeyDictionary[object, list[bool]]" = weakref.WeakKeyDictionary()
 
 
 def cuda_only_guards(context, module: cst.Module) -> CudaOnlyGuards:
@@ -233,6 +256,14 @@ class CudaOnlyBranch(PythonRule):
             message_contains="flash-attn",
         ),
     ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._seen = _QUALIFIED_SEEN.setdefault(context, [False])
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if not self._seen[0] and _qualified_cuda_only(self.context, node):
+            self._seen[0] = True
 
     def leave_Module(self, original_node: cst.Module) -> None:
         guards = cuda_only_guards(self.context, original_node)
