@@ -7,9 +7,11 @@ import libcst as cst
 
 from neuron_port.rules.cuda_api.references import TorchCudaReference, cuda_api_key
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.cuda_api.capability import CAPABILITY_CALLS, capability_checks
+from neuron_port.rules.device_placement.ranks import rank_devices
+from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
-from neuron_port.rules.helpers.names import dotted_name
+from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
 from neuron_port.rules.spec import Invalid, Valid
 
@@ -44,6 +46,21 @@ class CudaApiCall(TorchCudaReference):
     Safe: the ``torch.neuron`` functions have the CUDA signatures and semantics. Note that
     ``device_count()`` counts logical NeuronCores (4 per Trainium2 chip at the default LNC=2), and
     memory statistics are asynchronous (call ``torch.neuron.synchronize()`` before reading them).
+
+    A rank passed as the device (``torch.cuda.memory_allocated(local_rank)``, ``torch.cuda.device(args.gpu)``,
+    ``torch.cuda.synchronize(device=rank)``) becomes ``0`` as the call is renamed: under ``torchrun`` the
+    process's only NeuronCore is ``neuron:0``. A rank is a name or attribute whose last segment is ``rank``,
+    ``local_rank``, ``*_local_rank`` (``ddp_local_rank``), ``gpu``, ``gpu_id`` or ``device_id`` (``args.gpu``,
+    ``self.gpu_id``), a ``LOCAL_RANK`` / ``RANK`` read from ``os.environ``, ``dist.get_rank()``, ``<rank> % n``,
+    or an alias of one (NP107 has the whole rule); the rank devices of a file are rewritten all together or
+    not at all (NP107).
+
+    Compute-capability reads are never renamed into code that raises: ``torch.neuron.get_device_properties``
+    has ``name`` and ``total_memory`` only, so a ``get_device_properties(d)`` whose result is read for
+    ``.major``, ``.minor``, ``.multi_processor_count`` (directly or through the name it is assigned to) is
+    reported and left as it is, and so is a ``torch.cuda.is_available()`` test guarding such a read or a
+    ``get_device_capability()`` call (NP202) that NP210 does not rewrite: on Trainium the test stays False
+    and the CUDA check is skipped, instead of becoming True and raising.
 
     One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
     renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
@@ -112,19 +129,119 @@ class CudaApiCall(TorchCudaReference):
             None,  # no device-agnostic equivalent: reported only
             target="accelerator",
         ),
+        Invalid(
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
+            "used = torch.cuda.memory_allocated(ddp_local_rank)\nwith torch.cuda.device(args.gpu):\n    pass\n",
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
+            "used = torch.neuron.memory_allocated(0)\nwith torch.neuron.device(0):\n    pass\n",
+            message_contains="becomes 0",
+        ),
+        Invalid(
+            # the properties are read for .major (torch.neuron's have only name and total_memory), and the
+            # availability test guards that read: both stay CUDA's, so Trainium skips the check
+            "import torch\nprops = torch.cuda.get_device_properties(torch.device('cuda'))\n"
+            "if torch.cuda.is_available() and props.major >= 8:\n    pass\n"
+            "mem = torch.cuda.get_device_properties(0).total_memory\n",
+            "import torch\nprops = torch.cuda.get_device_properties(torch.device('cuda'))\n"
+            "if torch.cuda.is_available() and props.major >= 8:\n    pass\n"
+            "mem = torch.neuron.get_device_properties(0).total_memory\n",
+            message_contains="only `name` and `total_memory`",
+        ),
+        Invalid(
+            "import torch\nok = torch.cuda.is_available() and torch.cuda.get_device_capability()[1] == 0\n",
+            None,
+            message_contains="is kept: it guards `torch.cuda.get_device_capability()`",
+        ),
     ]
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._calls: dict[cst.CSTNode, cst.Call] = {}  # func -> the call it is the callee of
+        self._references: list[tuple[cst.BaseExpression, str, str]] = []
+        self._capability_calls = False  # the capability analysis is needed only then
+
     def visit_Call(self, node: cst.Call) -> None:
-        # set_device(<rank>) on the neuron target is NP502's (removed, not renamed)
-        if self.context.target != "neuron":
-            return
-        if cuda_api_key(self.context.qualname(node.func), self.TABLE) != "set_device":
-            return
-        arg = arg_named(node, "device", 0)
-        if arg is not None and not arg.star and is_rank_expression(arg.value):
-            self.not_uses.add(node.func)
+        self._calls[node.func] = node
+        if not self._capability_calls and self.context.qualname(node.func) in CAPABILITY_CALLS:
+            self._capability_calls = True
 
     def on_reference(self, node: cst.BaseExpression, qualname: str, key: str) -> None:
+        self._references.append((node, qualname, key))  # decided per file, at the end (ranks, capabilities)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not self._references:
+            return
+        caps = capability_checks(self.context, original_node) if self._capability_calls else None
+        ranks = None  # the file's rank analysis, computed only if a call may pass a rank as its device
+        for node, qualname, key in self._references:
+            if caps is not None and node in caps.rewritten:
+                continue  # inside a capability comparison NP210 rewrites
+            if caps is not None and node in caps.kept_guards:
+                self.report(
+                    node,
+                    f"`torch.cuda.{key}()` is kept: it guards `{caps.kept_guards[node]}`, a compute-capability read "
+                    "that has no Trainium equivalent, so on Trainium this test is False and the CUDA-only check is "
+                    "skipped; decide what the check is for (bf16 is always supported; flash-attn, TF32 and FP8 "
+                    "are not) and rewrite it, then this test can become torch.neuron.is_available()",
+                    effort="low",
+                )
+                continue
+            if caps is not None and node in caps.kept_properties:
+                self.report(
+                    node,
+                    f"`torch.cuda.{key}(...)` is read for `.{caps.kept_properties[node]}`, which "
+                    "torch.neuron.get_device_properties does not have (only `name` and `total_memory`): not "
+                    "renamed; there is no compute capability on Trainium, branch on the feature instead (bf16 is "
+                    "always supported; flash-attn, TF32 and FP8 are not)",
+                    effort="low",
+                )
+                continue
+            call = self._calls.get(node)
+            if (self.context.target == "neuron" and call is not None and call.args
+                    and (key == "set_device" or key in CUDA_API_DEVICE_ARGS)):
+                ranks = ranks or rank_devices(self.context, original_node)
+                if self._rank_call(node, key, call, ranks):
+                    continue
+            self._rename(node, key)
+
+    def _rank_call(self, node: cst.BaseExpression, key: str, call: cst.Call, ranks) -> bool:
+        """``set_device(<rank>)`` is NP502's; ``torch.cuda.<api>(<rank>)`` is renamed with index 0 (the
+        process's only NeuronCore). True when handled here."""
+        position = 0 if key == "set_device" else CUDA_API_DEVICE_ARGS.get(key)
+        if position is None:
+            return False
+        arg = arg_named(call, "device", position)
+        if arg is None or arg.star or not ranks.is_rank(arg.value):
+            return False
+        if key == "set_device":
+            return True  # removed by NP502: torch.neuron.set_device(local_rank) raises on every rank but 0
+        renamed = self._renamed(node, key)
+        if renamed is None:
+            return False
+        new_func, imports = renamed
+        replacement = call.with_changes(func=new_func, args=[
+            a.with_changes(value=cst.Integer("0")) if a is arg else a for a in call.args])
+        self.report(
+            call,
+            self.MESSAGE.format(api=key, new=f"torch.neuron.{TORCH_CUDA_API[key].neuron}")
+            + f"; the rank `{source_of(arg.value)}` becomes 0: {ONE_CORE_PER_PROCESS}" + ranks.note(),
+            replacement=replacement, safety=ranks.safety, imports=imports,
+        )
+        return True
+
+    def _renamed(self, node: cst.BaseExpression, key: str):
+        """(the neuron spelling of the reference, imports) on the neuron target."""
+        mapping = TORCH_CUDA_API[key]
+        head = dotted_name(node)
+        if head is not None and head.split(".")[0] in self.context.torch_names and mapping.neuron == key:
+            # keep the user's spelling of torch: th.cuda.x -> th.neuron.x
+            replacement = replace_attr_chain_head(node, "cuda", "neuron")
+            if replacement is not None:
+                return replacement, ()
+        torch_name, imports = self.context.torch_module_name()
+        return expr(f"{torch_name}.neuron.{mapping.neuron}"), imports
+
+    def _rename(self, node: cst.BaseExpression, key: str) -> None:
         mapping = TORCH_CUDA_API[key]
         if self.context.target == "accelerator":
             if mapping.accelerator is None:
@@ -142,12 +259,5 @@ class CudaApiCall(TorchCudaReference):
             return
         new_name = f"torch.neuron.{mapping.neuron}"
         message = self.MESSAGE.format(api=key, new=new_name) + (f" ({mapping.note})" if mapping.note else "")
-        head = dotted_name(node)
-        if head is not None and head.split(".")[0] in self.context.torch_names and mapping.neuron == key:
-            # keep the user's spelling of torch: th.cuda.x -> th.neuron.x
-            replacement = replace_attr_chain_head(node, "cuda", "neuron")
-            if replacement is not None:
-                self.report(node, message, replacement=replacement)
-                return
-        torch_name, imports = self.context.torch_module_name()
-        self.report(node, message, replacement=expr(f"{torch_name}.neuron.{mapping.neuron}"), imports=imports)
+        replacement, imports = self._renamed(node, key)
+        self.report(node, message, replacement=replacement, imports=imports)

@@ -7,6 +7,7 @@ import libcst as cst
 
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.helpers.names import source_of
+from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards
 from neuron_port.rules.spec import Invalid, Valid
 
 
@@ -18,6 +19,10 @@ class CudaDeviceCheck(DeviceStringRule):
     ``in``, ``not in``, membership in a literal list or tuple, and ``str.startswith('cuda')``. On the
     neuron target they become ``'neuron'``. When the same ``if``/``elif`` chain already tests for
     ``'neuron'`` the code is multi-backend and is only reported.
+
+    A test that guards CUDA-only code (``if q.device.type == 'cuda': return flash_attn_func(q, k, v)``:
+    Triton, CUDA extensions, flash-attn, xformers, CUDA graphs) is left as it is and reported by NP720,
+    so Trainium keeps taking the torch path.
 
     ## Why is this bad?
     On Trainium ``device.type`` is ``'neuron'``, so a ``== 'cuda'`` test is silently False: the program
@@ -79,12 +84,31 @@ class CudaDeviceCheck(DeviceStringRule):
             message_contains="already",
         ),
         Invalid("if device.type == 'cuda':\n    pass\n", None, target="accelerator"),
+        Invalid(
+            # the first test guards flash-attn (NP720): kept; the second is rewritten
+            "from flash_attn import flash_attn_func\nif q.device.type == 'cuda':\n    o = flash_attn_func(q, k, v)\n"
+            "pin = q.device.type == 'cuda'\n",
+            "from flash_attn import flash_attn_func\nif q.device.type == 'cuda':\n    o = flash_attn_func(q, k, v)\n"
+            "pin = q.device.type == 'neuron'\n",
+        ),
     ]
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._checks: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+
     def _candidate(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:
+        if self._role(role_node) in ("check", "multibackend"):
+            self._checks.append((role_node, literal))  # reported at the end: is it a CUDA-only guard?
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        kept = cuda_only_guards(self.context, original_node).guard_nodes if self._checks else set()
+        for role_node, literal in self._checks:
+            if literal not in kept:  # a guard of Triton / flash-attn / a CUDA extension is NP720's, kept
+                self._check(role_node, literal)
+
+    def _check(self, role_node: cst.CSTNode, literal: cst.CSTNode) -> None:
         role = self._role(role_node)
-        if role not in ("check", "multibackend"):
-            return
         old = source_of(role_node)
         if role == "multibackend":
             self.report(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.names import source_of
@@ -23,10 +23,12 @@ class CudaDeviceString(DeviceStringRule):
     templates ``f"cuda:{local_rank}"``, ``'cuda:%d' % i``, ``'cuda:' + str(i)`` and ``"cuda:{}".format(i)``.
     It rewrites them to ``neuron`` / ``neuron:N``, keeping the quote style. A device indexed by the
     process's rank (``f"cuda:{local_rank}"``, ``'cuda:%d' % args.gpu``, ``"cuda:{}".format(rank)``,
-    ``'cuda:' + os.environ["LOCAL_RANK"]``, ``torch.device('cuda', local_rank)``; the index is a name or
-    attribute ending in ``local_rank``, ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` /
-    ``RANK`` from ``os.environ``, or ``dist.get_rank()``) becomes the plain ``"neuron"`` (and
-    ``torch.device('neuron')``); any other index (``f"cuda:{i}"`` in a loop over devices, or a
+    ``'cuda:' + os.environ["LOCAL_RANK"]``, ``torch.device('cuda', local_rank)``; the index is a rank:
+    a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank`` (``ddp_local_rank``),
+    ``gpu``, ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` / ``RANK`` from ``os.environ``, ``dist.get_rank()``,
+    ``<rank> % n``, or an alias of one; NP107 has the whole rule) becomes the plain ``"neuron"`` (and
+    ``torch.device('neuron')``; ``'neuron:0'`` / ``torch.device('neuron', 0)`` under ``device_id=`` of
+    ``init_process_group``, which needs an index); any other index (``f"cuda:{i}"`` in a loop over devices, or a
     ``for gpu in ...`` loop variable) keeps it: ``f"neuron:{i}"``. Strings that are not devices
     stay: docstrings, prose (``"cuda is not available"``), log and print arguments, ``getattr(torch, 'cuda')``,
     and the keys of a ``map_location`` dict (they name the device the checkpoint was *saved* on).
@@ -70,7 +72,10 @@ class CudaDeviceString(DeviceStringRule):
     the same device, so no run that worked before changes. (A single-process script that picks a core
     with ``--gpu 3`` now runs on the first visible core: set ``NEURON_RT_VISIBLE_CORES=3`` instead.)
     On the accelerator target the index is kept (``f"{...current_accelerator().type}:{local_rank}"``),
-    which is what CUDA needs. See also NP502 (``set_device(local_rank)``) and NP503 (``device_ids``).
+    which is what CUDA needs. The rank devices of a file are rewritten all together or not at all: when
+    one of them cannot be (see NP107), this rewrite is unsafe too, so no process ends up with tensors on
+    ``neuron`` and ``neuron:<rank>``. See also NP107 (``.to(local_rank)``), NP502 (``set_device(local_rank)``)
+    and NP503 (``device_ids``).
 
     ## References
     - shared/torchneuron.md section 7 ("`.to('cuda')` -> `.to('neuron')`")
@@ -244,26 +249,34 @@ class CudaDeviceString(DeviceStringRule):
         return None
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        if not self._rank_pending:
+            return
+        ranks = rank_devices(self.context, original_node)
         for role_node, literal, (index, node) in self._rank_pending:
-            if not is_rank_expression(index, self._loop_names):
+            if not ranks.is_rank(index):
                 self._report_neuron(role_node, literal, "value")
                 continue
             old = source_of(node)
+            # under device_id= of init_process_group a device needs its index: the process's core is 0
+            value = "neuron:0" if ranks.needs_index(node) else "neuron"
             if isinstance(node, cst.Call) and literal in self._device_calls:
-                first = node.args[0]
-                replacement: cst.CSTNode = node.with_changes(
-                    args=[first.with_changes(value=replace_string(literal, "neuron"), comma=cst.MaybeSentinel.DEFAULT)]
-                )
+                first = node.args[0].with_changes(value=replace_string(literal, "neuron"))
+                if value == "neuron":
+                    args = [first.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+                else:
+                    args = [first, node.args[1].with_changes(value=cst.Integer("0"))]
+                replacement: cst.CSTNode = node.with_changes(args=args)
             elif isinstance(literal, cst.FormattedString):
-                replacement = cst.SimpleString(f"{literal.end}neuron{literal.end}")
+                replacement = cst.SimpleString(f"{literal.end}{value}{literal.end}")
             else:
                 assert isinstance(literal, cst.SimpleString)
-                replacement = replace_string(literal, "neuron")
+                replacement = replace_string(literal, value)
             self.report(
                 node,
-                f"`{old}` is a rank-indexed CUDA device: use `{source_of(replacement)}`; {ONE_CORE_PER_PROCESS}",
+                f"`{old}` is a rank-indexed CUDA device: use `{source_of(replacement)}`; {ONE_CORE_PER_PROCESS}"
+                + ranks.note(),
                 replacement=replacement,
-                safety="safe",
+                safety=ranks.safety,
             )
 
     def _report_neuron(self, role_node: cst.CSTNode, literal: cst.CSTNode, role: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.device_placement.common import storage_lambda_call
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import source_of
@@ -20,7 +20,9 @@ class MapLocationCuda(PythonRule):
     Finds the ``lambda storage, loc: storage.cuda(...)`` idiom (the ``map_location`` of ``torch.load``)
     and replaces the lambda by the device it moves to: ``"neuron"``, ``"neuron:0"``, ``f"neuron:{i}"``
     (or ``torch.accelerator.current_accelerator()`` on the accelerator target). ``storage.cuda(local_rank)``
-    (a rank, see NP101) becomes ``"neuron"``: under ``torchrun`` each process sees one NeuronCore. ``map_location``
+    (a rank: a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``,
+    ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` from ``os.environ``, or an alias; NP107 has the rule) becomes
+    ``"neuron"``: under ``torchrun`` each process sees one NeuronCore. ``map_location``
     strings and ``torch.device`` values are NP101's; the keys of a ``map_location`` dict (the device the
     checkpoint was saved on) are left alone on purpose.
 
@@ -40,7 +42,8 @@ class MapLocationCuda(PythonRule):
     ## Fix safety
     Safe: ``map_location`` accepts a device string and the lambda did the same move for every storage.
     A rank index becomes ``"neuron"`` for the reason given in NP101 (``neuron:<local_rank>`` is invalid
-    for every rank but 0 under ``torchrun``).
+    for every rank but 0 under ``torchrun``). The rank devices of a file change together or not at all (NP107); a
+    ``storage.cuda(local_rank, non_blocking=True)`` (reported only) makes them all unsafe.
 
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.load.html
@@ -84,16 +87,27 @@ class MapLocationCuda(PythonRule):
         ),
     ]
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._lambdas: list[tuple[cst.Lambda, cst.Call]] = []
+
     def visit_Lambda(self, node: cst.Lambda) -> None:
         call = storage_lambda_call(node)
-        if call is None:
-            return
+        if call is not None:
+            self._lambdas.append((node, call))  # a rank index is decided per file, at the end
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for node, call in self._lambdas:
+            self._lambda(node, call, original_node)
+
+    def _lambda(self, node: cst.Lambda, call: cst.Call, module: cst.Module) -> None:
         device_arg = arg_named(call, "device", 0)
         others = [a for a in call.args if a is not device_arg]
         if others or any(a.star for a in call.args):
             self.report(node, "`storage.cuda(...)` in map_location fails on Trainium: use a neuron device string")
             return
         imports: tuple = ()
+        safety, note = "safe", ""
         if self.context.target == "accelerator":
             torch_name, imports = self.context.torch_module_name()
             if device_arg is None:
@@ -105,8 +119,9 @@ class MapLocationCuda(PythonRule):
             new = '"neuron"'
         elif isinstance(device_arg.value, cst.Integer):
             new = f'"neuron:{device_arg.value.value}"'
-        elif is_rank_expression(device_arg.value):
+        elif (ranks := rank_devices(self.context, module)).is_rank(device_arg.value):
             new = '"neuron"'
+            safety, note = ranks.safety, ranks.note()
         elif isinstance(device_arg.value, (cst.Name, cst.Attribute)):
             new = f'f"neuron:{{{source_of(device_arg.value)}}}"'
         else:
@@ -116,4 +131,4 @@ class MapLocationCuda(PythonRule):
         message = self.MESSAGE.format(new=new)
         if device_arg is not None and new == '"neuron"':
             message += f"; {ONE_CORE_PER_PROCESS}"
-        self.report(node, message, replacement=replacement, imports=imports)
+        self.report(node, message + note, replacement=replacement, imports=imports, safety=safety)

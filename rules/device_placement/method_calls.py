@@ -7,10 +7,10 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.device_placement.common import set_commas, storage_lambda_call
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.tables import INDEX_NAME_RE, ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
-from neuron_port.rules.helpers.names import last_segment, loop_target_names, source_of
+from neuron_port.rules.helpers.names import last_segment, source_of
 from neuron_port.rules.helpers.nodes import expr
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
@@ -20,7 +20,9 @@ class CudaMethodCall(PythonRule):
 
     ## What it does
     Finds calls of the ``.cuda()`` method of tensors and modules and rewrites them: ``.cuda()`` becomes
-    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(local_rank)`` (a rank: see NP101)
+    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(local_rank)`` (a rank: a name or
+    attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``, ``gpu_id`` or
+    ``device_id``, ``LOCAL_RANK`` from ``os.environ``, ``dist.get_rank()``, or an alias; NP107 has the rule)
     becomes ``.to("neuron")``, other ``.cuda(i)`` / ``.cuda(device=i)`` become ``.to(i)`` (an integer
     device means the current accelerator, a ``torch.device`` passes through), and
     ``non_blocking=`` / ``memory_format=`` are kept. With ``--target accelerator`` ``.cuda()`` becomes
@@ -49,6 +51,8 @@ class CudaMethodCall(PythonRule):
     no-op where ``.cuda()`` raised. ``.cuda(local_rank)`` -> ``.to("neuron")`` is safe on the neuron target
     for the reason given in NP101: under ``torchrun`` each process sees one NeuronCore, so
     ``.to(local_rank)`` (``neuron:<local_rank>``) is invalid for every rank but 0, where the two agree.
+    The rank devices of a file change together (NP107): when one of them cannot be rewritten safely, the
+    rank fixes of ``.cuda(local_rank)`` are unsafe too.
 
     ## References
     - shared/torchneuron.md sections 1.1, 6 (one NeuronCore per process) and 7
@@ -106,14 +110,8 @@ class CudaMethodCall(PythonRule):
         self._skip: set[cst.CSTNode] = set()
         self._pending: list[tuple[cst.Call, str, Optional[cst.Call], str, tuple]] = []
         self._defines_cuda = False
-        self._loop_names: set[str] = set()
-        self._rank_calls: dict[cst.Call, tuple[cst.BaseExpression, cst.Call]] = {}
-
-    def visit_For(self, node: cst.For) -> None:
-        self._loop_names |= loop_target_names(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._loop_names |= loop_target_names(node.target)
+        # .cuda(<expr>) on the neuron target -> (expr, the rewrite if it is a rank); decided per file
+        self._rank_calls: dict[cst.Call, tuple[cst.BaseExpression, cst.Call, str]] = {}
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         call = storage_lambda_call(node)
@@ -136,9 +134,9 @@ class CudaMethodCall(PythonRule):
             return
         device_arg = arg_named(node, "device", 0)
         rest = [a for a in node.args if a is not device_arg]
+        last_comma = node.args[-1].comma if node.args else cst.MaybeSentinel.DEFAULT
         safety = "safe"
         imports: tuple = ()
-        rank_arg: Optional[cst.BaseExpression] = None
         if device_arg is None:
             if self.context.target == "accelerator":
                 torch_name, imports = self.context.torch_module_name()
@@ -147,27 +145,20 @@ class CudaMethodCall(PythonRule):
                 device = cst.SimpleString('"neuron"')
         elif isinstance(device_arg.value, cst.Integer) and self.context.target == "neuron":
             device = cst.SimpleString(f'"neuron:{device_arg.value.value}"')
-        elif self.context.target == "neuron" and is_rank_expression(device_arg.value):
-            device = cst.SimpleString('"neuron"')
-            rank_arg = device_arg.value  # loop variables are checked at the end of the module
         else:
             device = device_arg.value
             if not self._index_like(device):
                 safety = "unsafe"
-        last_comma = node.args[-1].comma if node.args else cst.MaybeSentinel.DEFAULT
+            if self.context.target == "neuron":  # a rank becomes "neuron": decided at the end of the module
+                args = set_commas([cst.Arg(value=cst.SimpleString('"neuron"'))] + rest, last_comma)
+                rank_replacement = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
+                rank_message = self.MESSAGE.format(new="." + source_of(cst.Call(func=cst.Name("to"), args=args)))
+                self._rank_calls[node] = (device_arg.value, rank_replacement, f"{rank_message}; {ONE_CORE_PER_PROCESS}")
         args = set_commas([cst.Arg(value=device)] + rest, last_comma)
         replacement = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
         message = self.MESSAGE.format(new="." + source_of(cst.Call(func=cst.Name("to"), args=args)))
         if safety == "unsafe":
             message += " (unsafe: `.cuda(None)` moves to the current device, `.to(None)` does not move)"
-        if rank_arg is not None:
-            message += f"; {ONE_CORE_PER_PROCESS}"
-            # in a loop over devices the name is not a rank: fall back to .to(name)
-            fallback = node.with_changes(
-                func=func.with_changes(attr=cst.Name("to")),
-                args=set_commas([cst.Arg(value=rank_arg)] + rest, node.args[-1].comma),
-            )
-            self._rank_calls[node] = (rank_arg, fallback)
         self._pending.append((node, message, replacement, safety, imports))
 
     @staticmethod
@@ -180,16 +171,15 @@ class CudaMethodCall(PythonRule):
         return last is not None and bool(INDEX_NAME_RE.search(last))
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        ranks = rank_devices(self.context, original_node) if self._rank_calls else None
         for node, message, replacement, safety, imports in self._pending:
             if replacement is None:
                 self.report(node, message)
                 continue
-            if node in self._rank_calls:
-                rank_arg, fallback = self._rank_calls[node]
-                if not is_rank_expression(rank_arg, self._loop_names):
-                    replacement = fallback
-                    new = "." + source_of(cst.Call(func=cst.Name("to"), args=fallback.args))
-                    message = self.MESSAGE.format(new=new)
+            if ranks is not None and node in self._rank_calls:
+                index, rank_replacement, rank_message = self._rank_calls[node]
+                if ranks.is_rank(index):  # not a loop over devices
+                    replacement, message, safety = rank_replacement, rank_message + ranks.note(), ranks.safety
             if self._defines_cuda and safety == "safe":
                 safety = "unsafe"
                 message += " (unsafe: this file defines its own `cuda` method)"

@@ -21,7 +21,7 @@ from neuron_port.rules.device_placement.tables import (
 )
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.guards import AvailabilityMixin, GuardedBlocks
-from neuron_port.rules.helpers.names import dotted_name, last_segment, loop_target_names
+from neuron_port.rules.helpers.names import dotted_name, last_segment
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 from neuron_port.rules.spec import PythonRule
 
@@ -45,16 +45,8 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
         self._guarded_nodes: set[cst.CSTNode] = set()
         self._guarded_blocks: set[cst.CSTNode] = set()
         self._guard_depth = 0
-        # names bound by for loops / comprehensions (device loops, not ranks)
-        self._loop_names: set[str] = set()
         # 'cuda' literal of torch.device('cuda', index) -> (the call, the index argument)
         self._device_calls: dict[cst.CSTNode, tuple[cst.Call, cst.Arg]] = {}
-
-    def visit_For(self, node: cst.For) -> None:
-        self._loop_names |= loop_target_names(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._loop_names |= loop_target_names(node.target)
 
     # -- marking ---------------------------------------------------------------------------------
     def _mark(self, node: cst.CSTNode, role: str) -> None:

@@ -58,10 +58,18 @@ INDEX_NAME_RE = re.compile(
 # (``local_rank``, ``args.gpu``), or the environment variables torchrun sets. Under torchrun TorchNeuron
 # gives each process exactly one NeuronCore (init_process_group sets NEURON_RT_VISIBLE_CORES=LOCAL_RANK),
 # so a device indexed by one of these is simply ``neuron`` (shared/torchneuron.md section 6).
-RANK_NAME_RE = re.compile(r"^(local_rank|rank|gpu|gpu_id|device_id)$", re.IGNORECASE)
+RANK_NAME_RE = re.compile(r"^(local_rank|rank|gpu|gpu_id|device_id|[A-Za-z0-9_]+_local_rank)$", re.IGNORECASE)
 RANK_ENV_VARS: frozenset[str] = frozenset({"LOCAL_RANK", "RANK"})
 # Callees (last segment) that return a rank: dist.get_rank(), dist.get_node_local_rank(...).
 RANK_CALLS: frozenset[str] = frozenset({"get_rank", "get_local_rank", "get_node_local_rank"})
+# torch.cuda.<api> -> the position of its device argument (also passed as ``device=``). NP201 turns a rank
+# there into 0 as it renames the call: torch.neuron.memory_allocated(local_rank) raises on every rank but 0.
+CUDA_API_DEVICE_ARGS: dict[str, int] = {
+    "device": 0, "synchronize": 0, "get_device_name": 0, "get_device_properties": 0, "memory_stats": 0,
+    "memory_allocated": 0, "max_memory_allocated": 0, "memory_reserved": 0, "max_memory_reserved": 0,
+    "reset_peak_memory_stats": 0, "reset_accumulated_memory_stats": 0, "memory_summary": 0,
+    "current_stream": 0, "default_stream": 0, "Stream": 0, "get_rng_state": 0, "set_rng_state": 1,
+}
 ONE_CORE_PER_PROCESS = (
     "under torchrun TorchNeuron's init_process_group pins each process to one NeuronCore "
     "(NEURON_RT_VISIBLE_CORES=LOCAL_RANK), so `neuron` is that core and `neuron:<rank>` is invalid for every "

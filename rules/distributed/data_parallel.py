@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.distributed.tables import DATA_PARALLEL_QUALNAMES, DDP_QUALNAMES
 from neuron_port.rules.helpers.calls import arg_named, remove_arg
@@ -45,8 +45,11 @@ class DdpDeviceIds(PythonRule):
     ```
 
     ## Fix safety
-    On the neuron target a rank-indexed list (``device_ids=[local_rank]``, ``output_device=local_rank``)
-    is rewritten to index 0, safely: under torchrun the process's only NeuronCore is ``neuron:0`` on every
+    On the neuron target a rank-indexed list (``device_ids=[local_rank]``, ``output_device=local_rank``;
+    a rank is a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``,
+    ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` from ``os.environ``, or an alias: NP107 has the rule), keyword
+    or positional, is rewritten to index 0, safely when every other rank device of the file is rewritten
+    too (NP107; otherwise unsafe, so ``model.to(rank)`` and ``device_ids=[0]`` never meet): under torchrun the process's only NeuronCore is ``neuron:0`` on every
     rank, so DDP keeps moving inputs to the process's device, as it did on CUDA.
     Dropping the arguments (the other cases) is unsafe: with ``device_ids`` DDP moves forward inputs to ``device_ids[0]``; without it inputs must
     already be on the model's device (they are, when the code moves its batches with ``.to(device)``).
@@ -116,12 +119,20 @@ class DdpDeviceIds(PythonRule):
         ),
     ]
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._calls: list[cst.Call] = []
+
     def visit_Call(self, node: cst.Call) -> None:
         qualname = self.context.qualname(node.func)
-        if qualname not in DDP_QUALNAMES and not (
-            qualname is None and last_segment(node.func) == "DistributedDataParallel"
-        ):
-            return
+        if qualname in DDP_QUALNAMES or (qualname is None and last_segment(node.func) == "DistributedDataParallel"):
+            self._calls.append(node)  # a rank index is decided per file, at the end
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for node in self._calls:
+            self._ddp(node, original_node)
+
+    def _ddp(self, node: cst.Call, module: cst.Module) -> None:
         device_ids = arg_named(node, "device_ids", 1)
         output_device = arg_named(node, "output_device", 2)
         drop = []
@@ -142,34 +153,28 @@ class DdpDeviceIds(PythonRule):
         ):
             return  # already the process's own core (what the rank rewrite below produces)
         message = self.MESSAGE
+        ranks = rank_devices(self.context, module) if self.context.target == "neuron" else None
         rank_indexed = (
-            self.context.target == "neuron"
+            ranks is not None
             and isinstance(ids, (cst.List, cst.Tuple))
-            and any(isinstance(e, cst.Element) and is_rank_expression(e.value) for e in ids.elements)
+            and any(isinstance(e, cst.Element) and ranks.is_rank(e.value) for e in ids.elements)
         )
         if rank_indexed:
+            assert ranks is not None and isinstance(ids, (cst.List, cst.Tuple))
             message += (
                 f" (`device_ids={source_of(ids)}` moves inputs to `neuron:<rank>`, which fails on every rank but 0: "
                 f"{ONE_CORE_PER_PROCESS})"
             )
-            if all(a.keyword is not None for a in drop):
-                # The faithful translation: the process's own core is index 0 on every rank.
-                zero = cst.Integer("0")
-                replacement = node
-                for arg in drop:
-                    current = next(a for a in replacement.args
-                                   if a.keyword is not None and a.keyword.value == arg.keyword.value)
-                    if arg is device_ids:
-                        new_value = ids.with_changes(elements=[ids.elements[0].with_changes(value=zero)])
-                    elif is_rank_expression(arg.value):
-                        new_value = zero
-                    else:
-                        continue
-                    replacement = replacement.with_changes(args=[
-                        a.with_changes(value=new_value) if a is current else a for a in replacement.args])
-                self.report(node, message + "; rewritten to index 0, the process's own NeuronCore (or drop both)",
-                            replacement=replacement, safety="safe")
-                return
+            # The faithful translation: the process's own core is index 0 on every rank.
+            zero = cst.Integer("0")
+            new_values = {device_ids: ids.with_changes(elements=[ids.elements[0].with_changes(value=zero)])}
+            if output_device is not None and ranks.is_rank(output_device.value):
+                new_values[output_device] = zero
+            replacement = node.with_changes(args=[
+                a.with_changes(value=new_values[a]) if a in new_values else a for a in node.args])
+            self.report(node, message + "; rewritten to index 0, the process's own NeuronCore (or drop both)"
+                        + ranks.note(), replacement=replacement, safety=ranks.safety)
+            return
         if any(a.keyword is None for a in drop):
             self.report(node, message)  # positional device arguments: keep it simple, report only
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.device_placement.ranks import is_rank_expression
+from neuron_port.rules.device_placement.ranks import is_rank_expression, rank_devices
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.distributed.prose import SkipProse
 from neuron_port.rules.distributed.tables import SET_DEVICE_QUALNAMES
@@ -20,10 +20,11 @@ class DistributedSetDevice(SkipProse):
     ## What it does
     Finds ``torch.cuda.set_device(...)`` (and the ``torch.neuron.set_device`` /
     ``torch.accelerator.set_device_index`` spellings) in a file that calls ``init_process_group``, or
-    whose argument is a rank. When the argument is a rank (a name or attribute ending in ``local_rank``,
-    ``rank``, ``gpu``, ``gpu_id`` or ``device_id``, or ``int(os.environ["LOCAL_RANK"])``; see NP101) and
-    the call is a whole statement on its own line in a block that keeps another statement, the neuron
-    target offers to delete it; NP201 leaves that call alone. Other calls are reported: a non-rank
+    whose argument is a rank. When the argument is a rank (a name or attribute whose last segment is
+    ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``, ``gpu_id`` or ``device_id``,
+    ``int(os.environ["LOCAL_RANK"])``, or an alias of one; NP107 has the rule) and the call is a statement
+    of its own, the neuron target offers to delete it (``pass`` when it is the only statement of its
+    block); NP201 leaves that call alone. Other calls are reported: a non-rank
     argument (``set_device(device)``) is renamed by NP201, and on the accelerator target the call is
     what CUDA needs.
 
@@ -54,7 +55,9 @@ class DistributedSetDevice(SkipProse):
     it leaves exactly TorchNeuron's own pinning. Unsafe elsewhere: a single-process script that picks a
     core with ``set_device(args.gpu)``, or a job that sets ``NEURON_RT_VISIBLE_CORES`` to several cores
     per process itself, would now run on the first visible core. A call that is not a statement of its
-    own, or is the only statement of its block, is reported only.
+    own is reported only. Either way it is one of the file's rank devices, which change together or not
+    at all (NP107): a ``set_device(rank)`` that is not removed safely makes every rank fix of the file
+    unsafe, and NP107 says so.
 
     ## References
     - shared/torchneuron.md section 6 (init_process_group behaviour, one device per process)
@@ -97,9 +100,15 @@ class DistributedSetDevice(SkipProse):
             unsafe_fixes=True,
         ),
         Invalid(
-            # the only statement of its block, or not a statement of its own: reported only
-            "import torch\nif torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\n"
-            "ok = torch.cuda.set_device(gpu) or True\n",
+            # the only statement of its block becomes `pass`
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
+            "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\n",
+            "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
+            "if torch.cuda.is_available():\n    pass\n",
+        ),
+        Invalid(
+            # not a statement of its own: reported only
+            "import torch\nok = torch.cuda.set_device(gpu) or True\n",
             None,
             unsafe_fixes=True,
         ),
@@ -122,24 +131,6 @@ class DistributedSetDevice(SkipProse):
         super().__init__(context)
         self._calls: list[tuple[cst.Call, bool]] = []
         self._init_seen = False
-        # call -> (its statement line, the block holding it) for calls that are a whole statement
-        self._statements: dict[cst.Call, tuple[cst.SimpleStatementLine, cst.CSTNode]] = {}
-
-    def _record_block(self, block: cst.CSTNode, body) -> None:
-        for statement in body:
-            if (
-                isinstance(statement, cst.SimpleStatementLine)
-                and len(statement.body) == 1
-                and isinstance(statement.body[0], cst.Expr)
-                and isinstance(statement.body[0].value, cst.Call)
-            ):
-                self._statements[statement.body[0].value] = (statement, block)
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self._record_block(node, node.body)
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self._record_block(node, node.body)
 
     def _on_call(self, node: cst.Call) -> None:
         last = last_segment(node.func)
@@ -150,10 +141,11 @@ class DistributedSetDevice(SkipProse):
             self._calls.append((node, self._init_seen))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        found = []
+        # on the neuron target the rank question and the removal are the file's rank-device analysis
+        ranks = rank_devices(self.context, original_node) if self._calls and self.context.target == "neuron" else None
         for node, after_init in self._calls:
             arg = arg_named(node, "device", 0) or node.args[0]
-            rank = not arg.star and is_rank_expression(arg.value)
+            rank = not arg.star and (ranks.is_rank(arg.value) if ranks is not None else is_rank_expression(arg.value))
             source = source_of(arg.value)
             if not (self._init_seen or rank or "rank" in source.lower()):
                 continue
@@ -163,24 +155,17 @@ class DistributedSetDevice(SkipProse):
                 if self._init_seen and not after_init
                 else ""
             )
-            if rank and self.context.target == "neuron":
+            if rank and ranks is not None:
                 extra += (
                     f"; `torch.neuron.set_device({source})` raises ValueError(\"Invalid device id\") on every "
                     f"rank but 0: {ONE_CORE_PER_PROCESS}"
                 )
-            found.append((node, self.MESSAGE.format(arg=source, extra=extra), rank))
-        # a block must keep at least one statement
-        removable: dict[cst.CSTNode, int] = {}
-        for node, _, rank in found:
-            if rank and self.context.target == "neuron" and node in self._statements:
-                block = self._statements[node][1]
-                removable[block] = removable.get(block, 0) + 1
-        for node, message, rank in found:
-            entry = self._statements.get(node) if rank and self.context.target == "neuron" else None
-            if entry is not None:
-                statement, block = entry
-                if removable[block] < len(block.body):  # type: ignore[attr-defined]
-                    safety = "safe" if self._init_seen else "unsafe"  # see "Fix safety"
-                    self.report(statement, message, replacement=cst.RemoveFromParent(), safety=safety)
+                message = self.MESSAGE.format(arg=source, extra=extra)
+                fix = ranks.set_device_fixes.get(node)
+                if fix is not None:  # the statement goes (`pass` if its block would be left empty)
+                    statement, replacement = fix
+                    self.report(statement, message + ranks.note(), replacement=replacement, safety=ranks.safety)
                     continue
-            self.report(node, message)
+                self.report(node, message)
+                continue
+            self.report(node, self.MESSAGE.format(arg=source, extra=extra))

@@ -3,7 +3,8 @@ text of a node, True / False / None / integer literals, names bound by a loop ta
 
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -71,10 +72,26 @@ def loop_target_names(target: cst.BaseExpression) -> set[str]:
     return set()
 
 
-def walk(node: cst.CSTNode):
-    """Every node under ``node`` (itself first), without a visitor."""
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``node`` (itself first), parents before children, in dataclass field order (source
+    order except where LibCST declares a field late, e.g. decorators). Reads the fields directly:
+    about three times faster than ``CSTNode.children``, which the per-file analyses of whole modules
+    (rank devices, capability checks, CUDA-only guards) would otherwise pay on every large file."""
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(current.children)
+        names = _FIELDS.get(type(current))
+        if names is None:
+            names = _FIELDS[type(current)] = tuple(f.name for f in dataclasses.fields(current))
+        children: list[cst.CSTNode] = []
+        for name in names:
+            value = getattr(current, name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (list, tuple)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))

@@ -1,0 +1,90 @@
+"""Where a condition holds: the regions of a module that run only when some test is true (``if`` bodies,
+``else`` branches of a negated test, the code after an early ``return``, the right side of ``and``).
+
+Used by the rules that must not rewrite a test whose guarded code cannot run on Trainium: NP102 / NP104 and
+NP720 (``x.is_cuda`` / ``device.type == "cuda"`` guarding Triton, flash-attn, CUDA extensions), and NP201 /
+NP210 (``torch.cuda.is_available()`` guarding a compute-capability read).
+
+The caller gives a ``polarity`` function for the condition it cares about: ``True`` for an expression that
+asserts it (``x.is_cuda``), ``False`` for one that asserts its negation (``x.device.type != "cuda"``), ``None``
+otherwise. ``not`` flips it. Tests are split on ``and`` / ``or`` only, so ``if x.is_cuda and HAS_TRITON:``
+guards its body by ``x.is_cuda`` and ``if not x.is_cuda or not HAS_TRITON: return fallback(x)`` guards what
+follows it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Optional
+
+import libcst as cst
+
+from neuron_port.rules.helpers.names import walk
+
+Polarity = Callable[[cst.BaseExpression], Optional[bool]]
+# (the atom of the test that asserts the condition, the nodes that run only when it holds)
+Region = tuple[cst.BaseExpression, list[cst.CSTNode]]
+
+
+def _flatten(node: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, operator) and not node.lpar:
+        return _flatten(node.left, operator) + _flatten(node.right, operator)
+    return [node]
+
+
+def _polarity(node: cst.BaseExpression, polarity: Polarity) -> Optional[bool]:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        inner = _polarity(node.expression, polarity)
+        return None if inner is None else not inner
+    return polarity(node)
+
+
+def _asserting(test: cst.BaseExpression, polarity: Polarity, when: bool) -> list[cst.BaseExpression]:
+    """The atoms of ``test`` that make the condition hold where ``test`` is ``when``: the ``and`` terms that
+    assert it (``when`` True), or the ``or`` terms that deny it (``when`` False)."""
+    terms = _flatten(test, cst.And if when else cst.Or)
+    return [_atom(t) for t in terms if _polarity(t, polarity) is when]
+
+
+def _atom(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x.is_cuda`` for ``not not x.is_cuda`` / ``not x.is_cuda``: the test itself, without ``not``."""
+    while isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        node = node.expression
+    return node
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    body = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    if not body:
+        return False
+    last = body[-1]
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else [last]
+    return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in smalls)
+
+
+def regions_where(module: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
+    """Every region of ``module`` that runs only when the condition holds, with the atom that says so."""
+    for node in walk(module):
+        if isinstance(node, (cst.If, cst.IfExp)):
+            orelse = node.orelse
+            if isinstance(orelse, cst.Else):
+                orelse = orelse.body
+            for atom in _asserting(node.test, polarity, True):
+                yield atom, [node.body]
+            if orelse is not None:
+                for atom in _asserting(node.test, polarity, False):
+                    yield atom, [orelse]
+        elif isinstance(node, cst.BooleanOperation):
+            when = isinstance(node.operator, cst.And)
+            for atom in _asserting(node.left, polarity, when):
+                yield atom, [node.right]
+        if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            body = list(node.body)
+            for i, statement in enumerate(body):
+                if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
+                    for atom in _asserting(statement.test, polarity, False):  # `if not x.is_cuda: return ...`
+                        yield atom, body[i + 1:]
+
+
+def nodes_in(region: list[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    for root in region:
+        yield from walk(root)

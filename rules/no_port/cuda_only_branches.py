@@ -1,0 +1,271 @@
+"""NP720 ``cuda-only-branch``: ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard CUDA-only code
+(Triton kernels, CUDA extensions, flash-attn, xformers, CUDA graphs); NP102 and NP104 leave those tests
+alone (``cuda_only_guards``), so Trainium keeps taking the other branch."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Optional
+
+import libcst as cst
+
+from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of, walk
+from neuron_port.rules.helpers.nodes import string_value
+from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
+from neuron_port.rules.helpers.table_rule import covering_key
+from neuron_port.rules.spec import Invalid, PythonRule, Valid
+
+# Qualified-name prefixes of code that runs on CUDA only -> (what it is, effort to port it).
+CUDA_ONLY: dict[str, tuple[str, str]] = {
+    "triton": ("a Triton kernel", "high"),
+    "flash_attn": ("flash-attn", "medium"),
+    "xformers": ("xformers", "medium"),
+    "torch.utils.cpp_extension": ("a CUDA extension", "high"),
+    "torch.cuda.graph": ("a CUDA graph", "medium"),
+    "torch.cuda.graphs": ("a CUDA graph", "medium"),
+    "torch.cuda.CUDAGraph": ("a CUDA graph", "medium"),
+    "torch.cuda.make_graphed_callables": ("a CUDA graph", "medium"),
+}
+TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
+# last segments of the CUDA_ONLY names that code reaches through `torch` without importing them
+_QUALIFIED_ATTRS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "load", "load_inline",
+                              "CUDAExtension", "CppExtension", "cpp_extension"})
+
+
+def _cuda_module_name(name: str) -> bool:
+    """``cuda``, ``*_cuda``, ``cuda_*``: how compiled CUDA extension modules are named (``fused_gelu_cuda``,
+    ``selective_scan_cuda``); not ``check_cuda_p2p_ib_support``."""
+    name = name.lower()
+    return name == "cuda" or name.endswith("_cuda") or name.startswith("cuda_")
+
+
+def _is_cuda_literal(node: cst.CSTNode) -> bool:
+    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        return any(isinstance(e, cst.Element) and string_value(e.value) == "cuda" for e in node.elements)
+    return string_value(node) == "cuda"
+
+
+def on_cuda_polarity(node: cst.BaseExpression) -> Optional[bool]:
+    """True for a test that the data is on a CUDA device (``x.is_cuda``, ``x.device.type == "cuda"``,
+    ``"cuda" in str(x.device)``, ``device.type in ("cuda", "xpu")``), False for its negation (``!=``,
+    ``not in``), None for anything else."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "is_cuda":
+        return True
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        target = node.comparisons[0]
+        operator = target.operator
+        if isinstance(operator, (cst.Equal, cst.NotEqual)) and (
+            _is_cuda_literal(node.left) or _is_cuda_literal(target.comparator)
+        ) and not isinstance(node.left, (cst.List, cst.Tuple)):
+            return isinstance(operator, cst.Equal)
+        if isinstance(operator, (cst.In, cst.NotIn)) and (
+            string_value(node.left) == "cuda" or _is_cuda_literal(target.comparator)
+        ):
+            return isinstance(operator, cst.In)
+    return None
+
+
+class CudaOnlyGuards:
+    """The ``is_cuda`` / ``device.type == "cuda"`` tests of one module that guard CUDA-only code."""
+
+    def __init__(self, context, module: cst.Module) -> None:
+        self.module = module
+        self.context = context
+        self.guards: dict[cst.BaseExpression, tuple[str, str, str]] = {}  # atom -> (call, what, effort)
+        self.guard_nodes: set[cst.CSTNode] = set()  # every node inside those atoms
+        if not self._has_cuda_only_code(module):
+            return  # the common case: one cheap look
+        functions = self._cuda_only_functions(module)
+        for atom, region in regions_where(module, on_cuda_polarity):
+            if atom in self.guards:
+                continue
+            found = self._first_cuda_only(nodes_in(region), functions)
+            if found is not None:
+                self.guards[atom] = found
+                self.guard_nodes.update(walk(atom))
+
+    def _has_cuda_only_code(self, module: cst.Module) -> bool:
+        """An import of CUDA-only code (the import tracker has them all), or a fully qualified use of
+        one (``torch.cuda.graph(...)``, ``torch.utils.cpp_extension.load(...)``)."""
+        for qualified in self.context.aliases.values():
+            if covering_key(qualified, CUDA_ONLY) is not None or (
+                    not qualified.startswith("torch") and _cuda_module_name(qualified.split(".")[-1])):
+                return True
+        seen = _QUALIFIED_SEEN.get(self.context)
+        if seen is not None:  # NP720 looked at every attribute during the pass
+            return seen[0]
+        return any(_qualified_cuda_only(self.context, n) for n in walk(module))
+
+    def _what(self, node: cst.CSTNode, names: dict[str, tuple[str, str]]) -> Optional[tuple[str, str]]:
+        if not isinstance(node, (cst.Name, cst.Attribute)) or not self.context.is_reference(node):
+            return None
+        qualname = self.context.qualname(node)
+        if qualname is not None:
+            key = covering_key(qualname, CUDA_ONLY)
+            if key is not None:
+                return CUDA_ONLY[key]
+        dotted = dotted_name(node)
+        if dotted is not None and dotted.split(".")[0] in names:
+            return names[dotted.split(".")[0]]
+        return None
+
+    def _cuda_only_functions(self, module: cst.Module) -> dict[str, tuple[str, str]]:
+        """Names that stand for CUDA-only code in this file: Triton kernels, modules built by
+        ``cpp_extension.load``, modules imported as ``*_cuda`` / ``cuda_*``, and the functions that call them."""
+        names: dict[str, tuple[str, str]] = {}
+        bodies: dict[str, cst.CSTNode] = {}
+        for node in walk(module):
+            if isinstance(node, cst.FunctionDef):
+                bodies[node.name.value] = node.body
+                for decorator in node.decorators:
+                    target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+                    if (self.context.qualname(target) or "") in TRITON_DECORATORS:
+                        names[node.name.value] = ("a Triton kernel", "high")
+            elif isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                key = covering_key(self.context.qualname(node.value.func) or "", ("torch.utils.cpp_extension",))
+                for target in node.targets:
+                    if key is not None and isinstance(target.target, cst.Name):
+                        names[target.target.value] = ("a CUDA extension", "high")
+            elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+                base = dotted_name(node.module) or "" if isinstance(node, cst.ImportFrom) and node.module else ""
+                for alias in node.names:
+                    full = ".".join(p for p in (base, dotted_name(alias.name) or "") if p)
+                    if full.startswith("torch") or not _cuda_module_name(full.split(".")[-1]):
+                        continue  # an extension module named like one (`selective_scan_cuda`, `numba.cuda`)
+                    local = alias.asname.name if alias.asname is not None else None
+                    local_name = local.value if isinstance(local, cst.Name) else full.split(".")[0 if not base else -1]
+                    names[local_name] = ("a CUDA extension", "high")
+        changed = True
+        while changed:  # functions that call CUDA-only code are CUDA-only
+            changed = False
+            for name, body in bodies.items():
+                if name in names:
+                    continue
+                found = self._first_cuda_only(walk(body), names)
+                if found is not None:
+                    names[name] = (found[1], found[2])
+                    changed = True
+        return names
+
+    def _first_cuda_only(self, nodes, names) -> Optional[tuple[str, str, str]]:
+        for node in nodes:
+            if isinstance(node, cst.Call):
+                what = self._what(node.func, names) or (
+                    self._what(node.func.value, names) if isinstance(node.func, cst.Subscript) else None)
+                if what is not None:  # `kernel[grid](...)` launches a Triton kernel
+                    return source_of(node.func if not isinstance(node.func, cst.Subscript) else node.func.value), *what
+            elif isinstance(node, cst.With):
+                for item in node.items:
+                    what = self._what(item.item.func if isinstance(item.item, cst.Call) else item.item, names)
+                    if what is not None:
+                        return source_of(item.item), *what
+        return None
+
+
+def _qualified_cuda_only(context, node: cst.CSTNode) -> bool:
+    return (isinstance(node, cst.Attribute) and node.attr.value in _QUALIFIED_ATTRS
+            and covering_key(context.qualname(node) or "", CUDA_ONLY) is not None)
+
+
+_CACHE: "weakref.WeakKeyDictionary[object, CudaOnlyGuards]" = weakref.WeakKeyDictionary()
+# context -> [whether a fully qualified CUDA-only name was seen], filled by NP720 during the batched pass
+# (so the analysis need not walk the module again when NP720 runs)
+_QUALIFIED_SEEN: "weakref.WeakKeyDictionary[object, list[bool]]" = weakref.WeakKeyDictionary()
+
+
+def cuda_only_guards(context, module: cst.Module) -> CudaOnlyGuards:
+    """The CUDA-only guards of ``module`` (the node ``leave_Module`` receives), once per file and pass."""
+    found = _CACHE.get(context)
+    if found is None or found.module is not module:
+        found = CudaOnlyGuards(context, module)
+        _CACHE[context] = found
+    return found
+
+
+class CudaOnlyBranch(PythonRule):
+    """Reports ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard CUDA-only code, and keeps them.
+
+    ## What it does
+    Finds device tests (``x.is_cuda``, ``x.device.type == "cuda"``, ``"cuda" in str(x.device)``, their
+    negations and ``and`` / ``or`` chains of them) whose guarded code calls something that runs on CUDA
+    only: a Triton kernel (``@triton.jit``, ``kernel[grid](...)``), a CUDA extension
+    (``torch.utils.cpp_extension.load``, a module imported as ``*_cuda`` / ``cuda_*``), flash-attn, xformers or a CUDA
+    graph, directly or through a function of the same file that does. The guarded code is the ``if``
+    body, the ``else`` of a negated test, the right side of ``and``, or the rest of the block after
+    ``if not x.is_cuda: return fallback(x)``. NP102 and NP104, which otherwise turn these tests into
+    ``'neuron'`` / ``is_neuron``, leave them alone.
+
+    ## Why is this bad?
+    Rewritten to ``x.is_neuron``, the test would send neuron tensors into the CUDA-only path: a Triton
+    launch, a CUDA extension or a flash-attn call fails there (or, with its import guarded, calls
+    ``None``). Left as it is, the test is False on Trainium and the torch fallback runs, which works but
+    is the unfused path: the kernel has to be ported to run fast.
+
+    ## Example
+    ```python
+    def fused_add(x, y):
+        if x.is_cuda and HAS_TRITON:
+            return triton_add(x, y)  # launches a @triton.jit kernel
+        return x + y
+    ```
+    Use instead: keep the test (Trainium takes ``x + y``), or port the kernel to NKI and branch on
+    ``x.is_neuron``:
+    ```python
+    def fused_add(x, y):
+        if x.is_neuron:
+            return nki_add(x, y)  # registered with @torch_neuronx.nki_op
+        return x + y
+    ```
+
+    ## Fix safety
+    No fix: the test is kept on purpose. Porting the guarded code is the work (see NP701-NP703, NP708,
+    NP409 for each kind).
+
+    ## References
+    - shared/torchneuron.md section 7 (Triton, flash-attention, xformers, CUDA extensions -> SDPA or NKI
+      kernels registered as PyTorch ops; CUDA graphs have no equivalent)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
+    """
+
+    CODE = "NP720"
+    NAME = "cuda-only-branch"
+    SEVERITY = "warning"
+    EFFORT = "medium"
+    MESSAGE = "`{test}` guards {what} (`{call}`): kept, so Trainium runs the other path; port it to run it there"
+    TARGETS = ("neuron", "accelerator")
+    TRIGGERS = ("is_cuda", "'cuda'", '"cuda"')
+
+    VALID = [
+        Valid("if x.is_cuda:\n    x = x.pin_memory()\n"),
+        Valid("import triton\nif x.is_neuron:\n    y = nki_add(x)\n"),
+        Valid("if device.type == 'cuda':\n    torch.cuda.synchronize()\n"),
+    ]
+    INVALID = [
+        Invalid(
+            "import triton\n\n@triton.jit\ndef add_kernel(x_ptr, n):\n    pass\n\n\ndef triton_add(x):\n"
+            "    add_kernel[(1,)](x, x.numel())\n    return x\n\n\ndef add(x):\n"
+            "    if x.is_cuda and HAS_TRITON:\n        return triton_add(x)\n    return x + 1\n",
+            None,
+            message_contains="a Triton kernel (`triton_add`)",
+        ),
+        Invalid(
+            "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n    flash_attn_func = None\n\n\n"
+            "def attend(q, k, v):\n    if q.device.type != 'cuda' or flash_attn_func is None:\n"
+            "        return sdpa(q, k, v)\n    return flash_attn_func(q, k, v)\n",
+            None,
+            message_contains="flash-attn",
+        ),
+    ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._seen = _QUALIFIED_SEEN.setdefault(context, [False])
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if not self._seen[0] and _qualified_cuda_only(self.context, node):
+            self._seen[0] = True
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        guards = cuda_only_guards(self.context, original_node)
+        for atom, (call, what, effort) in guards.guards.items():
+            self.report(atom, self.MESSAGE.format(test=source_of(atom), what=what, call=call), effort=effort)
