@@ -19,6 +19,8 @@ Codes (stable), and the module that holds each rule:
 - NP711 ``gpu-monitoring`` (``nvidia_tools``): ``nvidia-smi`` subprocesses, pynvml / GPUtil / gpustat / nvitop.
 - NP712 ``profiler-activity-cuda`` (``nvidia_tools``): ``ProfilerActivity.CUDA`` ->
   ``ProfilerActivity.PrivateUse1``.
+- NP713 ``cuda-only-custom-op`` (``custom_ops``): custom operators registered only for the CUDA dispatch key
+  or device type (``torch.library.impl``, ``Library.impl``, ``register_kernel``, ``custom_op(device_types=)``).
 
 Shared by the package rules: ``common`` (``GuardedRule``, ``PackageRule``, the one-lower severity of
 guarded code); their data: ``tables`` (per-package advice and efforts, call and pattern tables).
