@@ -93,11 +93,11 @@ class NcclBackend(AvailabilityMixin, SkipProse):
         ),
         Invalid("import torch\ndist.init_process_group('nccl')\n", None, target="accelerator"),
         Invalid(
-            'import torch.distributed as dist\ndist.init_process_group(backend="NCCL")\n'
+            'import torch.distributed as dist\ndist.init_process_group(backend="NCCL" if on_gpu else "gloo")\n'
             'group = dist.new_group(ranks, None, "Nccl")\nDIST_BACKEND = "NCCL"\n'
             'parser.add_argument("--backend", default="NCCL", choices=["NCCL", "GLOO"])\n'
             'if dist.get_backend() == "NCCL":\n    pass\n',
-            'import torch.distributed as dist\ndist.init_process_group(backend="neuron")\n'
+            'import torch.distributed as dist\ndist.init_process_group(backend="neuron" if on_gpu else "gloo")\n'
             'group = dist.new_group(ranks, None, "neuron")\nDIST_BACKEND = "neuron"\n'
             'parser.add_argument("--backend", default="neuron", choices=["neuron", "GLOO"])\n'
             'if dist.get_backend() == "neuron":\n    pass\n',
@@ -114,6 +114,9 @@ class NcclBackend(AvailabilityMixin, SkipProse):
         self._backend_values.add(node)
         if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
             self._backend_values.update(e.value for e in node.elements)
+        elif isinstance(node, cst.IfExp):  # "NCCL" if torch.cuda.is_available() else "gloo"
+            self._values(node.body)
+            self._values(node.orelse)
 
     def _on_call(self, node: cst.Call) -> None:
         for arg in node.args:
