@@ -94,11 +94,13 @@ class CudaAmpImport(PythonRule):
     ## Fix safety
     Safe when the rewrites of every use are applied in the same run (the fix takes the safety of
     those rewrites: unsafe on the accelerator target). Removing a name that was never used is unsafe at
-    module level. An import with a comment line above it is reported without a fix, so no comment is
-    lost; so is every import in a file with a ``# neuron-port: ignore`` comment (a suppressed rewrite
-    would leave a use behind) and in notebooks (later cells may use the name). Pointing an import at
-    ``torch.amp`` is safe where it is done: in a guarded group the other branch already imports the
-    ``torch.amp`` name, and annotations accept the subclass.
+    module level. Pointing an import at ``torch.amp`` is safe where it is done: in a guarded group the
+    other branch already imports the ``torch.amp`` name, and annotations accept the subclass.
+
+    Reported without a fix: an import with a comment line above it (no comment is lost; comments inside
+    a guarded group that goes whole or is collapsed, such as ``except ImportError:  # PyTorch < 2.3``,
+    describe the guard and go with it), every import in a file with a ``# neuron-port: ignore`` comment
+    (a suppressed rewrite would leave a use behind) and in notebooks (later cells may use the name).
 
     ## References
     - https://docs.pytorch.org/docs/stable/amp.html (``torch.cuda.amp`` is deprecated in favour of ``torch.amp``)
