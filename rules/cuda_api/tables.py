@@ -89,6 +89,23 @@ TORCH_CUDA_NO_EQUIVALENT: dict[str, tuple[str, str]] = {
                                  "and the device RNG state is silently not saved", "low"),
     "random.set_rng_state_all": ("torch.neuron has no set_rng_state_all: call torch.neuron.set_rng_state(state, i) "
                                  "for each saved state; on a Trainium host the CUDA call restores nothing", "low"),
+    "mem_get_info": ("use torch.neuron.get_device_properties(i).total_memory minus "
+                     "torch.neuron.memory_reserved(i)", "low"),
+    "set_per_process_memory_fraction": ("not available on neuron; partition cores with "
+                                        "NEURON_RT_VISIBLE_CORES instead", "low"),
+    "utilization": ("use neuron-top or Neuron Observer (nobs) for device utilisation", "low"),
+    "temperature": ("use Neuron Observer (nobs) for device health", "low"),
+    "power_draw": ("use Neuron Observer (nobs) for device telemetry", "low"),
+    "list_gpu_processes": ("use neuron-ls / neuron-top to see processes on NeuronCores", "low"),
+    "ipc_collect": ("CUDA IPC has no neuron equivalent; drop the call", "low"),
+    "jiterator": ("jiterator compiles CUDA kernels at run time; write an NKI kernel registered as a "
+                  "PyTorch op instead", "high"),
+    "cudart": ("direct CUDA runtime access has no neuron equivalent", "high"),
+    "get_allocator_backend": ("the neuron caching allocator is not configurable this way", "low"),
+    "caching_allocator_alloc": ("raw allocator access has no neuron equivalent", "medium"),
+    "caching_allocator_delete": ("raw allocator access has no neuron equivalent", "medium"),
+    "MemPool": ("CUDA memory pools have no neuron equivalent", "medium"),
+    "use_mem_pool": ("CUDA memory pools have no neuron equivalent", "medium"),
 }
 
 # torch.cuda names that are CUDA spellings of device-generic ones, reported by NP202 with advice (no

@@ -137,6 +137,8 @@ def test_reset_max_memory_allocated_becomes_reset_peak_memory_stats():
     ("states = torch.cuda.random.get_rng_state_all()", "get_rng_state(i)"),
     ("torch.cuda.set_rng_state_all(states)", "set_rng_state(state, i)"),
     ("try:\n    step()\nexcept torch.cuda.OutOfMemoryError:\n    pass", "torch.OutOfMemoryError"),
+    ("free, total = torch.cuda.mem_get_info()", "total_memory"),  # the entries before stay
+    ("torch.cuda.ipc_collect()", "CUDA IPC"),
 ])
 def test_torch_cuda_idioms_without_a_neuron_name_are_reported(line, needle):
     _, findings = run("import torch\n" + line + "\n")
