@@ -4,9 +4,11 @@
   ``"neuron"``), ``mode=`` (ignored by the neuron backend), ``dynamic=True`` and dynamic-shape settings
   (rejected), Inductor ``options=`` (ignored).
 - NP406-NP408 report settings that have no effect on Trainium: ``torch._inductor.config`` tweaks, cuDNN
-  / TF32 / cuBLAS flags and ``torch.set_float32_matmul_precision``, SDPA kernel-selection contexts. The
-  fix for a setting statement is to remove it (unsafe: it changes what the program does on a GPU).
-- NP409 reports CUDA graphs, which have no Trainium equivalent.
+  / TF32 / cuBLAS flags and ``torch.set_float32_matmul_precision`` (and reads of the flags), SDPA
+  kernel-selection contexts. The fix for a setting statement is to remove it (unsafe: it changes what
+  the program does on a GPU); a read is reported only.
+- NP409 reports CUDA graphs, which have no Trainium equivalent (also the private helpers such as
+  ``torch.cuda._graph_annotations``).
 
 Codes (stable) and the module that holds each:
 

@@ -20,8 +20,10 @@ class CudaBackendFlag(StatementRule):
     ``enabled``, ``torch.backends.cuda.matmul.allow_tf32`` and the other cuBLAS/cuDNN precision flags,
     and statement calls of ``torch.set_float32_matmul_precision(...)`` and
     ``torch.backends.cuda.enable_flash_sdp(...)`` & co., and offers to remove the statement.
-    ``with torch.backends.cudnn.flags(...)`` blocks are reported only. Neuron target only: on the
-    accelerator target the flags still matter on GPUs.
+    ``with torch.backends.cudnn.flags(...)`` blocks are reported only. So are reads of the flags
+    (``if torch.backends.cuda.matmul.allow_tf32:``, ``print(torch.backends.cudnn.benchmark)``), except
+    a plain save (``old = torch.backends.cudnn.benchmark``, whose restore is an assignment). Neuron target
+    only: on the accelerator target the flags still matter on GPUs.
 
     ## Why is this bad?
     They configure NVIDIA libraries (cuDNN autotuning, TF32 tensor-core math, cuBLAS reductions, the
@@ -41,7 +43,8 @@ class CudaBackendFlag(StatementRule):
     ## Fix safety
     Unsafe: removing the statements is harmless on Trainium but changes speed or determinism if the
     file still runs on a GPU, and a flag may be read back later. A statement with a comment line above
-    it is reported without a fix, so no comment is lost.
+    it is reported without a fix, so no comment is lost. A read of a flag is reported without a fix:
+    what replaces the branch (or the log line) depends on the code.
 
     ## References
     - shared/torchneuron.md section 7 ("treat as no-ops to remove"; Neuron docs silent)
@@ -89,6 +92,9 @@ class CudaBackendFlag(StatementRule):
             unsafe_fixes=True,
         ),
         Invalid("import torch\nwith torch.backends.cudnn.flags(enabled=False):\n    y = f(x)\n", None),
+        Invalid("import torch\nif torch.backends.cuda.matmul.allow_tf32:\n    print('TF32 on')\n", None,
+                message_contains="is read here"),
+        Invalid("import torch\nlogger.info('tf32=%s', torch.backends.cuda.matmul.allow_tf32)\n", None),
     ]
 
     def match(self, small: cst.BaseSmallStatement) -> Optional[str]:
@@ -99,6 +105,56 @@ class CudaBackendFlag(StatementRule):
         if called is not None and called[0] in CUDA_FLAG_CALLS:
             return self.MESSAGE.format(name=called[0], why=CUDA_FLAG_CALLS[called[0]])
         return None
+
+    READ_MESSAGE = (
+        "`{name}` is read here, but it has no effect on Trainium: {why}; a branch on it or a log of it "
+        "describes a CUDA setting: drop the test (or the log)"
+    )
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._not_reads: set[cst.CSTNode] = set()  # targets, plain saves, statements reported whole
+        self._matched_lines = 0
+
+    def _statement(self, owner) -> None:
+        if any(self.match(small) is not None for small in owner.body):
+            self._matched_lines += 1
+            self._not_reads.add(owner)
+        super()._statement(owner)
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        if original_node in self._not_reads:
+            self._matched_lines -= 1
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
+        if original_node in self._not_reads:
+            self._matched_lines -= 1
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._not_reads.update(t.target for t in node.targets)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self._not_reads.add(node.value)  # old = torch.backends.cudnn.benchmark: saved to be restored
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._not_reads.add(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._not_reads.add(node.target)
+
+    def _read(self, node: cst.BaseExpression) -> None:
+        if self._matched_lines or node in self._not_reads:
+            return
+        qualname = self.context.qualname(node)
+        if qualname in CUDA_FLAG_ASSIGNMENTS:
+            self.report(node, self.READ_MESSAGE.format(name=qualname, why=CUDA_FLAG_ASSIGNMENTS[qualname]),
+                        effort="low")
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._read(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.context.aliases:
+            self._read(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         qualname = self.context.qualname(node.func)

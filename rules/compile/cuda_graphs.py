@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.compile.tables import CUDA_GRAPH_APIS, CUDA_GRAPH_KEYWORDS
+from neuron_port.rules.compile.tables import CUDA_GRAPH_APIS, CUDA_GRAPH_C_NAMES, CUDA_GRAPH_KEYWORDS
 from neuron_port.rules.helpers.names import is_true
+from neuron_port.rules.helpers.table_rule import covering_key
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 
@@ -17,8 +18,11 @@ class CudaGraphs(PythonRule):
     Reports ``torch.cuda.CUDAGraph``, ``torch.cuda.graph(...)`` capture contexts,
     ``torch.cuda.make_graphed_callables``, ``torch.cuda.graph_pool_handle``,
     ``torch.cuda.is_current_stream_capturing`` (any import spelling, also via ``torch.cuda.graphs``),
-    and ``use_cuda_graph=True``-style keyword arguments of library calls, each with advice and an effort
-    level. ``torch.compile(mode="reduce-overhead")`` and the ``"cudagraphs"`` backend are reported by
+    the private CUDA-graph helpers (``torch.cuda._graph_annotations`` and what it holds,
+    ``torch.cuda._annotate_cuda_graph_trace``, ``torch.cuda._POOL_HANDLE``, ``torch._C._CUDAGraph``,
+    ``torch._C._graph_pool_handle``), and ``use_cuda_graph=True``-style keyword arguments of library
+    calls, each with advice and an effort level. Kernel annotations and trace post-processing are
+    warnings (without CUDA they do nothing); the rest are errors. ``torch.compile(mode="reduce-overhead")`` and the ``"cudagraphs"`` backend are reported by
     NP403 and NP402.
 
     ## Why is this bad?
@@ -55,7 +59,9 @@ class CudaGraphs(PythonRule):
     EFFORT = "high"
     MESSAGE = "CUDA graphs have no Trainium equivalent (`{name}`): {advice}"
     TRIGGERS = ("CUDAGraph", "graph(", "graphed_callables", "graph_pool", "capturing", "cuda_graph",
-                "cudagraphs")
+                "cudagraphs", "_graph_annotations", "POOL_HANDLE")
+    # entries whose code only labels or post-processes graphs: without CUDA it does nothing
+    WARNINGS = frozenset({"_graph_annotations", "_annotate_cuda_graph_trace"})
 
     VALID = [
         Valid("import torch\nstep = torch.compile(model, backend='neuron', fullgraph=True)\n"),
@@ -69,6 +75,9 @@ class CudaGraphs(PythonRule):
         Invalid("import torch as th\ng = th.cuda.graphs.CUDAGraph()\n", None),
         Invalid("engine = build_engine(model, use_cuda_graph=True)\n", None, message_contains="use_cuda_graph"),
         Invalid("import torch\ng = torch.cuda.CUDAGraph()\n", None, target="accelerator"),
+        Invalid("from torch.cuda._graph_annotations import mark_kernels\n"
+                "with mark_kernels('attention'):\n    y = attn(x)\n", None, message_contains="_graph_annotations"),
+        Invalid("import torch\npool = torch._C._graph_pool_handle()\n", None),
     ]
 
     def _check(self, node: cst.BaseExpression, last: str) -> None:
@@ -76,14 +85,22 @@ class CudaGraphs(PythonRule):
         if (last not in CUDA_GRAPH_APIS and last not in self.context.aliases) or not self.context.is_reference(node):
             return
         qualname = self.context.qualname(node)
-        if qualname is None or not qualname.startswith("torch.cuda."):
+        if qualname is None:
             return
-        key = qualname[len("torch.cuda."):]
-        if key.startswith("graphs."):
-            key = key[len("graphs."):]
+        if qualname.startswith("torch._C.") and qualname[len("torch._C."):] in CUDA_GRAPH_C_NAMES:
+            key: str | None = qualname[len("torch._C."):]
+        elif qualname.startswith("torch.cuda."):
+            key = qualname[len("torch.cuda."):]
+            if key.startswith("graphs."):
+                key = key[len("graphs."):]
+            # a private helper module covers what it holds (torch.cuda._graph_annotations.mark_kernels)
+            key = key if key in CUDA_GRAPH_APIS else covering_key(key, [k for k in CUDA_GRAPH_APIS if k[0] == "_"])
+        else:
+            return
         if key in CUDA_GRAPH_APIS:
             advice, effort = CUDA_GRAPH_APIS[key]
-            self.report(node, self.MESSAGE.format(name=qualname, advice=advice), effort=effort)
+            self.report(node, self.MESSAGE.format(name=qualname, advice=advice), effort=effort,
+                        severity="warning" if key in self.WARNINGS else None)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._check(node, node.attr.value)

@@ -115,7 +115,22 @@ CUDA_GRAPH_APIS: dict[str, tuple[str, str]] = {
     "graph_pool_handle": ("CUDA-graph memory pools have no Trainium equivalent; drop it with the "
                           "capture code", "medium"),
     "is_current_stream_capturing": ("there is no stream capture on Trainium; the answer is always no", "low"),
+    # private helpers (torch.cuda._<name>, also reached through torch.cuda.graphs and torch._C)
+    "_graph_annotations": ("CUDA-graph kernel annotations (mark_kernels, mark_stream, remap_to_exec_graph) "
+                           "label the nodes of a captured graph for profiler traces; drop them with the capture "
+                           "code (torch.profiler.record_function labels regions in Neuron profiles)", "low"),
+    "_annotate_cuda_graph_trace": ("it post-processes profiler traces of CUDA graphs; drop it with the capture "
+                                   "code", "low"),
+    "_POOL_HANDLE": ("CUDA-graph memory pool handles have no Trainium equivalent; drop them with the capture "
+                     "code", "medium"),
+    "_graph_pool_handle": ("CUDA-graph memory pools have no Trainium equivalent; drop it with the capture code",
+                           "medium"),
+    "_CUDAGraph": ("capture/replay has no Trainium equivalent; run the captured step eagerly or compile it with "
+                   "torch.compile(backend=\"neuron\")", "high"),
+    "_cuda_isCurrentStreamCapturing": ("there is no stream capture on Trainium; the answer is always no", "low"),
 }
+# the torch._C names of the private graph helpers (reported like torch.cuda._<name>)
+CUDA_GRAPH_C_NAMES = frozenset({"_CUDAGraph", "_graph_pool_handle", "_cuda_isCurrentStreamCapturing"})
 # keyword arguments that switch CUDA-graph capture on in libraries (Megatron, NeMo, TE, Lightning...)
 CUDA_GRAPH_KEYWORDS = frozenset({
     "use_cuda_graph", "use_cuda_graphs", "cuda_graph", "cuda_graphs", "enable_cuda_graph",

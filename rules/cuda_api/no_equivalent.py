@@ -7,8 +7,8 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.cuda_api.references import TorchCudaReference
-from neuron_port.rules.cuda_api.tables import OTHER_NO_EQUIVALENT, TORCH_CUDA_NO_EQUIVALENT
+from neuron_port.rules.cuda_api.references import TorchCudaReference, cuda_api_key
+from neuron_port.rules.cuda_api.tables import OTHER_NO_EQUIVALENT, TORCH_CUDA_GENERIC_NAMES, TORCH_CUDA_NO_EQUIVALENT
 from neuron_port.rules.spec import Invalid, Valid
 
 
@@ -17,12 +17,18 @@ class CudaApiNoEquivalent(TorchCudaReference):
 
     ## What it does
     Finds ``torch.cuda.get_device_capability``, ``torch.cuda.nvtx``, memory snapshots and history
-    recording, ``mem_get_info``, NVML telemetry (``utilization``, ``temperature``), ``torch.version.cuda``
-    and similar calls, and reports each with advice and an effort level.
+    recording (``torch.cuda.memory._snapshot()``, ``_record_memory_history(...)``), ``mem_get_info``,
+    ``get_rng_state_all`` / ``set_rng_state_all`` (``torch.neuron`` has only the per-device
+    ``get_rng_state`` / ``set_rng_state``), NVML telemetry (``utilization``, ``temperature``),
+    ``torch.version.cuda`` and similar calls, and reports each with advice and an effort level. It also
+    reports ``torch.cuda.OutOfMemoryError`` (``except torch.cuda.OutOfMemoryError:``), the CUDA
+    spelling of ``torch.OutOfMemoryError``: what TorchNeuron raises when device memory runs out is not
+    documented.
 
     ## Why is this bad?
-    These calls either raise on a Trainium host or return values (``None``, a compute capability) that
-    send the program down a path written for GPUs.
+    These calls either raise on a Trainium host or return values (``None``, a compute capability, an
+    empty list of RNG states) that send the program down a path written for GPUs, or silently do
+    nothing (a checkpoint that saves no device RNG state).
 
     ## Example
     ```python
@@ -38,7 +44,7 @@ class CudaApiNoEquivalent(TorchCudaReference):
     No automatic fix: the right replacement depends on what the code does with the value.
 
     ## References
-    - shared/torchneuron.md sections 1.2, 7 and 10
+    - shared/torchneuron.md sections 1.2 (the torch.neuron API), 7 and 10
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html
     """
 
@@ -60,15 +66,24 @@ class CudaApiNoEquivalent(TorchCudaReference):
         Invalid("from torch.cuda import nvtx\nnvtx.range_pop()\n"),
         Invalid("import torch\nprint(torch.version.cuda)\n", message_contains="None on a Trainium host"),
         Invalid("import torch\ntorch.cuda.memory._record_memory_history(max_entries=100000)\n"),
+        Invalid("import torch\nsnapshot = torch.cuda.memory._snapshot()\n", message_contains="memory profiling"),
+        Invalid("import torch\nstates = torch.cuda.get_rng_state_all()\ntorch.cuda.set_rng_state_all(states)\n",
+                message_contains="torch.neuron.get_rng_state(i)"),
+        Invalid("import torch\ntry:\n    step()\nexcept torch.cuda.OutOfMemoryError:\n    skip()\n",
+                message_contains="torch.OutOfMemoryError"),
     ]
 
     def lookup(self, qualname: str) -> Optional[str]:
-        """A key of ``OTHER_NO_EQUIVALENT`` (the whole qualified name) or of ``TABLE`` (relative to
-        torch.cuda); the two tables' keys never coincide."""
+        """A key of ``OTHER_NO_EQUIVALENT`` (the whole qualified name), of ``TORCH_CUDA_GENERIC_NAMES`` or of
+        ``TABLE`` (both relative to torch.cuda); the tables' keys never coincide."""
         if qualname in OTHER_NO_EQUIVALENT:
             return qualname
-        return super().lookup(qualname)
+        return cuda_api_key(qualname, TORCH_CUDA_GENERIC_NAMES) or super().lookup(qualname)
 
     def on_reference(self, node: cst.BaseExpression, qualname: str, key: str) -> None:
+        if key in TORCH_CUDA_GENERIC_NAMES:
+            advice, effort = TORCH_CUDA_GENERIC_NAMES[key]
+            self.report(node, f"`{qualname}` is the CUDA spelling of a device-generic name: {advice}", effort=effort)
+            return
         advice, effort = OTHER_NO_EQUIVALENT[key] if key in OTHER_NO_EQUIVALENT else TORCH_CUDA_NO_EQUIVALENT[key]
         self.report(node, self.MESSAGE.format(api=qualname, advice=advice), effort=effort)

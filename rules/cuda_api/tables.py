@@ -45,6 +45,10 @@ TORCH_CUDA_API: dict[str, ApiMapping] = {
     "reset_peak_memory_stats": ApiMapping("reset_peak_memory_stats", "torch.accelerator.reset_peak_memory_stats"),
     "reset_accumulated_memory_stats": ApiMapping(
         "reset_accumulated_memory_stats", "torch.accelerator.reset_accumulated_memory_stats"),
+    # a deprecated CUDA alias (it calls reset_peak_memory_stats); torch.neuron lists only the new name
+    "reset_max_memory_allocated": ApiMapping(
+        "reset_peak_memory_stats", "torch.accelerator.reset_peak_memory_stats",
+        "the deprecated CUDA name of reset_peak_memory_stats"),
     "memory_summary": ApiMapping("memory_summary", None),
     "Stream": ApiMapping("Stream", "torch.Stream"),
     "Event": ApiMapping("Event", "torch.Event"),
@@ -70,6 +74,21 @@ TORCH_CUDA_NO_EQUIVALENT: dict[str, tuple[str, str]] = {
     "memory._record_memory_history": ("CUDA memory-history recording has no neuron equivalent; use "
                                       "torch_neuronx memory snapshots in Neuron Explorer", "medium"),
     "memory._dump_snapshot": ("use torch_neuronx memory snapshots in Neuron Explorer", "medium"),
+    "memory._snapshot": ("CUDA caching-allocator snapshots have no torch.neuron equivalent (on a Trainium host "
+                         "the call raises); torch-neuronx records its own memory snapshots, viewable in Neuron "
+                         "Explorer or the PyTorch memory visualizer (Neuron memory profiling guide)", "medium"),
+    # torch.neuron has get_rng_state(i) / set_rng_state(state, i) but no *_all variants (torchneuron.md 1.2)
+    "get_rng_state_all": ("torch.neuron has no get_rng_state_all: use [torch.neuron.get_rng_state(i) for i in "
+                          "range(torch.neuron.device_count())] (one NeuronCore per process under torchrun); on a "
+                          "Trainium host the CUDA call returns [] and the device RNG state is silently not saved",
+                          "low"),
+    "set_rng_state_all": ("torch.neuron has no set_rng_state_all: call torch.neuron.set_rng_state(state, i) for "
+                          "each saved state; on a Trainium host the CUDA call restores nothing", "low"),
+    "random.get_rng_state_all": ("torch.neuron has no get_rng_state_all: use [torch.neuron.get_rng_state(i) for i in "
+                                 "range(torch.neuron.device_count())]; on a Trainium host the CUDA call returns [] "
+                                 "and the device RNG state is silently not saved", "low"),
+    "random.set_rng_state_all": ("torch.neuron has no set_rng_state_all: call torch.neuron.set_rng_state(state, i) "
+                                 "for each saved state; on a Trainium host the CUDA call restores nothing", "low"),
     "mem_get_info": ("use torch.neuron.get_device_properties(i).total_memory minus "
                      "torch.neuron.memory_reserved(i)", "low"),
     "set_per_process_memory_fraction": ("not available on neuron; partition cores with "
@@ -87,6 +106,16 @@ TORCH_CUDA_NO_EQUIVALENT: dict[str, tuple[str, str]] = {
     "caching_allocator_delete": ("raw allocator access has no neuron equivalent", "medium"),
     "MemPool": ("CUDA memory pools have no neuron equivalent", "medium"),
     "use_mem_pool": ("CUDA memory pools have no neuron equivalent", "medium"),
+}
+
+# torch.cuda names that are CUDA spellings of device-generic ones, reported by NP202 with advice (no
+# torch.neuron name to rename them to): key -> (advice, effort).
+TORCH_CUDA_GENERIC_NAMES: dict[str, tuple[str, str]] = {
+    # torch.cuda.OutOfMemoryError is torch.OutOfMemoryError (c10::OutOfMemoryError) in PyTorch 2.13
+    "OutOfMemoryError": ("it is torch.OutOfMemoryError: spell it that way; which exception TorchNeuron's "
+                         "allocator raises when device memory runs out is not documented (the simulator does "
+                         "not model it), so check the handler on Trainium or also catch RuntimeError with an "
+                         "out-of-memory message", "low"),
 }
 
 # Other dotted names (outside torch.cuda) with no neuron equivalent, reported by NP202.

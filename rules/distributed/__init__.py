@@ -18,6 +18,8 @@ Codes (stable), and the module that holds each:
 - NP509 ``p2p-communication`` (``collectives.py``): ``dist.send/recv/isend/irecv/batch_isend_irecv``.
 - NP510 ``barrier-non-default-group`` (``collectives.py``): ``dist.barrier(group=...)``.
 - NP511 ``uneven-all-to-all`` (``collectives.py``): ``all_to_all_single`` with split sizes.
+- NP512 ``cuda-nccl-module`` (``nccl_module.py``): ``torch.cuda.nccl`` (``nccl.version()``, single-process
+  NCCL collectives), reported with advice.
 - NP520 ``launch-cuda-visible-devices`` and NP521 ``launch-process-count`` (``launch_processes.py``);
   NP522 ``config-cuda-device``, NP523 ``config-nccl-backend``, NP524 ``launch-cuda-env-var`` and NP525
   ``launch-nvidia-smi`` (``launch_settings.py``): line rules over launch scripts, Makefiles and configs,

@@ -9,10 +9,15 @@ import libcst as cst
 
 from neuron_port.rules.distributed.prose import SkipProse
 from neuron_port.rules.distributed.tables import BACKEND_MAP_RE, NCCL, NEURON_BACKEND
+from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.guards import AvailabilityMixin
-from neuron_port.rules.helpers.names import source_of
+from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 from neuron_port.rules.spec import Invalid, Valid
+
+
+# where the backend goes positionally: init_process_group(backend, ...), new_group(ranks, timeout, backend)
+BACKEND_POSITION = {"init_process_group": 0, "Backend": 0, "new_group": 2}
 
 
 class NcclBackend(AvailabilityMixin, SkipProse):
@@ -22,7 +27,11 @@ class NcclBackend(AvailabilityMixin, SkipProse):
     Finds the string ``"nccl"`` wherever it names a backend: ``init_process_group("nccl")``,
     ``backend="nccl"``, ``"nccl" if torch.cuda.is_available() else "gloo"``, argparse defaults and
     choices of ``--dist-backend``, ``dist.get_backend() == "nccl"``; also ``dist.Backend.NCCL`` and the
-    ``cuda:nccl`` entry of a ``"cpu:gloo,cuda:nccl"`` device map. On the accelerator target the backend
+    ``cuda:nccl`` entry of a ``"cpu:gloo,cuda:nccl"`` device map. Other spellings (``"NCCL"``,
+    ``"Nccl"``: c10d lower-cases backend names) are found where a string names a backend: a
+    ``backend=`` argument, the first argument of ``init_process_group`` / ``new_group`` /
+    ``Backend``, the default or choices of an argparse option whose name says backend, a variable
+    named ``*backend*``, a comparison with ``get_backend()``. On the accelerator target the backend
     becomes ``torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator())``.
 
     ## Why is this bad?
@@ -59,6 +68,7 @@ class NcclBackend(AvailabilityMixin, SkipProse):
     VALID = [
         Valid("import torch.distributed as dist\ndist.init_process_group(backend='neuron')\n"),
         Valid('"""Uses nccl."""\nprint("nccl")\nx = "nccl_test"\n'),
+        Valid('timers["NCCL"] = 0.0\nprint("NCCL")\n'),  # upper case: only where a backend is named
     ]
     INVALID = [
         Invalid(
@@ -82,11 +92,57 @@ class NcclBackend(AvailabilityMixin, SkipProse):
             target="accelerator",
         ),
         Invalid("import torch\ndist.init_process_group('nccl')\n", None, target="accelerator"),
+        Invalid(
+            'import torch.distributed as dist\ndist.init_process_group(backend="NCCL" if on_gpu else "gloo")\n'
+            'group = dist.new_group(ranks, None, "Nccl")\nDIST_BACKEND = "NCCL"\n'
+            'parser.add_argument("--backend", default="NCCL", choices=["NCCL", "GLOO"])\n'
+            'if dist.get_backend() == "NCCL":\n    pass\n',
+            'import torch.distributed as dist\ndist.init_process_group(backend="neuron" if on_gpu else "gloo")\n'
+            'group = dist.new_group(ranks, None, "neuron")\nDIST_BACKEND = "neuron"\n'
+            'parser.add_argument("--backend", default="neuron", choices=["neuron", "GLOO"])\n'
+            'if dist.get_backend() == "neuron":\n    pass\n',
+        ),
     ]
 
     def __init__(self, context) -> None:
         super().__init__(context)
         self._guarded: set[cst.CSTNode] = set()
+        self._backend_values: set[cst.CSTNode] = set()  # expressions that name a backend (any case)
+
+    # -- where a string names a backend (for the spellings other than "nccl") ---------------------
+    def _values(self, node: cst.BaseExpression) -> None:
+        self._backend_values.add(node)
+        if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            self._backend_values.update(e.value for e in node.elements)
+        elif isinstance(node, cst.IfExp):  # "NCCL" if torch.cuda.is_available() else "gloo"
+            self._values(node.body)
+            self._values(node.orelse)
+
+    def _on_call(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "backend":
+                self._values(arg.value)
+        name = last_segment(node.func)
+        if name in BACKEND_POSITION:
+            named = arg_named(node, "backend", BACKEND_POSITION[name])
+            if named is not None:
+                self._values(named.value)
+        elif name == "add_argument" and any(
+                "backend" in (string_value(a.value) or "") for a in node.args if a.keyword is None):
+            for keyword in ("default", "choices"):
+                arg = arg_named(node, keyword)
+                if arg is not None:
+                    self._values(arg.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any("backend" in (dotted_name(t.target) or "").rsplit(".", 1)[-1].lower() for t in node.targets):
+            self._values(node.value)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        sides = [node.left, *(c.comparator for c in node.comparisons)]
+        if any(isinstance(s, cst.Call) and last_segment(s.func) == "get_backend" for s in sides):
+            for side in sides:
+                self._values(side)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if self.is_availability_check(node.test):
@@ -96,7 +152,7 @@ class NcclBackend(AvailabilityMixin, SkipProse):
         if node in self._prose:
             return
         value = string_value(node)
-        if value == NCCL:
+        if value == NCCL or (value is not None and value.lower() == NCCL and node in self._backend_values):
             self._backend(node, node)
         elif value and "cuda:nccl" in value and BACKEND_MAP_RE.match(value) and self.context.target == "neuron":
             new = value.replace("cuda:nccl", f"neuron:{NEURON_BACKEND}")

@@ -6,7 +6,8 @@ type (or, with ``--target accelerator``, to the device type of ``torch.accelerat
 - ``torch.cuda.amp.autocast(...)`` (also reached as ``from torch.cuda import amp`` / ``from torch.cuda.amp
   import autocast``) and ``torch.autocast("cuda")`` / ``torch.amp.autocast(device_type="cuda")``;
 - ``torch.cuda.amp.GradScaler(...)`` and ``torch.amp.GradScaler("cuda")`` / ``GradScaler()``;
-- ``torch.cuda.amp.custom_fwd`` / ``custom_bwd`` decorators.
+- ``torch.cuda.amp.custom_fwd`` / ``custom_bwd`` decorators;
+- the ``torch.cuda.amp`` imports those rewrites leave behind.
 
 Codes (stable) and the module that holds each:
 
@@ -14,6 +15,9 @@ Codes (stable) and the module that holds each:
 - NP302 ``autocast-without-dtype``: ``autocast_dtype.py``.
 - NP303 ``cuda-grad-scaler`` and NP304 ``grad-scaler-with-bf16``: ``grad_scaler.py``.
 - NP305 ``cuda-custom-fwd-bwd``: ``custom_fwd_bwd.py``.
+- NP306 ``cuda-amp-import``: ``amp_imports.py`` (with ``import_groups.py``, the import edits it makes):
+  ``torch.cuda.amp`` imports left behind once NP301/NP303/NP305 ported their uses (removed, or pointed
+  at ``torch.amp``, version-guarded ``try``/``if`` imports kept valid).
 
 ``common.py`` holds what several of them share: the qualified names of autocast and GradScaler, the
 port of ``torch.cuda.amp.autocast(...)`` to ``torch.autocast(...)`` and the device type (and fix safety)

@@ -89,7 +89,7 @@ class CudaAutocast(PythonRule):
         Valid("import torch\nwith torch.autocast('cpu'):\n    y = model(x)\n"),
         Valid("import torch\nwith torch.autocast(device_type=torch.accelerator.current_accelerator().type):\n"
               "    pass\n", target="accelerator"),
-        Valid("from torch.cuda.amp import autocast\n"),  # the import itself is left alone
+        Valid("from torch.cuda.amp import autocast\n"),  # the import is NP306's business
     ]
     INVALID = [
         Invalid(

@@ -19,9 +19,11 @@ Codes (stable), and the module that holds each rule:
 - NP711 ``gpu-monitoring`` (``nvidia_tools``): ``nvidia-smi`` subprocesses, pynvml / GPUtil / gpustat / nvitop.
 - NP712 ``profiler-activity-cuda`` (``nvidia_tools``): ``ProfilerActivity.CUDA`` ->
   ``ProfilerActivity.PrivateUse1``.
+- NP713 ``cuda-only-custom-op`` (``custom_ops``): custom operators registered only for the CUDA dispatch key
+  or device type (``torch.library.impl``, ``Library.impl``, ``register_kernel``, ``custom_op(device_types=)``).
 - NP720 ``cuda-only-branch`` (``cuda_only_branches``): ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard
   Triton, CUDA extensions, flash-attn, xformers or CUDA graphs (kept as they are; NP102 and NP104 ask
-  ``cuda_only_guards`` and leave them alone). Its code leaves NP713-NP719 free for package rules.
+  ``cuda_only_guards`` and leave them alone). Its code leaves NP714-NP719 free for package rules.
 
 Shared by the package rules: ``common`` (``GuardedRule``, ``PackageRule``, the one-lower severity of
 guarded code); their data: ``tables`` (per-package advice and efforts, call and pattern tables).
