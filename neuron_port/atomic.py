@@ -7,6 +7,7 @@ no temporary file behind when Python can still clean up.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -26,19 +27,35 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
+def check_writable(path: Path) -> None:
+    """Raise OSError (strerror says why) when ``atomic_write(path)`` cannot succeed: ``path`` is a
+    folder, its folder is missing, or no file can be created there (``/proc``, a read-only mount).
+    Tries by creating and removing a temporary file; leaves nothing behind."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
+    if not path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path.parent))
+    fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    os.close(fd)
+    os.unlink(probe)
+
+
 def atomic_write(path: Path, data: bytes, *, durable: bool = False, mode: Optional[int] = None) -> None:
     """Replace ``path`` by ``data`` atomically.
 
     An existing file keeps its mode (and its owner and group where permitted); a new file gets ``mode``,
     or what ``open()`` would give it (0o666 minus the umask). ``durable`` fsyncs the data before the
     rename (the user's source files: a crash right after the rename must not leave an empty file).
+    Whatever fails (the write, the rename over a folder, an exception in between), the temporary file
+    is removed.
     """
     try:
         st: Optional[os.stat_result] = path.stat()
     except FileNotFoundError:
         st = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    tmp: Optional[str] = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:
@@ -54,8 +71,9 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False, mode: Option
             os.chmod(tmp, mode if mode is not None else 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise

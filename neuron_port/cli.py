@@ -213,6 +213,13 @@ def check(
     """
     if not path.is_dir():
         raise _fail_usage(f"{path}: not a folder")
+    if output is not None:  # before the command runs, not after
+        from neuron_port.atomic import check_writable
+
+        try:
+            check_writable(output)
+        except OSError as exc:
+            raise _fail_usage(f"--output {output}: cannot write the report there: {exc.strerror or exc}")
     settings = _settings(path, config, select=select, ignore=ignore,
                          target=target.value if target else None, fail_on=fail_on.value if fail_on else None,
                          unsafe_fixes=unsafe_fixes)
@@ -228,18 +235,25 @@ def check(
                                use_cache=not no_cache, on_output=on_output, **progress)
     except UsageError as exc:
         raise _fail_usage(str(exc))
+    code = exit_code(report, settings.fail_on, pending_fails=False)
     if output is not None:
         from neuron_port.atomic import atomic_write
         from neuron_port.reporters.json_report import render
 
         try:
-            output.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(output, render(report).encode())
         except OSError as exc:
-            err().print(f"neuron-port: cannot write {output}: {exc}", style="bold red", markup=False)
-    code = exit_code(report, settings.fail_on, pending_fails=False)
+            err().print(f"neuron-port: cannot write {output}: {exc.strerror or exc}", style="bold red", markup=False)
+            code = 2
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, folder=path, quiet=quiet)
     reporter(output_format.value)(report, context, Streams(out=out(), err=err()))
+    interrupted = report.runtime.status.interrupted if report.runtime else None
+    if interrupted:  # as a shell reports a program ended by the signal: 130 (SIGINT), 143 (SIGTERM)
+        from neuron_port.check.interrupts import shell_exit_code
+
+        err().print(f"neuron-port: interrupted by {interrupted}: the command and the processes it started were "
+                    "ended; the report covers what ran before", markup=False)
+        code = shell_exit_code(interrupted)
     raise typer.Exit(code)
 
 

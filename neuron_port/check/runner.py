@@ -1,21 +1,22 @@
 """Runs the user's command in a child process with the simulated neuron device switched on.
 
-The child gets NEURON_PORT_SIMULATE=1 and an events folder; its stdout and stderr go to files, which a
-follower thread passes on as they grow (``on_output``: the program's output shows live, as it would
-without `check`), and whose last lines land in the report. Under torchrun each rank's output is also
-kept apart (torchrun's own ``--log-dir`` with ``--tee``), so a failing rank's traceback can be shown.
-A timeout sends SIGTERM to the whole process group (the simulator flushes its events on SIGTERM), then
-SIGKILL after a grace period. Whatever happens to the child (exit code, signal, timeout, OOM kill), the
-caller gets a RunStatus and the events written so far.
+The child gets NEURON_PORT_SIMULATE=1 and an events folder (created here before the command starts; the
+caller removes it); its stdout and stderr go to files, which a follower thread passes on as they grow
+(``on_output``: the program's output shows live, as it would without `check`), and whose last lines
+land in the report. Under torchrun each rank's output is also kept apart (torchrun's own ``--log-dir``
+with ``--tee``), so a failing rank's traceback can be shown. However the run ends (exit, timeout,
+SIGINT or SIGTERM to `check`), every process the command started, in its session or not, is ended
+(process_tree.py: SIGTERM, which the simulator answers by flushing its events, a grace period, then
+SIGKILL), and the caller gets a RunStatus and the events written so far.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,8 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from neuron_port.check.interrupts import Interrupted, InterruptGuard, signal_name
+from neuron_port.check.process_tree import ProcessTree, new_marker
+
 STDERR_TAIL_LINES = 50
-TERM_GRACE_SECONDS = 10.0
+TERM_GRACE_SECONDS = 10.0  # after SIGTERM, before SIGKILL; NEURON_PORT_KILL_GRACE overrides it
 DEFAULT_TIMEOUT_SECONDS = 1800
 
 
@@ -59,10 +63,11 @@ class RunStatus:
     stdout_tail: list[str] = field(default_factory=list)
     error: Optional[str] = None  # could not start
     ranks: list[RankLog] = field(default_factory=list)  # torchrun runs: each worker's own output
+    interrupted: Optional[str] = None  # "SIGINT" / "SIGTERM": `check` itself was stopped, and the command
 
     @property
     def succeeded(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and self.error is None
+        return self.exit_code == 0 and not self.timed_out and self.error is None and self.interrupted is None
 
     def to_json(self) -> dict:
         return {
@@ -76,6 +81,7 @@ class RunStatus:
             "stdout_tail": self.stdout_tail,
             **({"error": self.error} if self.error else {}),
             **({"ranks": [r.to_json() for r in self.ranks]} if self.ranks else {}),
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
 
@@ -110,13 +116,31 @@ def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Pa
             raise CommandError("--nproc needs a Python command (python script.py ... or python -m module ...)")
         rest = argv[1:]
         argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *rest]
-    elif shutil.which(argv[0]) is None and not (cwd or Path.cwd()).joinpath(argv[0]).exists():
-        raise CommandError(f"command not found: {argv[0]}")
+    else:
+        check_program(argv[0], cwd or Path.cwd())
     # torchrun's options come first; a log option anywhere (even the script's own) leaves the user's setup alone
     if rank_logs is not None and tuple(argv[1:3]) == TORCHRUN and not any(
             a.split("=")[0] in TORCHRUN_LOG_OPTIONS for a in argv[3:]):
         argv[3:3] = ["--log-dir", str(rank_logs), "--tee", "3"]
     return argv
+
+
+def check_program(program: str, cwd: Path) -> None:
+    """A clear CommandError for a program that cannot run: missing, a folder, not executable."""
+    if os.sep not in program:
+        if shutil.which(program) is None:
+            if cwd.joinpath(program).exists():  # as a shell would: a bare name is looked up in PATH only
+                raise CommandError(f"command not found: {program} (to run the file in {cwd}, write ./{program})")
+            raise CommandError(f"command not found: {program}")
+        return
+    where = cwd.joinpath(program)
+    if not where.exists():
+        raise CommandError(f"command not found: {program} (no such file: {where})")
+    if where.is_dir():
+        raise CommandError(f"cannot run {program}: {where} is a folder, not a program")
+    if not os.access(where, os.X_OK):
+        raise CommandError(f"cannot run {program}: {where} is not executable "
+                           f"(chmod +x {program}, or name its interpreter: bash {program} / python {program})")
 
 
 def read_rank_logs(folder: Path, lines: int = STDERR_TAIL_LINES) -> list[RankLog]:
@@ -130,11 +154,18 @@ def read_rank_logs(folder: Path, lines: int = STDERR_TAIL_LINES) -> list[RankLog
             for rank, d in sorted(newest.items())]
 
 
-def _signal_name(number: int) -> str:
+def kill_grace() -> float:
+    """Seconds between SIGTERM and SIGKILL when the command's processes are ended."""
+    value = os.environ.get("NEURON_PORT_KILL_GRACE")
+    if value is None:
+        return TERM_GRACE_SECONDS
     try:
-        return signal.Signals(number).name
+        grace = float(value)
     except ValueError:
-        return f"signal {number}"
+        raise CommandError(f"NEURON_PORT_KILL_GRACE={value!r}: not a number of seconds") from None
+    if not grace >= 0:
+        raise CommandError(f"NEURON_PORT_KILL_GRACE={value!r}: must be 0 or more seconds")
+    return grace
 
 
 def run_command(
@@ -147,72 +178,93 @@ def run_command(
     while_running: Optional[Callable[[], None]] = None,
     on_output: Optional[OutputSink] = None,
     rank_logs: Optional[Path] = None,
+    guard: Optional[InterruptGuard] = None,
 ) -> RunStatus:
     """Run ``argv``; ``while_running`` is called once right after the child started (the parent's own
     work, e.g. the static scan, then overlaps with the child's start-up instead of adding to it).
     ``on_output(stream, text)`` gets the child's output as it is written ("stdout" or "stderr").
-    ``rank_logs``: the folder given to torchrun's ``--log-dir`` (see build_command)."""
+    ``rank_logs``: the folder given to torchrun's ``--log-dir`` (see build_command). ``guard``: the
+    signals `check` got (then ``status.interrupted`` is set and the command's processes are ended).
+    Raises CommandError when the command cannot be started."""
+    guard = guard or InterruptGuard()  # not entered: only a record nobody writes to
+    grace = kill_grace()
     status = RunStatus(command=argv)
+    tree = ProcessTree(new_marker())
     env = dict(os.environ)
-    env.update(
-        NEURON_PORT_SIMULATE="1",
-        NEURON_PORT_EVENTS_DIR=str(events_dir),
-        PYTHONUNBUFFERED="1",
-    )
+    env.update({"NEURON_PORT_SIMULATE": "1", "NEURON_PORT_EVENTS_DIR": str(events_dir), "PYTHONUNBUFFERED": "1",
+                tree.marker: "1"})
     if extra_env:
         env.update(extra_env)
-    out_dir = Path(tempfile.mkdtemp(prefix="neuron-port-output-"))
-    stdout_path, stderr_path = out_dir / "stdout", out_dir / "stderr"
-    start = time.monotonic()
+    events_dir.mkdir(parents=True, exist_ok=True)  # before the command starts; the caller removes it
+    out_dir: Optional[Path] = None
     follower: Optional[_OutputFollower] = None
+    proc: Optional[subprocess.Popen] = None
+    start = time.monotonic()
     try:
+        out_dir = Path(tempfile.mkdtemp(prefix="neuron-port-output-"))
+        stdout_path, stderr_path = out_dir / "stdout", out_dir / "stderr"
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             try:
                 proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                         start_new_session=True)
             except OSError as exc:
-                status.error = f"cannot start {shlex.join(argv)}: {exc.strerror or exc}"
-                return status
+                raise CommandError(f"cannot run {shlex.join(argv)}: {_start_failure(exc)}") from None
+            tree.leader = proc.pid
             deadline = start + timeout
             if on_output is not None:
                 follower = _OutputFollower(stdout_path, stderr_path, on_output)
-            if while_running is not None:
-                try:
-                    while_running()
-                except BaseException:
-                    _terminate_group(proc)
-                    raise
-            while True:
-                try:
-                    proc.wait(timeout=0.25)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                now = time.monotonic()
-                if on_tick:
-                    on_tick(now - start)
-                if now >= deadline:
-                    status.timed_out = True
-                    _terminate_group(proc)
-                    break
+            try:
+                if while_running is not None:
+                    with guard.cuttable():
+                        while_running()
+                while guard.signum is None:
+                    try:
+                        proc.wait(timeout=0.25)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    now = time.monotonic()
+                    if on_tick:
+                        on_tick(now - start)
+                    if now >= deadline:
+                        status.timed_out = True
+                        break
+            except Interrupted:
+                pass  # recorded in the guard
+            # the command's processes, wherever they are: all of them on a timeout or an interrupt, the
+            # ones left behind (daemons, a setsid grandchild) after a normal exit
+            tree.end(grace, hurry=guard.hurry)
+            proc.wait()
+            status.interrupted = guard.interrupted
             status.duration = time.monotonic() - start
             code = proc.returncode
+            status.exit_code = code
             if code is not None and code < 0:
-                status.signal = _signal_name(-code)
-                status.exit_code = code
-            else:
-                status.exit_code = code
-                # torchrun reports a child's signal as exit code 1 and says so in its log; shells use 128+n
+                status.signal = signal_name(-code)
+            # torchrun reports a child's signal as exit code 1 and says so in its log; shells use 128+n
         status.stderr_tail = _tail(stderr_path, STDERR_TAIL_LINES)
         status.stdout_tail = _tail(stdout_path, 20)
         if rank_logs is not None and rank_logs.is_dir():
             status.ranks = read_rank_logs(rank_logs)
     finally:
+        if proc is None or proc.returncode is None:  # an error of our own: still leave nothing running
+            tree.end(grace, hurry=guard.hurry)
+            if proc is not None:
+                proc.wait()
         if follower is not None:  # the rest of the output, before the files go
             follower.finish()
         status.processes = len(list(events_dir.glob("*.jsonl"))) if events_dir.exists() else 0
-        shutil.rmtree(out_dir, ignore_errors=True)
+        if out_dir is not None:
+            shutil.rmtree(out_dir, ignore_errors=True)
     return status
+
+
+def _start_failure(exc: OSError) -> str:
+    if exc.errno == errno.ENOEXEC:
+        return "not a program the system can start (a script needs a #! line, or name its interpreter)"
+    if exc.errno == errno.EACCES:
+        return "permission denied (not executable, or a folder)"
+    return exc.strerror or str(exc)
 
 
 class _OutputFollower:
@@ -254,21 +306,6 @@ class _OutputFollower:
         self._stop.set()
         self._thread.join()
         self._pass_on()
-
-
-def _terminate_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=TERM_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
 
 
 def _tail(path: Path, lines: int) -> list[str]:

@@ -3,7 +3,8 @@ folder, or in a rewritten preview copy), the events it wrote, and one Report wit
 
 Without a preview, the static scan runs while the command starts up (it needs nothing from the run);
 with one, the scan comes first because the copy is made from its rewrites. Temporary folders (events,
-the preview copy) are removed whatever happens.
+the preview copy, torchrun's logs) are removed whatever happens. SIGINT and SIGTERM (interrupts.py) end
+the command's processes; the report then covers what ran before, with ``runtime.status.interrupted``.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
-from neuron_port.check.preview import make_preview
-from neuron_port.check.runner import CommandError, OutputSink, build_command, run_command
+from neuron_port.check.interrupts import Interrupted, InterruptGuard
+from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, run_from_original
+from neuron_port.check.runner import CommandError, OutputSink, RunStatus, build_command, run_command
 from neuron_port.check.events import read_events
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
 from neuron_port.config import Settings
 from neuron_port.errors import UsageError
 from neuron_port.report import Report
+from neuron_port.results import FileError
 from neuron_port.rewrite.scan import scan_project
 from neuron_port.rules.registry import is_selected
 
@@ -53,38 +56,63 @@ def run_check(
     if not command:
         raise UsageError("no command to run: give one after `--` (neuron-port check PATH -- python train.py) "
                          "or set check-command in [tool.neuron-port]")
-    scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
-    rank_logs = scratch / "ranks"
-    try:
-        argv = build_command(command, nproc, cwd=path, rank_logs=rank_logs)
-    except CommandError as exc:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise UsageError(str(exc)) from None
+    with InterruptGuard() as guard:
+        return _run(path, command, settings, guard, nproc=nproc, timeout=timeout, preview=preview,
+                    use_cache=use_cache, on_tick=on_tick, on_output=on_output)
 
+
+def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGuard, *, nproc: Optional[int],
+         timeout: float, preview: bool, use_cache: bool, on_tick: Optional[Callable[[float], None]],
+         on_output: Optional[OutputSink]) -> Report:
     static: list[Report] = []
 
     def scan() -> None:
         static.append(scan_project([path], settings, command="check", relative_to=path, use_cache=use_cache))
 
+    shown = shown_command(command, nproc)
+    scratch: Optional[Path] = None
+    tree: Optional[PreviewTree] = None
     try:
-        tree = None
+        scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
+        rank_logs, events_dir = scratch / "ranks", scratch / "events"
+        argv = build_command(command, nproc, cwd=path, rank_logs=rank_logs)
         cwd = path.resolve()
         if preview:  # the copy needs the rewrites first
-            scan()
-            rewritten = {Path(r.real_path): r.new_bytes for r in static[0].files if r.changed and r.new_bytes}
-            tree = make_preview(path, rewritten, scratch / "tree")
+            try:
+                with guard.cuttable():
+                    scan()
+                    rewritten = {Path(r.real_path): r.new_bytes for r in static[0].files if r.changed and r.new_bytes}
+                    tree = make_preview(path, rewritten, scratch / "tree")
+            except Interrupted:
+                return _interrupted_before_start(path, shown, guard, settings, static)
             cwd = tree.root
-        events_dir = scratch / "events"
-        events_dir.mkdir()
+            argv = run_from_original(argv, path, tree)
         status = run_command(argv, cwd, events_dir, timeout, while_running=None if preview else scan,
-                             on_tick=on_tick, on_output=on_output, rank_logs=rank_logs)
-        status.command = shown_command(command, nproc)
+                             on_tick=on_tick, on_output=on_output, rank_logs=rank_logs, guard=guard)
+        status.command = shown
         runtime, findings = build_runtime(read_events(events_dir), status, SiteMapper(path, tree))
+    except (CommandError, PreviewError) as exc:
+        raise UsageError(str(exc)) from None
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if not static:  # the command could not start, so the scan did not run alongside it
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if not static and not status.interrupted:  # the scan did not run alongside the command
         scan()
-    report = static[0]
+    report = static[0] if static else Report(command="check", target=settings.target)
+    report.runtime = runtime
+    report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]
+    if tree is not None:  # links the copy could only keep as they are
+        report.errors.extend(FileError(rel, f"{what}: kept as it is in the --preview copy")
+                             for rel, what in tree.problems)
+    return report
+
+
+def _interrupted_before_start(path: Path, shown: list[str], guard: InterruptGuard, settings: Settings,
+                              static: list[Report]) -> Report:
+    """The report when `check` was stopped before the command started: the scan, if it finished."""
+    status = RunStatus(command=shown, interrupted=guard.interrupted)
+    runtime, findings = build_runtime([], status, SiteMapper(path, None))
+    report = static[0] if static else Report(command="check", target=settings.target)
     report.runtime = runtime
     report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]
     return report
