@@ -35,7 +35,10 @@ def check_writable(path: Path) -> None:
         raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
     if not path.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path.parent))
-    fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, f"no file can be created in {path.parent} ({exc.strerror})", str(path)) from None
     os.close(fd)
     os.unlink(probe)
 

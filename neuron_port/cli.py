@@ -209,7 +209,8 @@ def check(
     shapes that recompile, torch.compile recompiles, float64 demotions, unsupported features and
     distributed constraints, each at the user line that caused it, plus the static findings for PATH.
     Exit code 0 when the command succeeded and nothing at or above --fail-on was found; 1 otherwise;
-    2 for usage errors.
+    2 for usage errors; 130 / 143 when interrupted by SIGINT / SIGTERM (the command's processes are
+    ended and the report of what ran is still written).
     """
     if not path.is_dir():
         raise _fail_usage(f"{path}: not a folder")

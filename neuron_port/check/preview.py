@@ -5,8 +5,9 @@ The copy is a real copy, so the command can change nothing of the project: each 
 (copy-on-write, FICLONE, where the filesystem offers it: instant and free) or else copied, up to
 NEURON_PORT_PREVIEW_MAX_COPY_MB of copied bytes (default 2048); a bigger project is refused with a
 message naming the largest files, rather than linked (a link would let writes through). Symbolic
-links are kept as links: into the tree they point to the copy's counterpart, out of it to the same
-place as before (outside the project); a loop or a dangling link is copied as it is and reported.
+links are kept as links: into the tree they point to the copy's counterpart (dangling if that is in a
+skipped tool folder), out of it to the same place as before (outside the project); a loop or a
+dangling link is copied as it is (a loop is reported).
 Tool folders are skipped, not copied: version control (.git ...), caches (__pycache__ ...) and
 environments (.venv, venv, any folder with a pyvenv.cfg, node_modules ...) are not the project's
 code or data, can be huge, and regenerate; a command whose program lies in one (.venv/bin/python) runs
@@ -16,6 +17,7 @@ it from the project (``run_from_original``). Build outputs (build/, dist/) are c
 from __future__ import annotations
 
 import difflib
+import errno
 import fcntl
 import os
 import shutil
@@ -158,23 +160,18 @@ def _copy_link(src: Path, dst: Path, tree: PreviewTree) -> None:
     try:
         real = src.resolve(strict=True)
     except (OSError, RuntimeError) as exc:  # RuntimeError: Python < 3.13 reports a loop so
-        looped = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == 40  # ELOOP
-        tree.problems.append((rel, "symbolic link loop" if looped else "dangling symbolic link"))
+        if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP:
+            tree.problems.append((rel, "symbolic link loop"))  # a dangling link is common and harmless
         _do(src, lambda: os.symlink(os.readlink(src), dst))  # as it is: the program sees what it would see
         return
     try:
         inside = real.relative_to(tree.original_root)
     except ValueError:
         inside = None
-    if inside is not None and not _in_skipped(inside):
-        target = os.path.relpath(tree.root / inside, dst.parent)
-    else:  # outside the project, or into a skipped tool folder: the same place as before
-        target = str(real)
+    # into the project: the copy's counterpart (which a skipped tool folder lacks: then the link dangles,
+    # as writes through it must not reach the original); outside it: the same place as before
+    target = os.path.relpath(tree.root / inside, dst.parent) if inside is not None else str(real)
     _do(src, lambda: os.symlink(target, dst))
-
-
-def _in_skipped(rel: Path) -> bool:
-    return any(part in SKIPPED_FOLDERS for part in rel.parts)
 
 
 def _too_big(root: Path, budget: int) -> str:
