@@ -96,6 +96,8 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+    # a signal while the events were read: the run is complete, but check still exits as interrupted
+    status.interrupted = status.interrupted or guard.interrupted
     if not static and not status.interrupted:  # the scan did not run alongside the command
         scan()
     report = static[0] if static else Report(command="check", target=settings.target)

@@ -159,3 +159,22 @@ def test_processes_left_behind_by_a_command_that_succeeded_are_ended(tmp_path, r
     assert doc["runtime"]["status"]["exit_code"] == 0, doc["runtime"]["status"]["stderr_tail"]
     assert code == 0, stderr
     assert not list((tmp_path / "tmpdir").iterdir())
+
+
+def test_interrupted_while_the_preview_copy_is_made(tmp_path, report_schema):
+    project = make_project(tmp_path)
+    for i in range(4000):  # a copy that takes a while
+        (project / f"file{i}.txt").write_text("x")
+    proc, tag, report = start_check(tmp_path, project, "--preview")
+    tmpdir = tmp_path / "tmpdir"
+    wait_for(lambda: any(tmpdir.glob("neuron-port-check-*/tree")) or proc.poll() is not None, 120,
+             "the preview copy to start")
+    proc.send_signal(signal.SIGINT)
+    code, stderr = finish(proc, tag)
+    assert code == 130, stderr
+    doc = json.loads(report.read_text())
+    jsonschema.validate(doc, report_schema)
+    assert doc["runtime"]["status"]["interrupted"] == "SIGINT"
+    assert doc["runtime"]["status"]["exit_code"] is None  # the command never started
+    assert not (project / "pids").exists()
+    assert not list(tmpdir.iterdir())

@@ -148,3 +148,22 @@ def test_a_project_too_big_to_copy_is_refused_with_the_largest_file_named(tmp_pa
         assert "weights.bin (3 MB)" in result.stderr and "NEURON_PORT_PREVIEW_MAX_COPY_MB" in result.stderr
     assert tree_state(project) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["project"]
+
+
+def test_a_program_in_a_skipped_environment_runs_from_the_project(tmp_path):
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("import sys, pathlib\nprint('prefix', sys.prefix)\n"
+                                      "pathlib.Path('out.txt').write_text('ran')\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project / ".venv")], check=True)
+    before = tree_state(project)
+    result = run_cli("check", str(project), "--preview", "--output-format", "json", "--no-cache",
+                     "--", ".venv/bin/python", "train.py", env={"TMPDIR": str(tmp_path)})
+    doc = json.loads(result.stdout)
+    status = doc["runtime"]["status"]
+    assert status["exit_code"] == 0, status["stderr_tail"]
+    assert f"prefix {project.resolve() / '.venv'}" in status["stdout_tail"]  # the project's venv, not a copy
+    assert tree_state(project) == before  # out.txt went to the copy
