@@ -122,7 +122,9 @@ def check(
     changed. ``timeout`` (seconds, default 30 minutes): SIGTERM, then SIGKILL. ``on_tick(seconds)`` is
     called about four times a second while the command runs; ``on_output(stream, text)`` gets the
     command's output as it is written (stream "stdout" or "stderr"; without it the output is only kept
-    for the report's tails). Needs torch (the `sim` extra)."""
+    for the report's tails). SIGINT or SIGTERM while it runs (in the main thread) end every process the
+    command started and return the report of what ran, with ``runtime.status.interrupted`` set. A
+    command that cannot start raises UsageError. Needs torch (the `sim` extra)."""
     from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
     from neuron_port.check.session import run_check
 
