@@ -59,6 +59,8 @@ def outcome_text(report: Report) -> str:
         return f"could not start: {status.error}"
     if status.timed_out:
         return f"timed out after {duration:.0f} s"
+    if status.interrupted:
+        return f"interrupted ({status.interrupted}) after {duration:.1f} s"
     if status.signal:
         return f"killed by {status.signal}"
     if status.exit_code != 0:

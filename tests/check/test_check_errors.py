@@ -4,6 +4,10 @@ before the command runs, and nothing left behind (no report temp file, no tempor
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -82,16 +86,26 @@ def test_check_writable_accepts_a_new_or_existing_file_and_leaves_nothing(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_check_writable_refuses_a_read_only_folder(tmp_path):
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
+def test_a_read_only_output_folder_fails_before_the_command_runs(project):
+    """A folder the user may not write into. Root may write anywhere, so as root (CI) the real CLI runs as
+    `nobody`, in a world-readable folder of its own."""
+    base = Path(tempfile.mkdtemp(prefix="np-read-only-"))
     try:
-        with pytest.raises(PermissionError):
-            check_writable(folder / "r.json")
+        base.chmod(0o755)
+        (base / "train.py").write_text(MARKER_SCRIPT)
+        folder = base / "ro"
+        folder.mkdir(mode=0o555)
+        folder.chmod(0o555)
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        result = subprocess.run(
+            [*as_nobody, sys.executable, "-m", "neuron_port", "check", str(base), "-o", str(folder / "r.json"),
+             "--", "python", "train.py"], cwd=base, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, result.stderr
+        assert "cannot write the report there" in result.stderr and "Permission denied" in result.stderr
+        assert not (base / "ran").exists() and list(folder.iterdir()) == []
     finally:
-        folder.chmod(0o755)
+        (base / "ro").chmod(0o755)
+        shutil.rmtree(base)
 
 
 @pytest.mark.parametrize("make_target", [

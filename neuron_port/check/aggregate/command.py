@@ -113,6 +113,8 @@ def describe_failure(status: RunStatus) -> str:
         return f"could not start: {status.error}"
     if status.timed_out:
         return f"timed out after {status.duration:.0f} s"
+    if status.interrupted:
+        return f"was stopped: check was interrupted ({status.interrupted})"
     if status.signal:
         return f"was killed by {status.signal}"
     return f"exited with code {status.exit_code}"
