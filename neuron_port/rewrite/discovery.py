@@ -75,16 +75,38 @@ class _Gitignores:
             return None
         patterns = []
         for number, line in enumerate(lines, start=1):
-            try:
-                pattern = GitWildMatchPattern(line)
-            except (ValueError, re.error) as exc:  # GitWildMatchPatternError is a ValueError
-                reason = "a bad character range" if isinstance(exc, re.error) else "not a pattern git can use"
-                log.warning("neuron-port: warning: %s:%d: `%s` ignored: %s (git ignores it too)",
-                            _display(ignore_file, self.cwd), number, line, reason)
-                continue
-            if pattern.include is not None:
+            pattern, problem = _git_pattern(line)
+            if problem is not None:
+                log.warning("neuron-port: warning: %s:%d: `%s` %s", _display(ignore_file, self.cwd), number, line,
+                            problem)
+            if pattern is not None and pattern.include is not None:
                 patterns.append(pattern)
         return pathspec.PathSpec(patterns)
+
+
+# a bracket expression of a pattern: [...] or [!...] / [^...], where a "]" right after the opening is literal
+BRACKET_RE = re.compile(r"\[[!^]?\]?[^\]]*\]")
+RANGE_RE = re.compile(r"([^\\])-([^\\\]])")
+
+
+def _git_pattern(line: str) -> tuple[Optional[GitWildMatchPattern], Optional[str]]:
+    """A .gitignore line as git reads it, and what to warn about (None: nothing).
+
+    A lone ``!`` and a trailing backslash match nothing in git; pathspec refuses them, so the line is
+    dropped. A reversed range (``[z-a]``) is no error in git: its wildmatch compares each character of
+    a bracket before it sees the ``-``, so ``[z-a]`` matches ``z`` alone; pathspec's regex refuses it, so
+    it is read as git reads it."""
+    try:
+        return GitWildMatchPattern(line), None
+    except re.error:
+        fixed = BRACKET_RE.sub(lambda bracket: RANGE_RE.sub(
+            lambda r: r.group(1) if r.group(1) > r.group(2) else r.group(0), bracket.group(0)), line)
+        try:
+            return GitWildMatchPattern(fixed), f"has a reversed range; read as `{fixed}`, as git does"
+        except (ValueError, re.error):
+            return None, "cannot be read; ignored"
+    except ValueError:  # GitWildMatchPatternError
+        return None, "matches nothing in git (a lone `!` or a trailing backslash); ignored"
 
 
 def _excluded(rel: str, name: str, patterns: Sequence[str]) -> bool:
