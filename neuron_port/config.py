@@ -67,6 +67,11 @@ def show(value: Any) -> str:
     return str(value)
 
 
+def at(path: Path, line: Optional[int] = None) -> str:
+    """``path:line`` for messages (just the path when the line is not known)."""
+    return f"{display(path)}:{line}" if line else display(path)
+
+
 def display(path: Path) -> str:
     """A path for messages: relative to the working directory when it is inside it."""
     try:
@@ -219,12 +224,12 @@ def _tool_table(data: dict, text: str, path: Path) -> Optional[dict]:
         return None
     if not isinstance(tool, dict):
         line = key_line(text, "tool")
-        raise ConfigError(f"{display(path)}{f':{line}' if line else ''}: `tool` must be a table (it holds {TABLE}), "
+        raise ConfigError(f"{at(path, line)}: `tool` must be a table (it holds {TABLE}), "
                           f"not {_toml_type(tool)}")
     table = tool.get("neuron-port")
     if table is not None and not isinstance(table, dict):
         line = key_line(text, "neuron-port")
-        raise ConfigError(f"{display(path)}{f':{line}' if line else ''}: {TABLE} must be a table, not {_toml_type(table)}")
+        raise ConfigError(f"{at(path, line)}: {TABLE} must be a table, not {_toml_type(table)}")
     return table
 
 
@@ -241,8 +246,7 @@ class _Checker:
         self.path, self.text, self.table = path, text, table
 
     def fail(self, key: str, problem: str) -> ConfigError:
-        line = key_line(self.text, key, after=TABLE)
-        where = f"{display(self.path)}:{line}" if line else display(self.path)
+        where = at(self.path, key_line(self.text, key, after=TABLE))
         return ConfigError(f"{where}: {TABLE} {key} = {show(self.table[key])}: {problem}")
 
     def string_list(self, key: str) -> tuple[str, ...]:
@@ -300,7 +304,7 @@ def settings_from_table(path: Path, text: str, table: dict) -> Settings:
     unknown = sorted(set(table) - KEYS)
     if unknown:
         line = key_line(text, unknown[0], after=TABLE)
-        raise ConfigError(f"{display(path)}{f':{line}' if line else ''}: unknown key(s) in {TABLE}: {', '.join(unknown)} "
+        raise ConfigError(f"{at(path, line)}: unknown key(s) in {TABLE}: {', '.join(unknown)} "
                           f"(known: {', '.join(sorted(KEYS))})")
     values: dict[str, Any] = {}
     if "select" in table:

@@ -4,8 +4,9 @@ Directories are walked without following symlinked folders (so loops cannot happ
 followed only when they point inside the walked tree. A path given on the command line whose target
 (through symlinks) is outside the tree is refused (UsageError). Only regular files are taken: a FIFO,
 device or socket named ``x.py`` is never opened (opening a FIFO for reading waits for a writer).
-A .gitignore line that git cannot use (a lone ``!``, a trailing backslash, a range such as ``[z-a]``)
-matches nothing in git; here too, with one warning naming file:line.
+.gitignore lines are read as git reads them, with one warning naming file:line where pathspec would
+refuse them: a lone ``!`` or a trailing backslash matches nothing, a reversed range ``[z-a]`` matches
+its first character. Never fatal.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def _explicit_problem(p: Path, real: Path) -> Optional[str]:
+def _explicit_problem(real: Path) -> Optional[str]:
     """Why a file given on the command line cannot be read as a source file (None: it can)."""
     try:
         mode = real.stat().st_mode
@@ -185,7 +186,7 @@ def discover(
         if not p.is_dir():
             if _excluded(_display(p, cwd), p.name, exclude):
                 continue
-            problem = _explicit_problem(p, real)
+            problem = _explicit_problem(real)
             if problem is not None:
                 problems.append((given, problem))
                 continue

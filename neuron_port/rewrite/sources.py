@@ -79,11 +79,9 @@ def encode_source(text: str, encoding: str, path: str) -> bytes:
 
 def file_type_name(mode: int) -> str:
     """What a non-regular file is, for messages."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "an unknown kind of file")
 
 
 def read_regular_bytes(path: Path, display: str) -> bytes:
