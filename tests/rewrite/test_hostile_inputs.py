@@ -37,6 +37,10 @@ def test_item06_fifo_named_py_is_skipped(tmp_path, cli):
     os.mkfifo(tmp_path / "x.py")
     os.mkfifo(tmp_path / "pkg" / "run.sh")
     os.mkfifo(tmp_path / ".gitignore")  # read by discovery: must not block either
+    try:  # /dev/zero as zero.py: a read would never end (needs CAP_MKNOD; containers may refuse it)
+        os.mknod(tmp_path / "pkg" / "zero.py", 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+    except (PermissionError, OSError):
+        pass
     sock = socket.socket(socket.AF_UNIX)
     here = os.getcwd()
     try:
