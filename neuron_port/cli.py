@@ -64,7 +64,8 @@ FormatOption = Annotated[OutputFormat, typer.Option(
 FailOnOption = Annotated[Optional[FailOn], typer.Option(
     "--fail-on", help="Lowest severity that makes the exit code 1 (error, warning, info, never). Default: error.")]
 ConfigOption = Annotated[Optional[Path], typer.Option(
-    "--config", help="pyproject.toml to read [tool.neuron-port] from (default: the nearest one above the path).")]
+    "--config", help="pyproject.toml to read [tool.neuron-port] from (default: the closest one above the path "
+                     "with that table, up to the repository root or, outside one, the working directory).")]
 NoCacheOption = Annotated[bool, typer.Option(
     "--no-cache", help="Do not read or write the result cache of the static scan (.neuron-port-cache/ next to "
                        "pyproject.toml); every file is processed.")]
@@ -129,8 +130,8 @@ def rewrite(
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable)."),
     fail_on: FailOnOption = None,
     max_file_size: Optional[float] = typer.Option(None, "--max-file-size", min=0,
-                                                  help="Skip (and report) files larger than this many MB; "
-                                                       "0 = no limit. Default: 2."),
+                                                  help="Skip (and report) files larger than this many MB "
+                                                       "(at most 10000); 0 = no limit. Default: 2."),
     config: ConfigOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only findings and errors."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list fixed findings and skipped paths."),

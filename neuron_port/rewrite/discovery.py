@@ -1,20 +1,35 @@
 """Discovery: the source files under the given paths, honouring .gitignore files and excludes.
 
 Directories are walked without following symlinked folders (so loops cannot happen); file symlinks are
-followed only when they point inside the walked tree.
+followed only when they point inside the walked tree. A path given on the command line whose target
+(through symlinks) is outside the tree is refused (UsageError). Only regular files are taken: a FIFO,
+device or socket named ``x.py`` is never opened (opening a FIFO for reading waits for a writer).
+.gitignore lines are read as git reads them, with one warning naming file:line where pathspec would
+refuse them: a lone ``!`` or a trailing backslash matches nothing, a reversed range ``[z-a]`` matches
+its first character. Never fatal.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
+import logging
 import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import pathspec
+from pathspec.patterns import GitWildMatchPattern
 
-from neuron_port.rewrite.sources import SOURCE_SUFFIXES
+from neuron_port.errors import UsageError
+from neuron_port.rewrite.sources import SOURCE_SUFFIXES, file_type_name
+
+# Warnings that are not about one file's result (a .gitignore line), for the CLI's stderr; the API's
+# callers see them through logging.
+log = logging.getLogger("neuron_port")
 
 # Folders no one wants scanned (as ruff's defaults).
 DEFAULT_EXCLUDES = (
@@ -40,13 +55,59 @@ def _display(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def _load_gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
-    ignore_file = folder / ".gitignore"
+class _Gitignores:
+    """Each folder's .gitignore, read once per run (so a bad line warns once)."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.specs: dict[Path, Optional[pathspec.PathSpec]] = {}
+
+    def load(self, folder: Path) -> Optional[pathspec.PathSpec]:
+        if folder not in self.specs:
+            self.specs[folder] = self._read(folder / ".gitignore")
+        return self.specs[folder]
+
+    def _read(self, ignore_file: Path) -> Optional[pathspec.PathSpec]:
+        try:
+            if not stat.S_ISREG(ignore_file.stat().st_mode):
+                return None  # a FIFO named .gitignore is never opened
+            lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+        patterns = []
+        for number, line in enumerate(lines, start=1):
+            pattern, problem = _git_pattern(line)
+            if problem is not None:
+                log.warning("neuron-port: warning: %s:%d: `%s` %s", _display(ignore_file, self.cwd), number, line,
+                            problem)
+            if pattern is not None and pattern.include is not None:
+                patterns.append(pattern)
+        return pathspec.PathSpec(patterns)
+
+
+# a bracket expression of a pattern: [...] or [!...] / [^...], where a "]" right after the opening is literal
+BRACKET_RE = re.compile(r"\[[!^]?\]?[^\]]*\]")
+RANGE_RE = re.compile(r"([^\\])-([^\\\]])")
+
+
+def _git_pattern(line: str) -> tuple[Optional[GitWildMatchPattern], Optional[str]]:
+    """A .gitignore line as git reads it, and what to warn about (None: nothing).
+
+    A lone ``!`` and a trailing backslash match nothing in git; pathspec refuses them, so the line is
+    dropped. A reversed range (``[z-a]``) is no error in git: its wildmatch compares each character of
+    a bracket before it sees the ``-``, so ``[z-a]`` matches ``z`` alone; pathspec's regex refuses it, so
+    it is read as git reads it."""
     try:
-        lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+        return GitWildMatchPattern(line), None
+    except re.error:
+        fixed = BRACKET_RE.sub(lambda bracket: RANGE_RE.sub(
+            lambda r: r.group(1) if r.group(1) > r.group(2) else r.group(0), bracket.group(0)), line)
+        try:
+            return GitWildMatchPattern(fixed), f"has a reversed range; read as `{fixed}`, as git does"
+        except (ValueError, re.error):
+            return None, "cannot be read; ignored"
+    except ValueError:  # GitWildMatchPatternError
+        return None, "matches nothing in git (a lone `!` or a trailing backslash); ignored"
 
 
 def _excluded(rel: str, name: str, patterns: Sequence[str]) -> bool:
@@ -55,6 +116,41 @@ def _excluded(rel: str, name: str, patterns: Sequence[str]) -> bool:
         if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(rel, f"{pattern}/*"):
             return True
     return False
+
+
+def _lexical_root(path: Path) -> Path:
+    """The tree a path given on the command line belongs to, found without following symlinks: the
+    nearest folder above it with ``.git`` or ``pyproject.toml`` (the project), else its own folder."""
+    parent = Path(os.path.abspath(path)).parent
+    for folder in (parent, *parent.parents):
+        if (folder / ".git").exists() or (folder / "pyproject.toml").is_file():
+            return folder
+    return parent
+
+
+def _tree_roots(paths: Sequence[str]) -> list[Path]:
+    """The resolved folders a given path may lead into: each given folder that is not itself a symlink,
+    and the project (see _lexical_root) of each given file or symlink."""
+    roots = []
+    for given in paths:
+        p = Path(given)
+        roots.append(p.resolve() if p.is_dir() and not p.is_symlink() else _lexical_root(p).resolve())
+    return roots
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _explicit_problem(real: Path) -> Optional[str]:
+    """Why a file given on the command line cannot be read as a source file (None: it can)."""
+    try:
+        mode = real.stat().st_mode
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        return f"not a regular file ({file_type_name(mode)}); not read"
+    return None
 
 
 def discover(
@@ -67,48 +163,64 @@ def discover(
 
     Directories are walked without following symlinked folders (so loops cannot happen); file
     symlinks are followed only when they point inside the walked tree. ``.gitignore`` files are
-    honoured per folder; files given explicitly are always taken unless excluded.
+    honoured per folder; files given explicitly are always taken unless excluded. Raises UsageError
+    for a given path that leads, through a symlink, outside every given folder and project.
     """
     cwd = cwd or Path.cwd()
     found: dict[Path, SourceFile] = {}
     problems: list[tuple[str, str]] = []
+    gitignores = _Gitignores(cwd)
+    roots = _tree_roots([given for given in paths if Path(given).exists()])
     for given in paths:
         p = Path(given)
         if not p.exists() and not p.is_symlink():
             problems.append((given, "no such file or directory"))
             continue
-        if p.is_file():
-            if p.is_symlink() and not p.exists():
-                problems.append((given, "broken symlink"))
-                continue
-            real = p.resolve()
-            if _excluded(_display(p, cwd), p.name, exclude):
-                continue
-            found.setdefault(real, SourceFile(_display(p.absolute(), cwd), real))
-            continue
         if p.is_symlink() and not p.exists():
             problems.append((given, "broken symlink"))
             continue
-        root = p.resolve()
-        for file in _walk(root, exclude, suffixes, problems, cwd):
+        real = p.resolve()
+        if not _inside(real, roots):
+            raise UsageError(f"{given}: leads through a symlink to {real}, outside the tree; not followed "
+                             "(symlinks are followed only to files inside the given folders or the project)")
+        if not p.is_dir():
+            if _excluded(_display(p, cwd), p.name, exclude):
+                continue
+            problem = _explicit_problem(real)
+            if problem is not None:
+                problems.append((given, problem))
+                continue
+            found.setdefault(real, SourceFile(_display(p.absolute(), cwd), real))
+            continue
+        root = real
+        for file in _walk(root, exclude, suffixes, problems, cwd, gitignores):
             rel = file.relative_to(root)
             shown = _display(p.absolute() / rel, cwd)
             try:
-                real = file.resolve(strict=True)
+                real_file = file.resolve(strict=True)
             except (OSError, RuntimeError):
                 problems.append((shown, "cannot resolve symlink; not followed"))
                 continue
             if file.is_symlink():
                 try:
-                    real.relative_to(root)
+                    real_file.relative_to(root)
                 except ValueError:
                     problems.append((shown, "symlink points outside the tree; not followed"))
                     continue
-            found.setdefault(real, SourceFile(shown, real))
+            found.setdefault(real_file, SourceFile(shown, real_file))
     return sorted(found.values(), key=lambda f: f.display), problems
 
 
-def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems, cwd: Path) -> Iterator[Path]:
+def _is_regular(entry: os.DirEntry) -> bool:
+    """A regular file (a symlink: its target is one); FIFOs, devices and sockets are skipped unopened."""
+    try:
+        return stat.S_ISREG(entry.stat(follow_symlinks=True).st_mode)
+    except OSError:
+        return False
+
+
+def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems, cwd: Path,
+          gitignores: _Gitignores) -> Iterator[Path]:
     ignores: list[tuple[Path, pathspec.PathSpec]] = []
     # .gitignore files of parent folders inside the repository also apply
     parent = root
@@ -119,7 +231,7 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
             break
         parent = parent.parent
     for folder in reversed(chain[1:]):
-        spec = _load_gitignore(folder)
+        spec = gitignores.load(folder)
         if spec is not None:
             ignores.append((folder, spec))
 
@@ -134,7 +246,7 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
         return False
 
     def walk(folder: Path) -> Iterator[Path]:
-        spec = _load_gitignore(folder)
+        spec = gitignores.load(folder)
         pushed = spec is not None
         if pushed:
             ignores.append((folder, spec))
@@ -154,11 +266,13 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
                 elif entry.name.endswith(tuple(suffixes)):
                     if entry.is_symlink():
                         try:
-                            if not entry.is_file():
-                                continue  # broken link or a link to a folder
-                        except OSError:
-                            problems.append((_display(path, cwd), "symlink loop; not followed"))
-                            continue
+                            os.stat(entry.path)
+                        except OSError as exc:
+                            if exc.errno == errno.ELOOP:
+                                problems.append((_display(path, cwd), "symlink loop; not followed"))
+                            continue  # broken links are skipped
+                    if not _is_regular(entry):
+                        continue  # a folder link, FIFO, device or socket
                     if _excluded(rel, entry.name, exclude) or ignored(path, False):
                         continue
                     yield path

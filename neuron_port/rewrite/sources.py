@@ -77,14 +77,32 @@ def encode_source(text: str, encoding: str, path: str) -> bytes:
         raise SourceError(f"{path}: the rewritten text cannot be encoded as {encoding}: {exc.reason}") from None
 
 
-def read_source(path: Path, display: str) -> DecodedSource:
+def file_type_name(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "an unknown kind of file")
+
+
+def read_regular_bytes(path: Path, display: str) -> bytes:
+    """The bytes of a regular file. Anything else (a FIFO, device, socket, directory) is a SourceError
+    and is never read: stat first, and the open is non-blocking and checked again with fstat, so a path
+    that became a FIFO in between cannot make the run wait for a writer."""
     try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise SourceError(f"{display}: is a directory") from None
+        mode = path.stat().st_mode
+        if stat.S_ISREG(mode):
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as handle:
+                mode = os.fstat(handle.fileno()).st_mode
+                if stat.S_ISREG(mode):
+                    return handle.read()
     except OSError as exc:
         raise SourceError(f"{display}: cannot read: {exc.strerror or exc}") from None
-    return decode_source(raw, display)
+    raise SourceError(f"{display}: not a regular file ({file_type_name(mode)}); not read")
+
+
+def read_source(path: Path, display: str) -> DecodedSource:
+    return decode_source(read_regular_bytes(path, display), display)
 
 
 def check_writable(path: Path, display: str) -> None:

@@ -24,6 +24,8 @@ Codes (stable), and the module that holds each rule:
 - NP720 ``cuda-only-branch`` (``cuda_only_branches``): ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard
   Triton, CUDA extensions, flash-attn, xformers or CUDA graphs (kept as they are; NP102 and NP104 ask
   ``cuda_only_guards`` and leave them alone). Its code leaves NP714-NP719 free for package rules.
+- NP799 ``invalid-suppression`` (``suppressions``): a malformed ``# neuron-port: ignore`` comment, or a code
+  in one that names no rule (no family is about neuron-port's own comments; this one has no fix either).
 
 Shared by the package rules: ``common`` (``GuardedRule``, ``PackageRule``, the one-lower severity of
 guarded code); their data: ``tables`` (per-package advice and efforts, call and pattern tables).
