@@ -76,3 +76,11 @@ def test_fixture_statistics_json_and_text(tmp_path, cli, report_schema):
                     f"({total['converted'] / total['found']:.1%}), {total['fixable']} need --unsafe-fixes or "
                     f"review, {total['manual']} need manual work")
     assert any(l.split()[:2] == ["launch.sh", "7"] for l in text.splitlines())
+
+
+def test_a_finding_about_a_suppression_comment_is_not_a_cuda_reference(tmp_path, cli):
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(2)  # neuron-port: ignore[NP999]\n")
+    result = cli("rewrite", "--check", "--output-format", "json", str(tmp_path))
+    doc = json.loads(result.stdout)
+    assert [f["code"] for f in doc["findings"]] == ["NP799"]
+    assert doc["summary"]["statistics"]["found"] == 0
