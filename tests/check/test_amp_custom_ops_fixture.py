@@ -41,7 +41,7 @@ def cpu_baseline(project: Path, nproc: int = 1) -> list[tuple[str, float]]:
     command = [sys.executable, "train.py", "--steps", "4"]
     if nproc > 1:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-                   "--master_port", "29631", "train.py", "--steps", "4"]
+                   "--standalone", "train.py", "--steps", "4"]  # a free port
     proc = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return losses(proc.stdout)
