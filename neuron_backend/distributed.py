@@ -24,7 +24,6 @@ Each rank writes its own events file (``neuron-events-rank<RANK>-pid<PID>.jsonl`
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import re
@@ -227,16 +226,13 @@ def _install_excepthook() -> None:
 
 # ---------------------------------------------------------------- zero-copy CPU aliases
 def _cpu_alias(t):
-    """A CPU tensor over the same host memory as the neuron tensor ``t`` (no copy)."""
-    import torch
+    """A CPU tensor over the same host memory as the neuron tensor ``t`` (no copy). The C++ core makes it:
+    its storage holds the neuron storage from C++, without a Python object, because gloo's threads may
+    drop it while the interpreter finalises (a Python reference there ends the thread: "terminate called
+    without an active exception")."""
+    from . import device
 
-    st = t.untyped_storage()
-    n = st.nbytes()
-    if n == 0 or t.numel() == 0:
-        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
-    buf = (ctypes.c_byte * n).from_address(st.data_ptr())
-    buf._neuron_tensor = t  # keep the neuron storage alive as long as the alias (async gloo work)
-    return torch.frombuffer(buf, dtype=torch.uint8).view(t.dtype).as_strided(t.size(), t.stride(), t.storage_offset())
+    return device._C.cpu_alias(t)
 
 
 def _to_cpu(a):
