@@ -362,6 +362,8 @@ def _process_info() -> dict:
         info["torch"] = torch.__version__
     except Exception:  # noqa: BLE001
         pass
+    if os.environ.get(durable.TOKEN_ENV):
+        info["token"] = os.environ[durable.TOKEN_ENV]
     if _exception:
         info["exception"] = _exception
     return info

@@ -35,7 +35,7 @@ def open_records(c_module, events_file: Path, process_line: dict) -> str | None:
     if err:
         return err
     _C, _pid = c_module, os.getpid()
-    append({**process_line, "records_format": c_module.records_format()})
+    append({**process_line, "records_format": c_module.records_format(), "explicit_ops": list(c_module.EXPLICIT_OPS)})
     return None
 
 
