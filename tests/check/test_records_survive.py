@@ -203,3 +203,29 @@ def test_item3_malformed_events_are_ignored_and_named(tmp_path, cli, case):
     assert runtime["status"]["exit_code"] == 0, result.stderr
     assert fallback_calls(runtime) == 1  # the script's own events are all there
     assert expected in result.stderr, result.stderr
+
+
+# ---------------------------------------------------------------- item 2: the folder is not re-created
+LATE_GRANDCHILD = """\
+import os, subprocess, sys, torch
+open("events_dir.txt", "w").write(os.environ["NEURON_PORT_EVENTS_DIR"])
+x = torch.ones(2, device="neuron") + 1
+late = "import time; time.sleep(3); import torch; torch.ones(2, device='neuron') + 1; open('late.txt', 'w').write('ran')"
+subprocess.Popen([sys.executable, "-c", late], start_new_session=True, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+"""
+
+
+def test_item2_a_late_grandchild_does_not_recreate_the_events_folder(tmp_path, cli):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "job.py").write_text(LATE_GRANDCHILD)
+    result = cli("check", str(project), "-o", str(project / "report.json"), "--", "python", "job.py",
+                 env={"OMP_NUM_THREADS": "1"})
+    assert json.loads((project / "report.json").read_text())["runtime"]["status"]["exit_code"] == 0, result.stderr
+    events_dir = Path((project / "events_dir.txt").read_text())
+    deadline = time.monotonic() + 120
+    while not (project / "late.txt").exists():  # the grandchild ran its op after check had finished
+        assert time.monotonic() < deadline, "the late grandchild did not run"
+        time.sleep(0.1)
+    assert not events_dir.exists() and not events_dir.parent.exists()
