@@ -33,6 +33,8 @@ import threading
 import warnings
 from typing import Any
 
+from . import cpu_aliases
+
 __all__ = ["register", "BACKEND_NAME", "collective_stats"]
 
 BACKEND_NAME = "neuron"
@@ -224,27 +226,7 @@ def _install_excepthook() -> None:
     sys.excepthook = hook
 
 
-# ---------------------------------------------------------------- zero-copy CPU aliases
-def _cpu_alias(t):
-    """A CPU tensor over the same host memory as the neuron tensor ``t`` (no copy). The C++ core makes it:
-    its storage holds the neuron storage from C++, without a Python object, because gloo's threads may
-    drop it while the interpreter finalises (a Python reference there ends the thread: "terminate called
-    without an active exception")."""
-    from . import device
-
-    return device._C.cpu_alias(t)
-
-
-def _to_cpu(a):
-    import torch
-
-    if isinstance(a, torch.Tensor):
-        return _cpu_alias(a) if a.device.type == BACKEND_NAME else a
-    if isinstance(a, list):
-        return [_to_cpu(x) for x in a]
-    return a
-
-
+# ---------------------------------------------------------------- zero-copy CPU aliases: cpu_aliases.py
 def _nbytes(a) -> int:
     import torch
 
@@ -300,8 +282,10 @@ def _make_kernel(name: str):
             _ensure_cpu_backend(pg)
         if coll != "barrier":
             _count(coll, pg, _nbytes(args[bytes_arg]) if bytes_arg is not None else 0)
-        r = op(*[_to_cpu(a) for a in args])
+        cpu_args = [cpu_aliases.to_cpu(a) for a in args]
+        r = op(*cpu_args)
         if isinstance(r, tuple) and len(r) == 2:
+            cpu_aliases.keep_until_done(r[1], cpu_args)
             return (args[0], r[1])  # the op's tensors, written in place through the aliases
         return r
 
