@@ -18,7 +18,7 @@ from typing import Any
 
 NEURON = "neuron"
 
-_in_flight: list[tuple[Any, list]] = []  # (work, the CPU aliases it was given)
+_in_flight: list[tuple[Any, list]] = []  # (work, the CPU tensors it was given)
 _lock = threading.Lock()
 
 
@@ -41,15 +41,33 @@ def to_cpu(a):
     return a
 
 
-def keep_until_done(work, aliases: list) -> None:
-    """Keep ``aliases`` referenced until ``work`` (the c10d op's boxed Work) completed; dropping a completed
-    one is safe while the interpreter runs (the worker may then free it, taking the GIL as any thread can)."""
+def keep_until_done(work, args: list) -> None:
+    """Keep the CPU tensors of a c10d op's ``args`` referenced until gloo let go of them: its ``work`` (the
+    op's boxed Work) completed and no C++ reference to them is left (``_use_count() == 1``: this list's
+    Python objects only), so that dropping them here frees them in this thread."""
     from torch._C._distributed_c10d import Work
 
-    work = Work.unbox(work)
+    tensors = _tensors(args)
     with _lock:
-        _in_flight[:] = [entry for entry in _in_flight if not entry[0].is_completed()]
-        _in_flight.append((work, aliases))
+        _in_flight[:] = [entry for entry in _in_flight if not _released(entry)]
+        _in_flight.append((Work.unbox(work), tensors))
+
+
+def _tensors(args) -> list:
+    import torch
+
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, list):
+            out.extend(_tensors(a))
+    return out
+
+
+def _released(entry: tuple[Any, list]) -> bool:
+    work, tensors = entry
+    return work.is_completed() and all(t._use_count() == 1 for t in tensors)
 
 
 @atexit.register
