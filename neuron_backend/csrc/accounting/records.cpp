@@ -72,10 +72,11 @@ static void after_fork_in_child() {
   g_counters_fd = -1;  // new counters in memory from now on
 }
 
-// Map one more chunk of the file (g_mu held). False when the file cannot grow.
+// Map one more chunk of the file (g_mu held). False when the file cannot grow. The blocks are allocated
+// now (not a sparse ftruncate): writing to a mapped page the full disk cannot back would raise SIGBUS.
 static bool add_chunk() {
   const int64_t offset = kHeaderBytes + static_cast<int64_t>(g_chunks.size()) * kChunkBytes;
-  if (ftruncate(g_counters_fd, offset + kChunkBytes) != 0) return false;
+  if (posix_fallocate(g_counters_fd, offset, kChunkBytes) != 0) return false;
   void* p = map_shared(g_counters_fd, offset, kChunkBytes);
   if (!p) return false;
   g_chunks.push_back(static_cast<int64_t*>(p));
@@ -90,7 +91,9 @@ std::string records_open(const std::string& counters_path, const std::string& jo
   int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return counters_path + ": " + std::strerror(errno);
   void* h = nullptr;
-  if (ftruncate(fd, kHeaderBytes) != 0 || !(h = map_shared(fd, 0, kHeaderBytes))) {
+  int err_no = posix_fallocate(fd, 0, kHeaderBytes);
+  if (err_no != 0) errno = err_no;
+  if (err_no != 0 || !(h = map_shared(fd, 0, kHeaderBytes))) {
     std::string err = counters_path + ": " + std::strerror(errno);
     close(fd);
     unlink(tmp.c_str());
