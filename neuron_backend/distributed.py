@@ -24,7 +24,6 @@ Each rank writes its own events file (``neuron-events-rank<RANK>-pid<PID>.jsonl`
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import re
@@ -33,6 +32,8 @@ import sys
 import threading
 import warnings
 from typing import Any
+
+from . import cpu_aliases
 
 __all__ = ["register", "BACKEND_NAME", "collective_stats"]
 
@@ -225,30 +226,7 @@ def _install_excepthook() -> None:
     sys.excepthook = hook
 
 
-# ---------------------------------------------------------------- zero-copy CPU aliases
-def _cpu_alias(t):
-    """A CPU tensor over the same host memory as the neuron tensor ``t`` (no copy)."""
-    import torch
-
-    st = t.untyped_storage()
-    n = st.nbytes()
-    if n == 0 or t.numel() == 0:
-        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype)
-    buf = (ctypes.c_byte * n).from_address(st.data_ptr())
-    buf._neuron_tensor = t  # keep the neuron storage alive as long as the alias (async gloo work)
-    return torch.frombuffer(buf, dtype=torch.uint8).view(t.dtype).as_strided(t.size(), t.stride(), t.storage_offset())
-
-
-def _to_cpu(a):
-    import torch
-
-    if isinstance(a, torch.Tensor):
-        return _cpu_alias(a) if a.device.type == BACKEND_NAME else a
-    if isinstance(a, list):
-        return [_to_cpu(x) for x in a]
-    return a
-
-
+# ---------------------------------------------------------------- zero-copy CPU aliases: cpu_aliases.py
 def _nbytes(a) -> int:
     import torch
 
@@ -304,8 +282,10 @@ def _make_kernel(name: str):
             _ensure_cpu_backend(pg)
         if coll != "barrier":
             _count(coll, pg, _nbytes(args[bytes_arg]) if bytes_arg is not None else 0)
-        r = op(*[_to_cpu(a) for a in args])
+        cpu_args = [cpu_aliases.to_cpu(a) for a in args]
+        r = op(*cpu_args)
         if isinstance(r, tuple) and len(r) == 2:
+            cpu_aliases.keep_until_done(r[1], cpu_args)
             return (args[0], r[1])  # the op's tensors, written in place through the aliases
         return r
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import records as durable  # the crash-proof records (records() below is the public API)
 from . import steps
 
 SCHEMA_VERSION = 1
@@ -35,6 +36,7 @@ _site_ids: dict[tuple, int] = {}
 _sightings: list[tuple[int, int, int]] = []
 _records: list[dict] = []  # compile / distributed / other events from record()
 _unsupported: dict[tuple, dict] = {}  # (feature, op, site id) -> event
+_unsupported_slots: dict[tuple, int] = {}  # its count's slot in the records' counters file
 _started = time.time()
 _last_flush = 0.0
 _status = "running"
@@ -158,6 +160,7 @@ def _site_callback() -> int:
         with _lock:
             i = len(_sightings)
             _sightings.append((sid, steps.optimizer_step, steps.forward))
+        durable.sighting(i, _sites[sid] if sid >= 0 else None, steps.optimizer_step, steps.forward)
         _maybe_flush()
         return i
     except Exception:  # noqa: BLE001 - never break an op because of accounting
@@ -185,7 +188,10 @@ def _unsupported_callback(feature: str, op: str, message: str) -> bool:
                       "message": "[neuron-port simulator] " + message, "error": err,
                       "action": "raised" if raise_ else "recorded", "count": 0, "site": site}
                 _unsupported[(feature, op, sid)] = ev
+                _unsupported_slots[(feature, op, sid)] = slot = durable.new_counter()
+                durable.append({**ev, "count_slot": slot})
             ev["count"] += 1
+            durable.add(_unsupported_slots[(feature, op, sid)])
         flush()
         return raise_
     except Exception:  # noqa: BLE001
@@ -210,6 +216,7 @@ def record(kind: str, *, site: dict | None = None, frame=None, **fields) -> dict
     ev["time"] = round(time.time() - _started, 6)
     with _lock:
         _records.append(ev)
+    durable.append(ev)
     _maybe_flush()
     return ev
 
@@ -355,6 +362,8 @@ def _process_info() -> dict:
         info["torch"] = torch.__version__
     except Exception:  # noqa: BLE001
         pass
+    if os.environ.get(durable.TOKEN_ENV):
+        info["token"] = os.environ[durable.TOKEN_ENV]
     if _exception:
         info["exception"] = _exception
     return info
@@ -396,9 +405,10 @@ def flush(status: str | None = None) -> Path | None:
     path = events_path()
     if path is None or os.getpid() != _install_pid:  # forked children (DataLoader workers) write nothing
         return None
+    if not path.parent.is_dir():  # never re-created: check removed it, this process outlived its run
+        return None
     with _lock:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + f".tmp{threading.get_ident()}")
             with open(tmp, "w", encoding="utf-8") as f:
                 for line in to_lines(snapshot()):
@@ -473,5 +483,9 @@ def install(c_module) -> None:
                 signal.signal(signal.SIGTERM, _sigterm)
         except (ValueError, OSError):
             pass
-    if events_path() is not None:
+    path = events_path()
+    if path is not None:
+        why = durable.open_records(c_module, path, _process_info())
+        if why is None:
+            steps.clock_sink = durable.set_clock
         flush()

@@ -17,6 +17,8 @@ from typing import Any
 
 optimizer_step = 0
 forward = 0
+# Called with (optimizer_step, forward) when either moves (events.py: the crash-proof records' copy).
+clock_sink: Any = None
 _optimizer_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 _root_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 # Outermost modules that ran a neuron op (a new signature inside them): only they drive ``forward``, so
@@ -50,7 +52,10 @@ def current_module() -> str | None:
     root = getattr(_tls, "root", None)
     if root is not None and threading.get_ident() == _main_ident and root not in _device_roots:
         _device_roots.add(root)
-        forward = max(forward, _root_counts.get(root, 0))
+        n = _root_counts.get(root, 0)
+        if n > forward:
+            forward = n
+            _clock_moved()
     return stack[-1]
 
 
@@ -83,6 +88,7 @@ def _forward_pre_hook(module, args) -> None:
                 _root_counts[module] = n
                 if n > forward and module in _device_roots:
                     forward = n
+                    _clock_moved()
         elif name is None:  # not a registered submodule of the outermost module
             name = _module_names[module] = f"{stack[-1]}.{type(module).__name__}"
         stack.append(name)
@@ -105,8 +111,14 @@ def _optimizer_step_hook(optimizer, args, kwargs) -> None:
         _optimizer_counts[optimizer] = n
         if n > optimizer_step:
             optimizer_step = n
+            _clock_moved()
     except Exception:  # noqa: BLE001
         pass
+
+
+def _clock_moved() -> None:
+    if clock_sink is not None:
+        clock_sink(optimizer_step, forward)
 
 
 def totals() -> dict:

@@ -53,13 +53,15 @@ class SimRun:
 
 @pytest.fixture
 def run_sim(sim_build, tmp_path):
-    """run_sim(code, env=None, simulate=True, timeout=240) -> SimRun"""
+    """run_sim(code, env=None, simulate=True, timeout=240, make_events_dir=True) -> SimRun"""
 
     def run(code: str, env: dict | None = None, simulate: bool = True, timeout: int = 240,
-            name: str = "user_script.py") -> SimRun:
+            name: str = "user_script.py", make_events_dir: bool = True) -> SimRun:
         script = tmp_path / name
         script.write_text(textwrap.dedent(code))
         events_dir = tmp_path / "events"
+        if make_events_dir:
+            events_dir.mkdir(exist_ok=True)  # as `neuron-port check` does: the simulator never creates it
         e = simulator_env()
         e["NEURON_PORT_EVENTS_DIR"] = str(events_dir)
         if simulate:

@@ -40,6 +40,7 @@ def acc(sim_build, tmp_path_factory):
     script = tmp / "train.py"
     script.write_text(textwrap.dedent(ACCOUNTING))
     env = simulator_env()
+    (tmp / "events").mkdir()
     env.update(NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(tmp / "events"))
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp, env=env, capture_output=True, text=True,
                           timeout=240)

@@ -14,6 +14,7 @@
 #include "accounting/callbacks.h"
 #include "accounting/dtype_upcast.h"
 #include "accounting/op_table.h"
+#include "accounting/records.h"
 #include "accounting/signatures.h"
 #include "accounting/unsupported.h"
 #include "runtime/device.h"
@@ -94,7 +95,7 @@ static Decision account(OpInfo* o, const torch::jit::Stack& stack, size_t begin,
     o->calls++;
     auto it = o->sigs.find(h);
     if (it != o->sigs.end()) {
-      it->second.calls++;
+      ++*it->second.calls;
       if (it->second.unsupported.empty()) return {h, it->second.mode};
       unsup = it->second.unsupported;
       mode = it->second.mode;
@@ -107,7 +108,7 @@ static Decision account(OpInfo* o, const torch::jit::Stack& stack, size_t begin,
   }
   // New signature: describe it, capture the user site, check unsupported features.
   SigInfo si;
-  si.calls = 1;
+  si.calls = records_new_counter(1);
   si.flags = flags;
   for (size_t i = 0; i < nargs; ++i) si.desc.push_back(describe(stack[begin + i]));
   for (int i : o->dtype_args)  // ScalarType arguments arrive as ints: print their names
@@ -132,7 +133,7 @@ static Decision account(OpInfo* o, const torch::jit::Stack& stack, size_t begin,
     std::lock_guard<std::mutex> l(g_ops_mu);
     auto res = o->sigs.emplace(h, si);
     if (!res.second) {  // another thread inserted it meanwhile
-      res.first->second.calls++;
+      ++*res.first->second.calls;
       if (u.feature.empty()) return {h, res.first->second.mode};
     }
   }
@@ -140,7 +141,10 @@ static Decision account(OpInfo* o, const torch::jit::Stack& stack, size_t begin,
   {
     std::lock_guard<std::mutex> l(g_ops_mu);
     auto it = o->sigs.find(h);
-    if (it != o->sigs.end() && it->second.site == -2) it->second.site = site;
+    if (it != o->sigs.end() && it->second.site == -2) {
+      it->second.site = site;
+      journal_signature(*o, it->second, site);
+    }
   }
   if (!u.feature.empty()) report_unsupported(u.feature, o->name, u.message, u.kind);
   if (cpolicy >= 0) note_complex(*o, cpolicy);
@@ -164,7 +168,10 @@ C10_NOINLINE static void on_complex_result(OpInfo* o, Decision& d) {
     auto it = o->sigs.find(d.hash);
     if (it != o->sigs.end() && !(it->second.mode & kModeComplexDone)) {
       it->second.mode |= kModeComplexDone;
-      if (cpolicy != o->policy) it->second.policy = cpolicy;
+      if (cpolicy != o->policy) {
+        it->second.policy = cpolicy;
+        journal_signature_policy(it->second, cpolicy);
+      }
       first = true;
     }
   }

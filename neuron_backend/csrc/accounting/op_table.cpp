@@ -4,6 +4,7 @@
 #include "accounting/op_table.h"
 
 #include "accounting/callbacks.h"
+#include "accounting/records.h"
 #include "accounting/signatures.h"
 
 #include <array>
@@ -28,14 +29,14 @@ void set_accounting(bool on) { g_accounting.store(on, std::memory_order_relaxed)
 void set_emulate_float64(bool on) { g_emulate_f64.store(on, std::memory_order_relaxed); }
 
 // ------------------------------------------------------------------ explicit-op counters
-static std::array<std::atomic<int64_t>, kNumExplicitOps> g_explicit{};
+static_assert(kNumExplicitOps <= kMaxExplicit, "the counters file header holds every explicit op");
 const char* const kExplicitNames[kNumExplicitOps] = {
     "aten::empty.memory_format", "aten::empty_strided", "aten::as_strided", "aten::view",
     "aten::_reshape_alias", "aten::resize_", "aten::set_", "aten::_copy_from", "aten::_copy_from_and_resize",
     "aten::_local_scalar_dense", "aten::convolution_overrideable", "aten::convolution_backward_overrideable",
     "aten::unfold"};
 
-void count_explicit(ExplicitOp op) { g_explicit[op].fetch_add(1, std::memory_order_relaxed); }
+void count_explicit(ExplicitOp op) { records_explicit()[op].fetch_add(1, std::memory_order_relaxed); }
 
 // ------------------------------------------------------------------ op registry and policy
 static int classify(const OpInfo& o) {
@@ -148,10 +149,10 @@ void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
     o->calls++;
     auto it = o->sigs.find(h);
     if (it != o->sigs.end()) {
-      it->second.calls++;
+      ++*it->second.calls;
     } else {
       SigInfo si;
-      si.calls = 1;
+      si.calls = records_new_counter(1);
       si.flags = flags;
       std::ostringstream os;
       os << dtype_short(dtype) << "[";
@@ -166,7 +167,10 @@ void check_factory(ExplicitOp op, c10::IntArrayRef sizes, c10::ScalarType dtype,
     int site = capture_site();
     std::lock_guard<std::mutex> l(g_ops_mu);
     auto it = o->sigs.find(h);
-    if (it != o->sigs.end()) it->second.site = site;
+    if (it != o->sigs.end()) {
+      it->second.site = site;
+      journal_signature(*o, it->second, site);
+    }
   }
 }
 
@@ -182,12 +186,12 @@ std::vector<OpStats> op_stats() {
     int64_t other_calls = 0;
     for (auto& kv : o->sigs) {
       const SigInfo& g = kv.second;
-      SigStats st(g.calls, g.site, g.flags, g.unsupported, g.desc);
+      SigStats st(*g.calls, g.site, g.flags, g.unsupported, g.desc);
       if (g.policy >= 0 && g.policy != o->policy) {
         auto& slot = other[g.policy];
-        slot.first += g.calls;
+        slot.first += *g.calls;
         slot.second.push_back(std::move(st));
-        other_calls += g.calls;
+        other_calls += *g.calls;
       } else {
         sigs.push_back(std::move(st));
       }
@@ -201,7 +205,7 @@ std::vector<OpStats> op_stats() {
 
 std::vector<std::pair<std::string, int64_t>> explicit_counts() {
   std::vector<std::pair<std::string, int64_t>> out;
-  for (int i = 0; i < kNumExplicitOps; ++i) out.emplace_back(kExplicitNames[i], g_explicit[i].load());
+  for (int i = 0; i < kNumExplicitOps; ++i) out.emplace_back(kExplicitNames[i], records_explicit()[i].load());
   return out;
 }
 
@@ -209,9 +213,38 @@ void reset_stats() {
   std::lock_guard<std::mutex> l(g_ops_mu);
   for (auto* o : g_op_list) {
     o->calls = 0;
+    for (auto& kv : o->sigs) *kv.second.calls = 0;  // their slots are not reused
     o->sigs.clear();
   }
-  for (auto& c : g_explicit) c.store(0);
+  for (int i = 0; i < kNumExplicitOps; ++i) records_explicit()[i].store(0);
+  records_append("{\"kind\":\"reset\"}");  // readers drop the signatures journaled before
+}
+
+// ------------------------------------------------------------------ the journal
+static const char* policy_name(int p) {
+  return p == kNative ? "native" : p == kNativeNoNeff ? "native_no_neff" : "fallback";
+}
+
+void journal_signature(const OpInfo& o, const SigInfo& s, int seq) {
+  if (!records_is_open()) return;
+  std::string line = "{\"kind\":\"signature\",\"slot\":" + std::to_string(records_slot(s.calls)) +
+                     ",\"seq\":" + std::to_string(seq) + ",\"op\":" + json_quote(o.name) + ",\"policy\":\"" +
+                     policy_name(s.policy >= 0 ? s.policy : o.policy) + "\",\"dtypes\":[";
+  const char* sep = "";
+  for (auto [bit, name] : {std::pair<uint32_t, const char*>{kF64, "float64"}, {kI64, "int64"}, {kComplex, "complex"}})
+    if (s.flags & bit) {
+      line += sep + std::string("\"") + name + "\"";
+      sep = ",";
+    }
+  line += "],\"signature\":[";
+  for (size_t i = 0; i < s.desc.size(); ++i) line += (i ? "," : "") + json_quote(s.desc[i]);
+  records_append(line + "]}");
+}
+
+void journal_signature_policy(const SigInfo& s, int policy) {
+  if (!records_is_open()) return;
+  records_append("{\"kind\":\"signature_policy\",\"slot\":" + std::to_string(records_slot(s.calls)) +
+                 ",\"policy\":\"" + policy_name(policy) + "\"}");
 }
 
 void set_feature_policy(bool complex_decompose, const std::vector<std::string>& complex_decomposed,

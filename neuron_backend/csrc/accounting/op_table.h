@@ -29,7 +29,7 @@ struct UpcastPlan {
 };
 
 struct SigInfo {
-  int64_t calls = 0;
+  int64_t* calls = nullptr;  // a records counter (records.h): survives the process's death
   int site = -2;  // -2: capture pending, -1: unknown
   uint32_t flags = 0;
   uint32_t mode = 0;  // SigMode bits
@@ -67,6 +67,12 @@ inline bool emulate_f64() { return g_emulate_f64.load(std::memory_order_relaxed)
 // Find or create the OpInfo of an operator (takes g_ops_mu). The fallback caches the result per
 // thread.
 OpInfo* find_or_add_op(const c10::OperatorHandle& op);
+
+// Journal a new signature (records.h) once its site id `seq` is known: op, policy, dtype flags,
+// description and the slot of its counter. Nothing when the records are closed.
+void journal_signature(const OpInfo& o, const SigInfo& s, int seq);
+// Journal a signature's policy decided after its first call (a complex result).
+void journal_signature_policy(const SigInfo& s, int policy);
 
 // Native (with or without a NEFF) in the op policy: these get the dtype completion of dtype_upcast.h.
 inline bool is_native(const OpInfo& o) { return o.policy != kFallback; }

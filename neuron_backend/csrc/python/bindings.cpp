@@ -3,7 +3,9 @@
 #include <torch/csrc/utils/pybind.h>  // pybind11 with torch's casters (not torch/extension.h: compile time)
 
 #include "accounting/accounting.h"
+#include "accounting/alias.h"
 #include "accounting/callbacks.h"
+#include "accounting/records.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
 #include "runtime/memory_stats.h"
@@ -55,6 +57,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return d;
   });
   m.def("reset_stats", &reset_stats);
+  // Crash-proof records (accounting/records.h, EVENTS.md "Records").
+  m.def("records_open", &records_open, py::arg("counters_path"), py::arg("journal_path"), py::arg("token"));
+  m.def("records_is_open", &records_is_open);
+  m.def("records_append", &records_append);
+  m.def("records_new_counter", [](int64_t initial) { return records_slot(records_new_counter(initial)); });
+  m.def("records_add", &records_add);
+  m.def("records_set_clock", &records_set_clock);
+  m.def("records_format", []() { return kRecordsFormat; });
+  // A CPU tensor over a neuron tensor's bytes that holds the neuron storage from C++ only (no Python
+  // object: gloo's threads may drop it while the interpreter finalises).
+  m.def("cpu_alias", [](const at::Tensor& t) { return cpu_alias(t); });
   m.def("memory_stats", [](int64_t dev) {
     auto s = mem_stats(check_device_index(dev, "memory_stats", true));
     py::dict d;

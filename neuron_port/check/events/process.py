@@ -35,6 +35,7 @@ class ProcessEvent:
     written: Optional[float] = None
     status: Optional[str] = None  # running | exited | exception | sigterm
     exception: Optional[ExceptionInfo] = None
+    token: Optional[str] = None  # the run's NEURON_PORT_EVENTS_TOKEN (None: not set)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> ProcessEvent:
@@ -45,7 +46,7 @@ class ProcessEvent:
             world_size=f.optional_integer("world_size"), argv=f.texts("argv"), cwd=f.text("cwd"),
             torch=f.text("torch"), torchneuron_release=f.mapping("torchneuron_release"),
             unsupported_mode=f.text("unsupported_mode"), started=f.number("started"), written=f.number("written"),
-            status=f.text("status"),
+            status=f.text("status"), token=f.text("token"),
             exception=None if exc is None else ExceptionInfo(exc.text("type"), exc.text("message"), site_field(exc)))
 
 

@@ -16,6 +16,7 @@ RESULT = "RESULT:"
 
 
 def base_env(events_dir: Path, neff_dir: Path) -> dict[str, str]:
+    events_dir.mkdir(parents=True, exist_ok=True)  # as `neuron-port check` does: the simulator never creates it
     return simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(events_dir),
                          TORCH_NEURONX_NEFF_CACHE_DIR=str(neff_dir))
 

@@ -41,6 +41,7 @@ def torchrun(code: str, workdir: Path, nproc: int = 2, timeout: int = 300) -> To
     script = workdir / "train_dist.py"
     script.write_text(textwrap.dedent(code))
     events_dir = workdir / "events"
+    events_dir.mkdir(exist_ok=True)  # as `neuron-port check` does: the simulator never creates it
     env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(events_dir),
                         TORCH_NEURONX_NEFF_CACHE_DIR=str(workdir / "neff-cache"))
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
