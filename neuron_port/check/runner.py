@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from neuron_port.check.events import run_environment
 from neuron_port.check.interrupts import Interrupted, InterruptGuard, signal_name
 from neuron_port.check.process_tree import ProcessTree, new_marker
 
@@ -64,6 +65,7 @@ class RunStatus:
     error: Optional[str] = None  # could not start
     ranks: list[RankLog] = field(default_factory=list)  # torchrun runs: each worker's own output
     interrupted: Optional[str] = None  # "SIGINT" / "SIGTERM": `check` itself was stopped, and the command
+    events_token: Optional[str] = None  # this run's token in its records (not in the report): see EVENTS.md
 
     @property
     def succeeded(self) -> bool:
@@ -191,8 +193,8 @@ def run_command(
     status = RunStatus(command=argv)
     tree = ProcessTree(new_marker())
     env = dict(os.environ)
-    env.update({"NEURON_PORT_SIMULATE": "1", "NEURON_PORT_EVENTS_DIR": str(events_dir), "PYTHONUNBUFFERED": "1",
-                tree.marker: "1"})
+    events_env, status.events_token = run_environment(events_dir)
+    env.update({"NEURON_PORT_SIMULATE": "1", "PYTHONUNBUFFERED": "1", tree.marker: "1", **events_env})
     if extra_env:
         env.update(extra_env)
     events_dir.mkdir(parents=True, exist_ok=True)  # before the command starts; the caller removes it
@@ -253,7 +255,6 @@ def run_command(
                 proc.wait()
         if follower is not None:  # the rest of the output, before the files go
             follower.finish()
-        status.processes = len(list(events_dir.glob("*.jsonl"))) if events_dir.exists() else 0
         if out_dir is not None:
             shutil.rmtree(out_dir, ignore_errors=True)
     return status

@@ -42,16 +42,24 @@ class ProcessEntry:
     pid: Optional[int]
     status: Optional[str]  # running | exited | exception | sigterm (None: no process line)
     complete: bool  # the snapshot was written at exit, exception or SIGTERM
+    rebuilt: bool = False  # no complete snapshot: the events come from the crash-proof records
+    notes: tuple[str, ...] = ()  # what the reader ignored ("file:line: ignored: why") or rebuilt
 
     @classmethod
     def of(cls, process: ProcessEvents) -> ProcessEntry:
         info = process.process
         return cls(rank=info.rank if info else None, pid=info.pid if info else None,
                    status=info.status if info else None,
-                   complete=process.summary.complete if process.summary else False)
+                   complete=process.summary.complete if process.summary else False,
+                   rebuilt=process.rebuilt, notes=tuple(process.notes))
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "pid": self.pid, "status": self.status, "complete": self.complete}
+        out: dict[str, Any] = {"rank": self.rank, "pid": self.pid, "status": self.status, "complete": self.complete}
+        if self.rebuilt:
+            out["rebuilt"] = True
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
 
 @dataclass(frozen=True)

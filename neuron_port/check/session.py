@@ -90,7 +90,9 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         status = run_command(argv, cwd, events_dir, timeout, while_running=None if preview else scan,
                              on_tick=on_tick, on_output=on_output, rank_logs=rank_logs, guard=guard)
         status.command = shown
-        runtime, findings = build_runtime(read_events(events_dir), status, SiteMapper(path, tree))
+        processes = read_events(events_dir, token=status.events_token)
+        status.processes = len(processes)  # with those that died before writing a snapshot
+        runtime, findings = build_runtime(processes, status, SiteMapper(path, tree))
     except (CommandError, PreviewError) as exc:
         raise UsageError(str(exc)) from None
     finally:

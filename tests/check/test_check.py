@@ -78,10 +78,8 @@ def test_failed_commands_still_give_a_valid_report(tmp_path, cli, report_schema,
     script = textwrap.dedent("""\
         import sys
         import torch
-        import neuron_backend.events
         x = torch.ones(4, 8, device="neuron", dtype=torch.float64)
         y = torch.multinomial(torch.ones(2, 4, device="neuron"), 1)
-        neuron_backend.events.flush()
         print("about to stop", file=sys.stderr)
         """) + ending
     (tmp_path / "job.py").write_text(script)
@@ -93,9 +91,9 @@ def test_failed_commands_still_give_a_valid_report(tmp_path, cli, report_schema,
     assert code == 1
     assert "about to stop" in status["stderr_tail"]
     assert any(f["code"] == "NP909" for f in doc["findings"])
-    # events recorded before the failure survived
+    # events recorded before the failure survived (nothing flushed them: the crash-proof records)
     assert [f["op"] for f in doc["runtime"]["fallbacks"]] == ["aten::multinomial"]
-    assert site_lines([d["site"] for d in doc["runtime"]["demotions"] if d["dtype"] == "float64"], "job.py") == [4]
+    assert site_lines([d["site"] for d in doc["runtime"]["demotions"] if d["dtype"] == "float64"], "job.py") == [3]
 
 
 def test_check_needs_a_command(tmp_path, cli):

@@ -108,7 +108,7 @@ def test_item1_a_hard_death_keeps_the_counts(tmp_path, per_step, death, code):
     assert fallback_calls(runtime) == 5 and float64_calls(runtime) == 5
     assert [(s["path"], s["line"]) for f in runtime["fallbacks"] if f["op"] == "aten::linalg_qr" for s in f["sites"]] \
         == [("train.py", 9)]
-    assert runtime["processes"][0]["complete"] is False
+    assert runtime["processes"][0]["complete"] is False and runtime["processes"][0]["rebuilt"] is True
     assert "rebuilt from its crash-proof records" in proc.stderr
 
 
@@ -180,6 +180,10 @@ os._exit(0)"""
     assert len(notes) == 2, result.stderr
     assert re.search(r"neuron-records-norank-pid\d+\.journal:\d+: ignored: slot: expected an integer", notes[0])
     assert re.search(r"\.journal:\d+: ignored: the last line is cut", notes[1])
+    # the report says it too, on the process
+    (process,) = runtime["processes"]
+    printed = [line.split("neuron-port: events: ", 1)[1] for line in notes]
+    assert [n for n in process["notes"] if "ignored" in n] == printed, process
 
 
 @pytest.mark.parametrize("case", [*MALFORMED, "garbage_file"])
