@@ -13,7 +13,7 @@ from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, Valid
 
 
 class CudaApiCall(TorchCudaReference):
@@ -96,33 +96,40 @@ class CudaApiCall(TorchCudaReference):
         Invalid(
             "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
             "import torch\nif torch.neuron.is_available():\n    torch.neuron.synchronize()\n",
+            runs=True,
         ),
         Invalid(
             "import torch as th\nn = th.cuda.device_count()\nth.cuda.manual_seed_all(0)\n",
             "import torch as th\nn = th.neuron.device_count()\nth.neuron.manual_seed_all(0)\n",
+            runs=True,
         ),
         Invalid(
             "from torch import cuda\ncuda.empty_cache()\n",
             "from torch import cuda\nimport torch\n\ntorch.neuron.empty_cache()\n",
+            runs=True,
         ),
         Invalid(
             "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated() / 2**20)\n",
             "from torch.cuda import max_memory_allocated\nimport torch\n\n"
             "print(torch.neuron.max_memory_allocated() / 2**20)\n",
+            runs=True,
         ),
         Invalid(
             "import torch\nstart = torch.cuda.Event(enable_timing=True)\ntorch.cuda.set_device(rank)\n",
             "import torch\nstart = torch.Event(enable_timing=True)\ntorch.accelerator.set_device_index(rank)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\ndevice = torch.device('neuron')\ntorch.cuda.set_device(device)\n",
             "import torch\ndevice = torch.device('neuron')\ntorch.neuron.set_device(device)\n",
+            runs=True,
         ),
         Invalid(
             "import torch\ntorch.cuda.set_device(local_rank)\n",
             "import torch\ntorch.accelerator.set_device_index(local_rank)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nprops = torch.cuda.get_device_properties(0)\n",
@@ -135,6 +142,7 @@ class CudaApiCall(TorchCudaReference):
             "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
             "used = torch.neuron.memory_allocated(0)\nwith torch.neuron.device(0):\n    pass\n",
             message_contains="becomes 0",
+            runs=True,
         ),
         Invalid(
             # the properties are read for .major (torch.neuron's have only name and total_memory), and the
@@ -146,6 +154,7 @@ class CudaApiCall(TorchCudaReference):
             "if torch.cuda.is_available() and props.major >= 8:\n    pass\n"
             "mem = torch.neuron.get_device_properties(0).total_memory\n",
             message_contains="only `name` and `total_memory`",
+            not_runnable=OTHER_RULES,
         ),
         Invalid(
             "import torch\nok = torch.cuda.is_available() and torch.cuda.get_device_capability()[1] == 0\n",

@@ -8,7 +8,7 @@ import libcst as cst
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
 
 class CudaDeviceCheck(DeviceStringRule):
@@ -71,12 +71,14 @@ class CudaDeviceCheck(DeviceStringRule):
         Invalid(
             "device_type = 'cuda' if 'cuda' in device else 'cpu'\nif device.type == 'cuda':\n    pass\n",
             "device_type = 'cuda' if 'neuron' in device else 'cpu'\nif device.type == 'neuron':\n    pass\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             'use_fused = args.device != "cuda:0"\nok = dev in ("cuda", "cpu")\n'
             'if d.startswith("cuda"):\n    pass\n',
             'use_fused = args.device != "neuron:0"\nok = dev in ("neuron", "cpu")\n'
             'if d.startswith("neuron"):\n    pass\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "if device.type == 'cuda':\n    a()\nelif device.type == 'neuron':\n    b()\n",
@@ -90,6 +92,7 @@ class CudaDeviceCheck(DeviceStringRule):
             "pin = q.device.type == 'cuda'\n",
             "from flash_attn import flash_attn_func\nif q.device.type == 'cuda':\n    o = flash_attn_func(q, k, v)\n"
             "pin = q.device.type == 'neuron'\n",
+            not_runnable='needs flash_attn, a CUDA-only package',
         ),
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class IsCudaAttribute(PythonRule):
@@ -58,6 +58,7 @@ class IsCudaAttribute(PythonRule):
         Invalid(
             "if x.is_cuda and next(model.parameters()).is_cuda:\n    pass\n",
             "if x.is_neuron and next(model.parameters()).is_neuron:\n    pass\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid("self.is_cuda = flag\nif self.is_cuda:\n    pass\n", None),
         Invalid("pin = x.is_cuda\n", None, target="accelerator", message_contains="current_accelerator"),
@@ -67,6 +68,7 @@ class IsCudaAttribute(PythonRule):
             "        k[(1,)](x)\n        return x\n    return x.pin_memory() if x.is_cuda else x\n",
             "import triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n\n\ndef f(x):\n    if x.is_cuda:\n"
             "        k[(1,)](x)\n        return x\n    return x.pin_memory() if x.is_neuron else x\n",
+            not_runnable='needs triton, a CUDA-only package',
         ),
     ]
 

@@ -10,7 +10,7 @@ from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.helpers.nodes import expr
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class MapLocationCuda(PythonRule):
@@ -66,6 +66,7 @@ class MapLocationCuda(PythonRule):
         Invalid(
             "ckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda())\n",
             'ckpt = torch.load(p, map_location="neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "ckpt = torch.load(p, map_location=lambda s, l: s.cuda(args.gpu))\n"
@@ -74,11 +75,13 @@ class MapLocationCuda(PythonRule):
             'ckpt = torch.load(p, map_location="neuron")\nc2 = torch.load(q, "neuron:1")\n'
             'c3 = torch.load(r, map_location=f"neuron:{dev_index}")\n',
             message_contains="one NeuronCore",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda())\n",
             "import torch\nckpt = torch.load(p, map_location=torch.accelerator.current_accelerator())\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "ckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda(0, non_blocking=True))\n",

@@ -12,7 +12,7 @@ from neuron_port.rules.device_placement.tables import INDEX_NAME_RE, ONE_CORE_PE
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
 from neuron_port.rules.helpers.nodes import expr
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class CudaMethodCall(PythonRule):
@@ -76,20 +76,24 @@ class CudaMethodCall(PythonRule):
         Invalid(
             "model.cuda()\nx = x.cuda(non_blocking=True)\ny = y.cuda(0)\n",
             'model.to("neuron")\nx = x.to("neuron", non_blocking=True)\ny = y.to("neuron:0")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "model = model.cuda(args.gpu)\nt = t.cuda(device=local_rank, non_blocking=True)\n",
             'model = model.to("neuron")\nt = t.to("neuron", non_blocking=True)\n',
             message_contains="one NeuronCore",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "for gpu in range(4):\n    parts[gpu] = parts[gpu].cuda(gpu)\nm = m.cuda(idx)\n",
             "for gpu in range(4):\n    parts[gpu] = parts[gpu].to(gpu)\nm = m.to(idx)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "model = model.cuda(args.gpu)\n",
             "model = model.to(args.gpu)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid("x = x.cuda(dev)\n", None, message_contains="unsafe"),
         Invalid(
@@ -101,6 +105,7 @@ class CudaMethodCall(PythonRule):
             "import torch\nmodel.to(torch.accelerator.current_accelerator())\n"
             "x = x.to(torch.accelerator.current_accelerator(), non_blocking=True)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid("x = x.cuda(*args)\n", None, message_contains="`.cuda(*...)`"),  # star arguments: reported only
     ]

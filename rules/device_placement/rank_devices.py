@@ -11,7 +11,7 @@ from neuron_port.rules.device_placement.ranks import INDEX_KEYWORD_CALLEES, is_r
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, PythonRule, Valid
 
 _DDP = "from torch.nn.parallel import DistributedDataParallel as DDP\n"
 _INIT = "import os\nimport torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
@@ -110,6 +110,7 @@ class RankDeviceIndex(PythonRule):
             "model = nn.Linear(4, 4).to(\"neuron\")\nddp = DDP(model, device_ids=[rank])\n"
             "noise = torch.randn(2, 4, device=\"neuron\")\n",
             message_contains="one NeuronCore",
+            not_runnable=OTHER_RULES,
         ),
         Invalid(
             "import os\nimport torch\ndevice = int(os.environ['LOCAL_RANK'])\nx = x.to(device, non_blocking=True)\n"
@@ -118,12 +119,14 @@ class RankDeviceIndex(PythonRule):
             "import os\nimport torch\ndevice = int(os.environ['LOCAL_RANK'])\n"
             "x = x.to(\"neuron\", non_blocking=True)\ng = torch.device(\"neuron\")\nm = FSDP(model, device_id=0)\n"
             "h = torch.device(args.device_type)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             _INIT + "local_rank = int(os.environ['LOCAL_RANK'])\n"
             "dist.init_process_group('nccl', device_id=torch.device(local_rank))\n",
             _INIT + "local_rank = int(os.environ['LOCAL_RANK'])\n"
             "dist.init_process_group('nccl', device_id=torch.device(\"neuron\", 0))\n",
+            not_runnable=OTHER_RULES,
         ),
         Invalid(
             # a set_device(rank) that NP502 cannot remove: no rank device of the file changes
