@@ -86,6 +86,40 @@ class CompileMissingBackend(CompileCallRule):
             "import torch\nmodel = torch.compile(model, mode='reduce-overhead', backend='neuron')\n",
             not_runnable=FRAGMENT,
         ),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model)
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron")
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, mode='reduce-overhead')
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, mode='reduce-overhead', backend='neuron')
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def check_compile(self, node: cst.Call) -> None:
@@ -179,6 +213,23 @@ class CompileCudaBackend(PythonRule):
             not_runnable=FRAGMENT,
         ),
         Invalid('import torch\nmodel = torch.compile(model, backend="cudagraphs")\n', None, target="accelerator"),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="inductor", fullgraph=True)
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron", fullgraph=True)
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

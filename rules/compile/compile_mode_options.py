@@ -88,6 +88,23 @@ class CompileMode(CompileCallRule):
             unsafe_fixes=True,
         ),
         Invalid("import torch\nmodel = torch.compile(model, mode='max-autotune')\n", None, target="accelerator"),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron", mode="max-autotune")
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron")
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def check_compile(self, node: cst.Call) -> None:

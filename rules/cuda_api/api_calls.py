@@ -161,6 +161,33 @@ class CudaApiCall(TorchCudaReference):
             None,
             message_contains="is kept: it guards `torch.cuda.get_device_capability()`",
         ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            x = torch.ones(2, device='neuron')
+            used = torch.cuda.memory_allocated(local_rank)
+            peak = torch.cuda.max_memory_allocated(device=local_rank)
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            x = torch.ones(2, device='neuron')
+            used = torch.neuron.memory_allocated(0)
+            peak = torch.neuron.max_memory_allocated(device=0)
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -94,6 +94,33 @@ class CudaDeviceCheck(DeviceStringRule):
             "pin = q.device.type == 'neuron'\n",
             not_runnable='needs flash_attn, a CUDA-only package',
         ),
+        Invalid(
+            """
+            import torch
+
+            device = torch.device('neuron')
+            x = torch.ones(2, device=device)
+            if x.device.type == 'cuda':
+                y = x * 2
+            ok = device.type in ("cuda", "cpu")
+            assert ok
+            if str(y.device).startswith("cuda"):
+                y = y.cpu()
+            """,
+            """
+            import torch
+
+            device = torch.device('neuron')
+            x = torch.ones(2, device=device)
+            if x.device.type == 'neuron':
+                y = x * 2
+            ok = device.type in ("neuron", "cpu")
+            assert ok
+            if str(y.device).startswith("neuron"):
+                y = y.cpu()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

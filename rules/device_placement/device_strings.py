@@ -201,6 +201,73 @@ class CudaDeviceString(DeviceStringRule):
             target="accelerator",
             message_contains="no torch.accelerator spelling",
         ),
+        Invalid(
+            """
+            import argparse
+            import torch
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--device', type=str, default='cuda', choices=['cpu', 'cuda'])
+            args = parser.parse_args()
+            x = torch.zeros(3, device=args.device)
+            y = x.to("cuda:0")
+            g = torch.Generator(device='cuda')
+            noise = torch.randn(3, generator=g.manual_seed(0), device=y.device)
+            """,
+            """
+            import argparse
+            import torch
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'neuron'])
+            args = parser.parse_args()
+            x = torch.zeros(3, device=args.device)
+            y = x.to("neuron:0")
+            g = torch.Generator(device='neuron')
+            noise = torch.randn(3, generator=g.manual_seed(0), device=y.device)
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import os
+            import torch
+
+            local_rank = int(os.environ.get('LOCAL_RANK', 0))
+            device = f'cuda:{local_rank}'
+            d = torch.device('cuda', local_rank)
+            x = torch.ones(2, device=device) + torch.ones(2, device=d)
+            """,
+            """
+            import os
+            import torch
+
+            local_rank = int(os.environ.get('LOCAL_RANK', 0))
+            device = 'neuron'
+            d = torch.device('neuron')
+            x = torch.ones(2, device=device) + torch.ones(2, device=d)
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            torch.set_default_device('cuda')
+            x = torch.ones(2)
+            torch.save({'w': x}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location={'cuda:0': 'cuda:0'})
+            """,
+            """
+            import torch
+
+            torch.set_default_device('neuron')
+            x = torch.ones(2)
+            torch.save({'w': x}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location={'cuda:0': 'neuron:0'})
+            """,
+            runs=True,
+        ),
     ]
 
     def _candidate(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:

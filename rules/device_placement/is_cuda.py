@@ -70,6 +70,27 @@ class IsCudaAttribute(PythonRule):
             "        k[(1,)](x)\n        return x\n    return x.pin_memory() if x.is_neuron else x\n",
             not_runnable='needs triton, a CUDA-only package',
         ),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            x = torch.randn(3, 4, device='neuron')
+            if x.is_cuda and next(model.parameters()).is_cuda:
+                y = model(x)
+            print(y.shape)
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            x = torch.randn(3, 4, device='neuron')
+            if x.is_neuron and next(model.parameters()).is_neuron:
+                y = model(x)
+            print(y.shape)
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -88,6 +88,23 @@ class MapLocationCuda(PythonRule):
             None,  # storage.cuda() with other arguments: reported only
             message_contains="use a neuron device string",
         ),
+        Invalid(
+            """
+            import torch
+
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location=lambda storage, loc: storage.cuda())
+            w = ckpt['w'] * 2
+            """,
+            """
+            import torch
+
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location="neuron")
+            w = ckpt['w'] * 2
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -107,7 +107,46 @@ class CudaMethodCall(PythonRule):
             target="accelerator",
             not_runnable=FRAGMENT,
         ),
-        Invalid("x = x.cuda(*args)\n", None, message_contains="`.cuda(*...)`"),  # star arguments: reported only
+        Invalid("x = x.cuda(*args)\n", None, message_contains="`.cuda(*...)`"),  # star arguments: reported only,
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.cuda()
+            x = torch.randn(3, 4).cuda(non_blocking=True)
+            y = model(x).cuda(0)
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.to("neuron")
+            x = torch.randn(3, 4).to("neuron", non_blocking=True)
+            y = model(x).to("neuron:0")
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.cuda()
+            x = torch.randn(3, 4).cuda(non_blocking=True)
+            y = model(x)
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.to(torch.accelerator.current_accelerator())
+            x = torch.randn(3, 4).to(torch.accelerator.current_accelerator(), non_blocking=True)
+            y = model(x)
+            """,
+            target='accelerator',
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -139,6 +139,37 @@ class RankDeviceIndex(PythonRule):
             _INIT + "ok = torch.cuda.set_device(args.gpu) or True\nmodel = model.to(\"neuron\")\n",
             unsafe_fixes=True,
         ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to(rank)
+            ddp = DDP(model)
+            noise = torch.randn(2, 4, device=rank)
+            ddp(noise).sum().backward()
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to("neuron")
+            ddp = DDP(model)
+            noise = torch.randn(2, 4, device="neuron")
+            ddp(noise).sum().backward()
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -120,6 +120,35 @@ class DdpDeviceIds(PythonRule):
             None,  # device_ids passed positionally: reported only
             unsafe_fixes=True,
         ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to('neuron')
+            m = DDP(model, device_ids=[local_rank])
+            m(torch.randn(2, 4, device='neuron')).sum().backward()
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to('neuron')
+            m = DDP(model, device_ids=[0])
+            m(torch.randn(2, 4, device='neuron')).sum().backward()
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -106,6 +106,29 @@ class NcclBackend(AvailabilityMixin, SkipProse):
             'if dist.get_backend() == "neuron":\n    pass\n',
             not_runnable=FRAGMENT,
         ),
+        Invalid(
+            """
+            import argparse
+            import torch.distributed as dist
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--dist-backend', default='nccl', type=str)
+            args = parser.parse_args()
+            dist.init_process_group(args.dist_backend)
+            dist.destroy_process_group()
+            """,
+            """
+            import argparse
+            import torch.distributed as dist
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--dist-backend', default='neuron', type=str)
+            args = parser.parse_args()
+            dist.init_process_group(args.dist_backend)
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -128,6 +128,32 @@ class DistributedSetDevice(SkipProse):
             None,  # not a rank: advice only
             unsafe_fixes=True,
         ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            torch.cuda.set_device(local_rank)
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x)
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x)
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -71,6 +71,25 @@ class CudaDeviceMesh(PythonRule):
             target="accelerator",
             not_runnable=TWO_PROCESSES,
         ),
+        Invalid(
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import init_device_mesh
+
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh('cuda', (1, 1), mesh_dim_names=('dp', 'tp'))
+            dist.destroy_process_group()
+            """,
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import init_device_mesh
+
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh('neuron', (1, 1), mesh_dim_names=('dp', 'tp'))
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

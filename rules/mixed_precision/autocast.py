@@ -148,6 +148,35 @@ class CudaAutocast(PythonRule):
         ),
         # a reference that is not called cannot be rewritten in place
         Invalid("import torch\nctx = torch.cuda.amp.autocast if use_amp else nullcontext\n", None),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            x = torch.randn(3, 4, device='neuron')
+            use_amp = True
+            with torch.cuda.amp.autocast():
+                y = model(x)
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                y = model(x)
+            with torch.amp.autocast(device_type='cuda', enabled=use_amp):
+                y = model(x)
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            x = torch.randn(3, 4, device='neuron')
+            use_amp = True
+            with torch.autocast(device_type="neuron"):
+                y = model(x)
+            with torch.autocast('neuron', dtype=torch.bfloat16):
+                y = model(x)
+            with torch.amp.autocast(device_type='neuron', enabled=use_amp):
+                y = model(x)
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

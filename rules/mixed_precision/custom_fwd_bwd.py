@@ -114,6 +114,29 @@ class CudaCustomFwdBwd(PythonRule):
             target="accelerator",
             unsafe_fixes=True,
         ),
+        Invalid(
+            """
+            import torch
+
+
+            def forward_impl(ctx, x):
+                return x * 2
+
+
+            fwd = torch.cuda.amp.custom_fwd(forward_impl)
+            """,
+            """
+            import torch
+
+
+            def forward_impl(ctx, x):
+                return x * 2
+
+
+            fwd = torch.amp.custom_fwd(forward_impl, device_type="neuron")
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

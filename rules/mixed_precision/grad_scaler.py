@@ -116,6 +116,33 @@ class CudaGradScaler(PythonRule):
             target="accelerator",
             unsafe_fixes=True,
         ),
+        Invalid(
+            """
+            import torch
+
+            dtype = 'bfloat16'
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            """,
+            """
+            import torch
+
+            dtype = 'bfloat16'
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler('neuron', enabled=(dtype == 'float16'))
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            """,
+            runs=True,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -200,6 +200,25 @@ class ProfilerActivityCuda(PythonRule):
             runs=True,
         ),
         Invalid("import torch\nacts = [torch.profiler.ProfilerActivity.CUDA]\n", None, target="accelerator"),
+        Invalid(
+            """
+            import torch
+            from torch.profiler import profile, ProfilerActivity
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+            from torch.profiler import profile, ProfilerActivity
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+                model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:
