@@ -105,6 +105,21 @@ class CompileMode(CompileCallRule):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+            m = torch.compile(model, backend='neuron', mode='max-autotune-no-cudagraphs')
+            y = m(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+            m = torch.compile(model, backend='neuron')
+            y = m(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def check_compile(self, node: cst.Call) -> None:

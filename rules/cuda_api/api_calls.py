@@ -188,6 +188,92 @@ class CudaApiCall(TorchCudaReference):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.cuda.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                y = x + 1
+            torch.cuda.current_stream().wait_stream(s)
+            """,
+            """
+            import torch
+            start = torch.neuron.Event(enable_timing=True)
+            end = torch.neuron.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.neuron.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.neuron.Stream()
+            with torch.neuron.stream(s):
+                y = x + 1
+            torch.neuron.current_stream().wait_stream(s)
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.cuda.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.cuda.Stream()
+            torch.cuda.set_stream(s)
+            torch.cuda.set_device(0)
+            n = torch.cuda.current_device()
+            """,
+            """
+            import torch
+            start = torch.Event(enable_timing=True)
+            end = torch.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.accelerator.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.Stream()
+            torch.accelerator.set_stream(s)
+            torch.accelerator.set_device_index(0)
+            n = torch.accelerator.current_device_index()
+            """,
+            target='accelerator',
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            state = torch.cuda.get_rng_state()
+            torch.cuda.set_rng_state(state)
+            torch.cuda.manual_seed_all(0)
+            name = torch.cuda.get_device_name(0)
+            stats = torch.cuda.memory_stats()
+            print(torch.cuda.memory_summary())
+            torch.cuda.reset_max_memory_allocated()
+            """,
+            """
+            import torch
+            state = torch.neuron.get_rng_state()
+            torch.neuron.set_rng_state(state)
+            torch.neuron.manual_seed_all(0)
+            name = torch.neuron.get_device_name(0)
+            stats = torch.neuron.memory_stats()
+            print(torch.neuron.memory_summary())
+            torch.neuron.reset_peak_memory_stats()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -83,6 +83,25 @@ class LegacyCudaTensorType(PythonRule):
             target="accelerator",
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            empty = torch.cuda.FloatTensor()
+            pair = torch.cuda.FloatTensor((2, 3))
+            x = torch.ones(2)
+            y = x.type(torch.cuda.HalfTensor)
+            print(empty.shape, pair.sum(), y.dtype)
+            """,
+            """
+            import torch
+            empty = torch.empty(0, dtype=torch.float32, device="neuron")
+            pair = torch.tensor((2, 3), dtype=torch.float32, device="neuron")
+            x = torch.ones(2)
+            y = x.to(device="neuron", dtype=torch.float16)
+            print(empty.shape, pair.sum(), y.dtype)
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -105,6 +105,23 @@ class MapLocationCuda(PythonRule):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            a = torch.load('ckpt.pt', map_location=lambda storage, loc: storage.cuda(0))
+            b = torch.load('ckpt.pt', lambda storage, location: storage.cuda())
+            print(a['w'].device, b['w'].device)
+            """,
+            """
+            import torch
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            a = torch.load('ckpt.pt', map_location="neuron:0")
+            b = torch.load('ckpt.pt', "neuron")
+            print(a['w'].device, b['w'].device)
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -147,6 +147,25 @@ class CudaMethodCall(PythonRule):
             target='accelerator',
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            idx = 0
+            m = torch.nn.Linear(2, 2).cuda(idx)
+            t = torch.ones(1, 2).cuda(device=idx)
+            v = torch.ones(1, 2).cuda(memory_format=torch.contiguous_format)
+            y = m(t + v)
+            """,
+            """
+            import torch
+            idx = 0
+            m = torch.nn.Linear(2, 2).to(idx)
+            t = torch.ones(1, 2).to(idx)
+            v = torch.ones(1, 2).to("neuron", memory_format=torch.contiguous_format)
+            y = m(t + v)
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -170,6 +170,27 @@ class RankDeviceIndex(PythonRule):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import os
+            import torch
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(2, 2).to(local_rank)
+            g = torch.Generator(device=local_rank)
+            t = torch.randn(2, 2, device=local_rank, generator=g)
+            print(model(t).device)
+            """,
+            """
+            import os
+            import torch
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(2, 2).to("neuron")
+            g = torch.Generator(device="neuron")
+            t = torch.randn(2, 2, device="neuron", generator=g)
+            print(model(t).device)
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

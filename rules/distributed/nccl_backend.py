@@ -129,6 +129,27 @@ class NcclBackend(AvailabilityMixin, SkipProse):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+            dist.init_process_group(backend='nccl', init_method='env://')
+            group = dist.new_group(ranks=[0], backend='nccl')
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x, group=group)
+            dist.destroy_process_group()
+            """,
+            """
+            import torch
+            import torch.distributed as dist
+            dist.init_process_group(backend='neuron', init_method='env://')
+            group = dist.new_group(ranks=[0], backend='neuron')
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x, group=group)
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

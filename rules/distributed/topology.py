@@ -90,6 +90,28 @@ class CudaDeviceMesh(PythonRule):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh(device_type='cuda', mesh_shape=(1,))
+            m = DeviceMesh('cuda', [0])
+            dist.destroy_process_group()
+            """,
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+            import torch
+
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh(device_type=torch.accelerator.current_accelerator().type, mesh_shape=(1,))
+            m = DeviceMesh(torch.accelerator.current_accelerator().type, [0])
+            dist.destroy_process_group()
+            """,
+            target='accelerator',
+            runs=True,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

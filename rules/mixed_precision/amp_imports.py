@@ -155,6 +155,29 @@ class CudaAmpImport(PythonRule):
         Invalid("from torch.cuda.amp import autocast\nctx = autocast if use_amp else nullcontext\n", None,
                 message_contains="still used"),
         Invalid("from torch.cuda.amp import autocast\n__all__ = ['autocast']\n", None, message_contains="__all__"),
+        Invalid(
+            """
+            import torch
+
+
+            def make_scaler():
+                from torch.cuda.amp import GradScaler
+
+
+            make_scaler()
+            """,
+            """
+            import torch
+
+
+            def make_scaler():
+                pass
+
+
+            make_scaler()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -177,6 +177,39 @@ class CudaAutocast(PythonRule):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+
+
+            @torch.cuda.amp.autocast()
+            def forward(x):
+                return model(x)
+
+
+            with torch.cuda.amp.autocast(enabled=False):
+                y = forward(torch.randn(3, 4, device='neuron'))
+            with torch.cuda.amp.autocast(dtype=torch.float16, cache_enabled=False):
+                y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+
+
+            @torch.autocast(device_type="neuron")
+            def forward(x):
+                return model(x)
+
+
+            with torch.autocast(device_type="neuron", enabled=False):
+                y = forward(torch.randn(3, 4, device='neuron'))
+            with torch.autocast(device_type="neuron", dtype=torch.float16, cache_enabled=False):
+                y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -137,6 +137,51 @@ class CudaCustomFwdBwd(PythonRule):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                @torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                @torch.cuda.amp.custom_bwd
+                def backward(ctx, g):
+                    return g * 2
+
+
+            x = torch.ones(3, device='neuron', requires_grad=True)
+            with torch.autocast('neuron', dtype=torch.bfloat16):
+                y = Double.apply(x)
+            y.sum().backward()
+            """,
+            """
+            import torch
+
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                @torch.amp.custom_fwd(device_type="neuron", cast_inputs=torch.float32)
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                @torch.amp.custom_bwd(device_type="neuron")
+                def backward(ctx, g):
+                    return g * 2
+
+
+            x = torch.ones(3, device='neuron', requires_grad=True)
+            with torch.autocast('neuron', dtype=torch.bfloat16):
+                y = Double.apply(x)
+            y.sum().backward()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

@@ -143,6 +143,33 @@ class CudaGradScaler(PythonRule):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            from torch.cuda.amp import GradScaler
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = GradScaler(init_scale=2.0**10, growth_interval=100)
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)
+            scaler.update()
+            """,
+            """
+            import torch
+            from torch.cuda.amp import GradScaler
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("neuron", init_scale=2.0**10, growth_interval=100)
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)
+            scaler.update()
+            """,
+            runs=True,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
