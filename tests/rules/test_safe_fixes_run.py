@@ -35,7 +35,7 @@ RUNNER_SECONDS = 600  # the whole batch; a hang inside one program is cut by PER
 # by an earlier one) and a crash or hang of one is only its own verdict. The runner appends one JSON line
 # per program to a results file: ["start", id] before it, [id, "ok" | "fail", detail] after it.
 RUNNER = r'''
-import atexit, json, os, runpy, signal, socket, sys, time, traceback
+import atexit, json, os, runpy, signal, socket, sys, time
 import torch
 import neuron_backend
 
@@ -65,7 +65,7 @@ def run_child(path, log):
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
-        traceback.print_exc()
+        sys.excepthook(*sys.exc_info())  # as for an uncaught exception: the simulator records it, then prints
         code = 1
     # the exit of a normal run (atexit: the simulator's events, the program's own hooks) without the
     # second-long teardown of torch's modules, which changes no exit status
@@ -130,9 +130,11 @@ SAFE = list(_examples_with_safe_fixes())
 RUNNABLE = [(case_id, fixed) for case_id, _rule, example, fixed in SAFE if example.runs]
 
 
-def run_programs(programs: dict[str, Path], workdir: Path) -> dict[str, tuple[str, str]]:
-    """Run every program on the simulator; {id: ("ok" | "fail", detail)}. A runner that dies or hangs
-    fails the program it was running and starts again with the ones after it."""
+def run_programs(programs: dict[str, Path], workdir: Path,
+                 seconds: float = PER_PROGRAM_SECONDS) -> dict[str, tuple[str, str]]:
+    """Run every program on the simulator; {id: ("ok" | "fail", detail)}. A program still running after
+    ``seconds`` is killed and fails. A runner that dies fails the program it was running and starts
+    again with the ones after it."""
     outcome: dict[str, tuple[str, str]] = {}
     pending = list(programs)
     attempt = 0
@@ -144,7 +146,7 @@ def run_programs(programs: dict[str, Path], workdir: Path) -> dict[str, tuple[st
         env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_EVENTS_DIR=str(workdir / "events"))
         try:
             proc = subprocess.run(
-                [sys.executable, "-c", RUNNER, str(manifest), str(results), str(PER_PROGRAM_SECONDS)],
+                [sys.executable, "-c", RUNNER, str(manifest), str(results), str(seconds)],
                 cwd=workdir, env=env, capture_output=True, text=True, timeout=RUNNER_SECONDS,
             )
             death = f"the runner exited with {proc.returncode}\n{proc.stderr[-3000:]}"
@@ -152,7 +154,10 @@ def run_programs(programs: dict[str, Path], workdir: Path) -> dict[str, tuple[st
             death = f"the runner hung past {RUNNER_SECONDS}s\n{(exc.stderr or b'')[-3000:]!r}"
         started = None
         for line in results.read_text().splitlines() if results.exists() else ():
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except ValueError:  # the runner died writing it
+                break
             if record[0] == "start":
                 started = record[1]
             else:
@@ -175,9 +180,7 @@ def run_results(sim_build, tmp_path_factory) -> dict[str, tuple[str, str]]:
         folder.mkdir()
         programs[case_id] = folder / "program.py"
         programs[case_id].write_text(fixed)
-    results = run_programs(programs, workdir)
-    print(f"\nsafe fixes run: {len(RUNNABLE)} of {len(SAFE)} INVALID examples with a safe fix are runnable")
-    return results
+    return run_programs(programs, workdir)
 
 
 @pytest.mark.parametrize("case_id", [case_id for case_id, _ in RUNNABLE])
@@ -187,9 +190,11 @@ def test_safe_fix_output_runs(case_id, run_results):
     assert status == "ok", f"{case_id}: the safely fixed program fails on the simulator\n{program}\n{detail}"
 
 
-def test_every_example_with_a_safe_fix_decides_whether_it_runs():
+def test_every_example_with_a_safe_fix_decides_whether_it_runs(record_property):
     undecided = [case_id for case_id, _rule, example, _fixed in SAFE if not example.runs and not example.not_runnable]
     assert undecided == [], "declare runs=True or not_runnable='<why>' on these INVALID examples"
+    record_property("runnable", len(RUNNABLE))
+    record_property("with_a_safe_fix", len(SAFE))
     print(f"\n{len(RUNNABLE)} of {len(SAFE)} INVALID examples with a safe fix run on the simulator")
 
 
@@ -203,7 +208,8 @@ def test_runnable_examples_are_python_with_a_safe_fix():
 
 
 def test_a_crashing_program_fails_alone_and_the_others_still_run(sim_build, tmp_path):
-    """The runner itself: a program that kills the process does not hide the verdicts of the rest."""
+    """The runner itself: a program that raises, exits, crashes, hangs or kills the runner fails alone;
+    the verdicts of the others still come."""
     sources = {
         "first": "import torch\nx = torch.ones(2, device='neuron')\nassert x.sum().item() == 2\n",
         "raises": "import torch\ntorch.zeros(2, device='cuda')\n",
@@ -211,16 +217,20 @@ def test_a_crashing_program_fails_alone_and_the_others_still_run(sim_build, tmp_
         "after": "import torch\nprint(torch.arange(3, device='neuron').tolist(), end='')\n",
         "exits": "import sys\nsys.exit(2)\n",
         "kills_runner": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+        "hangs": "import time\ntime.sleep(600)\n",
+        "segfaults": "import ctypes\nctypes.string_at(0)\n",
         "last": "import torch\nassert torch.neuron.is_available()\n",
     }
     programs = {}
     for name, source in sources.items():
         programs[name] = tmp_path / f"{name}.py"
         programs[name].write_text(source)
-    results = run_programs(programs, tmp_path)
+    results = run_programs(programs, tmp_path, seconds=10)
     assert {name: status for name, (status, _) in results.items()} == {
         "first": "ok", "raises": "fail", "dies": "fail", "after": "ok", "exits": "fail",
-        "kills_runner": "fail", "last": "ok"}
+        "kills_runner": "fail", "hangs": "fail", "segfaults": "fail", "last": "ok"}
+    assert results["hangs"][1].startswith("still running after 10s")
+    assert results["segfaults"][1].startswith("killed by signal 11")
     assert results["dies"][1].startswith("exit status 3")
     assert "Torch not compiled with CUDA enabled" in results["raises"][1]
     assert "the runner exited with -9" in results["kills_runner"][1]
