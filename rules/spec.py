@@ -76,11 +76,12 @@ class Invalid:
 
     An example that this rule's *safe* fixes change says whether that safely fixed source is a program
     that runs: ``runs=True`` (a complete single-process program: its imports, tiny tensors and modules,
-    no data, no network; tests/rules/test_safe_fixes_run.py runs it on the simulated ``neuron`` device
-    and it must exit 0, whether or not the CUDA input ran anywhere but on a GPU), or ``not_runnable``,
-    a short reason why not ("a fragment: uses names it does not define", "needs two processes",
-    "needs transformers", "a launch config, not a program"). The test fails on an example with a safe
-    fix that says neither, so what runs is a decision. Unsafe fixes are not run.
+    no data, no network; tests/rules/test_safe_fixes_run.py runs it on the simulated ``neuron`` device as
+    ``torchrun --nproc-per-node 1`` would, and it must exit 0, whatever the CUDA input needed), or
+    ``not_runnable``, a short reason why not: one of the constants below (``FRAGMENT``, ``OTHER_RULES``,
+    ``TWO_PROCESSES``, ``LAUNCH_FILE``) or its own ("needs triton, a CUDA-only package"). The test fails
+    on an example with a safe fix that says neither, so what runs is a decision. Only safe fixes are run
+    (with ``unsafe_fixes=True`` the example's safe ones).
     """
 
     code: str

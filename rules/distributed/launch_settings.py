@@ -65,9 +65,11 @@ class ConfigCudaDevice(LineRule):
     ]
     INVALID = [
         Invalid("device: cuda   # eval\n", "device: neuron   # eval\n", kind="yaml", not_runnable=LAUNCH_FILE),
-        Invalid('{"train": {"device": "cuda:0"}}\n', '{"train": {"device": "neuron:0"}}\n', kind="json", not_runnable=LAUNCH_FILE),
+        Invalid('{"train": {"device": "cuda:0"}}\n', '{"train": {"device": "neuron:0"}}\n', kind="json",
+                not_runnable=LAUNCH_FILE),
         Invalid('[run]\ndevice = "cuda"\n', '[run]\ndevice = "neuron"\n', kind="toml", not_runnable=LAUNCH_FILE),
-        Invalid("python eval.py --device=cuda\n", "python eval.py --device=neuron\n", kind="shell", not_runnable=LAUNCH_FILE),
+        Invalid("python eval.py --device=cuda\n", "python eval.py --device=neuron\n", kind="shell",
+                not_runnable=LAUNCH_FILE),
         Invalid("device: cuda\n", None, kind="yaml", target="accelerator"),
     ]
 
@@ -120,7 +122,8 @@ class ConfigNcclBackend(LineRule):
     VALID = [Valid("backend: gloo\n", kind="yaml")]
     INVALID = [
         Invalid("dist_backend: nccl\n", "dist_backend: neuron\n", kind="yaml", not_runnable=LAUNCH_FILE),
-        Invalid("python train.py --dist-backend nccl\n", "python train.py --dist-backend neuron\n", kind="shell", not_runnable=LAUNCH_FILE),
+        Invalid("python train.py --dist-backend nccl\n", "python train.py --dist-backend neuron\n", kind="shell",
+                not_runnable=LAUNCH_FILE),
         Invalid("dist_backend: nccl\n", None, kind="yaml", target="accelerator"),
     ]
 

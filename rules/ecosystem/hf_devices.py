@@ -233,7 +233,8 @@ class HfPipelineDevice(PythonRule):
             words = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
             words.pre_tokenizer = pre_tokenizers.Whitespace()
             tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", pad_token="[UNK]")
-            config = GPT2Config(vocab_size=3, n_positions=16, n_embd=8, n_layer=1, n_head=2, bos_token_id=1, eos_token_id=2)
+            config = GPT2Config(vocab_size=3, n_positions=16, n_embd=8, n_layer=1, n_head=2,
+                                bos_token_id=1, eos_token_id=2)
             pipe = pipeline("text-generation", model=GPT2LMHeadModel(config), tokenizer=tokenizer, device=0)
             print(pipe("hello world", max_new_tokens=2, do_sample=False))
             """,
@@ -244,7 +245,8 @@ class HfPipelineDevice(PythonRule):
             words = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
             words.pre_tokenizer = pre_tokenizers.Whitespace()
             tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", pad_token="[UNK]")
-            config = GPT2Config(vocab_size=3, n_positions=16, n_embd=8, n_layer=1, n_head=2, bos_token_id=1, eos_token_id=2)
+            config = GPT2Config(vocab_size=3, n_positions=16, n_embd=8, n_layer=1, n_head=2,
+                                bos_token_id=1, eos_token_id=2)
             pipe = pipeline("text-generation", model=GPT2LMHeadModel(config), tokenizer=tokenizer, device="neuron")
             print(pipe("hello world", max_new_tokens=2, do_sample=False))
             """,

@@ -191,7 +191,7 @@ def test_safe_fix_output_runs(case_id, run_results):
 
 
 def test_every_example_with_a_safe_fix_decides_whether_it_runs(record_property):
-    undecided = [case_id for case_id, _rule, example, _fixed in SAFE if not example.runs and not example.not_runnable]
+    undecided = [case_id for case_id, _, example, _ in SAFE if not (example.runs or example.not_runnable)]
     assert undecided == [], "declare runs=True or not_runnable='<why>' on these INVALID examples"
     record_property("runnable", len(RUNNABLE))
     record_property("with_a_safe_fix", len(SAFE))
