@@ -13,6 +13,7 @@ from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
+from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards
 from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, Valid
 
 
@@ -60,7 +61,10 @@ class CudaApiCall(TorchCudaReference):
     ``.major``, ``.minor``, ``.multi_processor_count`` (directly or through the name it is assigned to) is
     reported and left as it is, and so is a ``torch.cuda.is_available()`` test guarding such a read or a
     ``get_device_capability()`` call (NP202) that NP210 does not rewrite: on Trainium the test stays False
-    and the CUDA check is skipped, instead of becoming True and raising.
+    and the CUDA check is skipped, instead of becoming True and raising. For the same reason a
+    ``torch.cuda.is_available()`` test that guards other CUDA-only code (flash-attn, Triton, a CUDA
+    extension, a CUDA graph, a ``torch.cuda`` API with no neuron equivalent such as ``mem_get_info``: what
+    NP720 finds) is kept and reported, not renamed.
 
     One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
     renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
@@ -274,6 +278,48 @@ class CudaApiCall(TorchCudaReference):
             """,
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def attention(q, k, v):
+                if torch.cuda.is_available():
+                    from flash_attn import flash_attn_func
+                    return flash_attn_func(q, k, v)
+                return F.scaled_dot_product_attention(q, k, v)
+
+
+            if torch.cuda.is_available():
+                free, total = torch.cuda.mem_get_info()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            q = torch.randn(1, 2, 4, 8, device='neuron')
+            print(attention(q, q, q).shape)
+            """,
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def attention(q, k, v):
+                if torch.cuda.is_available():
+                    from flash_attn import flash_attn_func
+                    return flash_attn_func(q, k, v)
+                return F.scaled_dot_product_attention(q, k, v)
+
+
+            if torch.cuda.is_available():
+                free, total = torch.cuda.mem_get_info()
+            if torch.neuron.is_available():
+                torch.neuron.synchronize()
+            q = torch.randn(1, 2, 4, 8, device='neuron')
+            print(attention(q, q, q).shape)
+            """,
+            message_contains='is kept: it guards flash-attn',
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:
@@ -295,6 +341,7 @@ class CudaApiCall(TorchCudaReference):
             return
         caps = capability_checks(self.context, original_node) if self._capability_calls else None
         ranks = None  # the file's rank analysis, computed only if a call may pass a rank as its device
+        guarding = None  # is_available() tests that guard CUDA-only code (NP720), computed only if one is seen
         for node, qualname, key in self._references:
             if caps is not None and node in caps.rewritten:
                 continue  # inside a capability comparison NP210 rewrites
@@ -318,6 +365,22 @@ class CudaApiCall(TorchCudaReference):
                     effort="low",
                 )
                 continue
+            if key == "is_available":
+                if guarding is None:
+                    guarding = {atom.func: found for atom, found in
+                                cuda_only_guards(self.context, original_node).guards.items()
+                                if isinstance(atom, cst.Call)}
+                # a capability read is the capability analysis's to decide (NP210 may rewrite it)
+                if node in guarding and guarding[node][0].split(".")[-1] != "get_device_capability":
+                    call, what, effort = guarding[node]
+                    self.report(
+                        node,
+                        f"`torch.cuda.is_available()` is kept: it guards {what} (`{call}`), which cannot run on "
+                        "Trainium, so there the test stays False and that code is skipped, as before (NP720); "
+                        "port it, then this test can become torch.neuron.is_available()",
+                        effort=effort,
+                    )
+                    continue
             call = self._calls.get(node)
             if (self.context.target == "neuron" and call is not None and call.args
                     and (key == "set_device" or key in CUDA_API_DEVICE_ARGS)):

@@ -21,8 +21,9 @@ class CudaDeviceCheck(DeviceStringRule):
     ``'neuron'`` the code is multi-backend and is only reported.
 
     A test that guards CUDA-only code (``if q.device.type == 'cuda': return flash_attn_func(q, k, v)``:
-    Triton, CUDA extensions, flash-attn, xformers, CUDA graphs) is left as it is and reported by NP720,
-    so Trainium keeps taking the torch path.
+    Triton, CUDA extensions, flash-attn, xformers, CUDA graphs, ``torch.cuda`` APIs with no Trainium
+    equivalent such as ``mem_get_info`` or ``nvtx``) is left as it is and reported by NP720, so Trainium
+    keeps taking the torch path.
 
     ## Why is this bad?
     On Trainium ``device.type`` is ``'neuron'``, so a ``== 'cuda'`` test is silently False: the program
@@ -44,7 +45,8 @@ class CudaDeviceCheck(DeviceStringRule):
 
     ## Fix safety
     Safe on the neuron target, because NP101 rewrites the strings the compared values are made from, so
-    both sides change together. Not fixed when the chain already has a neuron branch (the CUDA branch
+    both sides change together, and a test whose guarded code cannot run on Trainium is kept (above): a
+    branch the CUDA program skipped there must not start running code that raises. Not fixed when the chain already has a neuron branch (the CUDA branch
     would shadow it) and not fixed on the accelerator target, where there is no device-agnostic spelling
     of "is this the accelerator": compare with ``torch.accelerator.current_accelerator().type`` after
     checking ``torch.accelerator.is_available()``.
@@ -118,6 +120,31 @@ class CudaDeviceCheck(DeviceStringRule):
             assert ok
             if str(y.device).startswith("neuron"):
                 y = y.cpu()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            x = torch.ones(2, device='neuron')
+            if x.device.type == 'cuda':
+                free, total = torch.cuda.mem_get_info()
+                print(free / total)
+            if str(x.device).startswith('cuda'):
+                torch.cuda.nvtx.range_push('step')
+            pin = x.device.type == 'cuda'
+            """,
+            """
+            import torch
+
+            x = torch.ones(2, device='neuron')
+            if x.device.type == 'cuda':
+                free, total = torch.cuda.mem_get_info()
+                print(free / total)
+            if str(x.device).startswith('cuda'):
+                torch.cuda.nvtx.range_push('step')
+            pin = x.device.type == 'neuron'
             """,
             runs=True,
         ),
