@@ -64,7 +64,8 @@ class CudaApiCall(TorchCudaReference):
     and the CUDA check is skipped, instead of becoming True and raising. For the same reason a
     ``torch.cuda.is_available()`` test that guards other CUDA-only code (flash-attn, Triton, a CUDA
     extension, a CUDA graph, a ``torch.cuda`` API with no neuron equivalent such as ``mem_get_info``: what
-    NP720 finds) is kept and reported, not renamed.
+    NP720 finds), directly or through a name it is assigned to (``use_cuda = torch.cuda.is_available()``
+    ... ``if use_cuda:``), is kept and reported, not renamed.
 
     One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
     renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
@@ -320,6 +321,26 @@ class CudaApiCall(TorchCudaReference):
             message_contains='is kept: it guards flash-attn',
             runs=True,
         ),
+        Invalid(
+            """
+            import torch
+
+            use_cuda = torch.cuda.is_available()
+            if use_cuda:
+                torch.cuda.set_per_process_memory_fraction(0.5)
+            torch.cuda.manual_seed(0)
+            """,
+            """
+            import torch
+
+            use_cuda = torch.cuda.is_available()
+            if use_cuda:
+                torch.cuda.set_per_process_memory_fraction(0.5)
+            torch.neuron.manual_seed(0)
+            """,
+            message_contains='guards a CUDA API with no Trainium equivalent (`torch.cuda.set_per_process',
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:
@@ -367,9 +388,7 @@ class CudaApiCall(TorchCudaReference):
                 continue
             if key == "is_available":
                 if guarding is None:
-                    guarding = {atom.func: found for atom, found in
-                                cuda_only_guards(self.context, original_node).guards.items()
-                                if isinstance(atom, cst.Call)}
+                    guarding = cuda_only_guards(self.context, original_node).kept_availability
                 # a capability read is the capability analysis's to decide (NP210 may rewrite it)
                 if node in guarding and guarding[node][0].split(".")[-1] != "get_device_capability":
                     call, what, effort = guarding[node]

@@ -58,6 +58,18 @@ def is_cuda_availability_test(node: cst.CSTNode) -> bool:
             and node.func.attr.value == "is_available" and last_segment(node.func.value) == "cuda")
 
 
+def _availability_aliases(module: cst.Module) -> dict[str, list[cst.Call]]:
+    """Names assigned exactly ``torch.cuda.is_available()`` (``use_cuda = torch.cuda.is_available()``), with
+    those calls: a test of the name is a test of CUDA (in any scope: keeping a test is the safe mistake). A
+    longer expression (``flash is not None and torch.cuda.is_available() and ...``) says more than that."""
+    aliases: dict[str, list[cst.Call]] = {}
+    for node in walk(module):
+        if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                and is_cuda_availability_test(node.value)):
+            aliases.setdefault(node.targets[0].target.value, []).append(node.value)  # type: ignore[arg-type]
+    return aliases
+
+
 def on_cuda_polarity(node: cst.BaseExpression) -> Optional[bool]:
     """True for a test that the data is on a CUDA device (``x.is_cuda``, ``x.device.type == "cuda"``,
     ``"cuda" in str(x.device)``, ``device.type in ("cuda", "xpu")``, ``str(x.device).startswith("cuda")``,
@@ -91,16 +103,28 @@ class CudaOnlyGuards:
         self.context = context
         self.guards: dict[cst.BaseExpression, tuple[str, str, str]] = {}  # atom -> (call, what, effort)
         self.guard_nodes: set[cst.CSTNode] = set()  # every node inside those atoms
+        # torch.cuda.is_available references (in a test, or assigned to a name a test reads) that guard
+        # CUDA-only code -> (call, what, effort): NP201 keeps them
+        self.kept_availability: dict[cst.CSTNode, tuple[str, str, str]] = {}
         if not self._has_cuda_only_code(module):
             return  # the common case: one cheap look
         functions = self._cuda_only_functions(module)
-        for atom, region in regions_where(module, on_cuda_polarity):
+        aliases = _availability_aliases(module)
+
+        def polarity(node: cst.BaseExpression) -> Optional[bool]:
+            return True if isinstance(node, cst.Name) and node.value in aliases else on_cuda_polarity(node)
+
+        for atom, region in regions_where(module, polarity):
             if atom in self.guards:
                 continue
             found = self._first_cuda_only(nodes_in(region), functions)
             if found is not None:
                 self.guards[atom] = found
                 self.guard_nodes.update(walk(atom))
+                calls = aliases.get(atom.value, []) if isinstance(atom, cst.Name) else [atom]
+                for call in calls:
+                    if is_cuda_availability_test(call):
+                        self.kept_availability.setdefault(call.func, found)
 
     def _has_cuda_only_code(self, module: cst.Module) -> bool:
         """An import of CUDA-only code (the import tracker has them all), or a fully qualified use of
@@ -294,6 +318,6 @@ class CudaOnlyBranch(PythonRule):
     def leave_Module(self, original_node: cst.Module) -> None:
         guards = cuda_only_guards(self.context, original_node)
         for atom, (call, what, effort) in guards.guards.items():
-            if is_cuda_availability_test(atom):
-                continue  # NP201 reports the availability tests it keeps
+            if is_cuda_availability_test(atom) or isinstance(atom, cst.Name):
+                continue  # availability tests (and names holding one): NP201 reports the ones it keeps
             self.report(atom, self.MESSAGE.format(test=source_of(atom), what=what, call=call), effort=effort)
