@@ -11,6 +11,7 @@ crash never hides the others.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -40,6 +41,8 @@ import torch
 import neuron_backend
 
 assert neuron_backend.enable(), "the simulated neuron device did not register"
+# modules many programs import, loaded once here so that each fork does not pay for them again
+import torch._dynamo, torch.distributed.device_mesh, torch.profiler  # noqa: E401,F401
 manifest, results_path, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 results = open(results_path, "a", buffering=1)
 
@@ -116,18 +119,26 @@ def safe_fix_output(rule, example) -> str | None:
     return fixed if applied else None
 
 
-def _examples_with_safe_fixes():
+def _invalid_examples():
     for rule in all_rules():
-        if rule.KIND == "runtime":
-            continue
-        for i, example in enumerate(rule.INVALID):
-            fixed = safe_fix_output(rule, example)
-            if fixed is not None:
-                yield f"{rule.CODE}-{rule.NAME}-invalid{i}", rule, example, fixed
+        if rule.KIND != "runtime":
+            for i, example in enumerate(rule.INVALID):
+                yield f"{rule.CODE}-{rule.NAME}-invalid{i}", rule, example
 
 
-SAFE = list(_examples_with_safe_fixes())
-RUNNABLE = [(case_id, fixed) for case_id, _rule, example, fixed in SAFE if example.runs]
+@functools.cache
+def examples_with_safe_fixes() -> list[tuple[str, type, object, str]]:
+    """(id, rule, example, safely fixed source) of every INVALID example a safe fix changes."""
+    out = []
+    for case_id, rule, example in _invalid_examples():
+        fixed = safe_fix_output(rule, example)
+        if fixed is not None:
+            out.append((case_id, rule, example, fixed))
+    return out
+
+
+# the ids are known without fixing anything (collection stays cheap); the fixture fixes and runs them
+RUNNABLE = {case_id: (rule, example) for case_id, rule, example in _invalid_examples() if example.runs}
 
 
 def run_programs(programs: dict[str, Path], workdir: Path,
@@ -172,39 +183,43 @@ def run_programs(programs: dict[str, Path], workdir: Path,
 
 
 @pytest.fixture(scope="module")
-def run_results(sim_build, tmp_path_factory) -> dict[str, tuple[str, str]]:
+def run_results(sim_build, tmp_path_factory) -> tuple[dict[str, tuple[str, str]], dict[str, Path]]:
     workdir = tmp_path_factory.mktemp("safe_fixes_run")
     programs = {}
-    for case_id, fixed in RUNNABLE:
+    for case_id, (rule, example) in RUNNABLE.items():
+        fixed = safe_fix_output(rule, example)
+        if fixed is None:
+            continue  # test_runnable_examples_are_python_with_a_safe_fix says so
         folder = workdir / case_id  # each program its own cwd: files it writes do not meet another's
         folder.mkdir()
         programs[case_id] = folder / "program.py"
         programs[case_id].write_text(fixed)
-    return run_programs(programs, workdir)
+    return run_programs(programs, workdir), programs
 
 
-@pytest.mark.parametrize("case_id", [case_id for case_id, _ in RUNNABLE])
+@pytest.mark.parametrize("case_id", list(RUNNABLE))
 def test_safe_fix_output_runs(case_id, run_results):
-    status, detail = run_results[case_id]
-    program = dict(RUNNABLE)[case_id]
-    assert status == "ok", f"{case_id}: the safely fixed program fails on the simulator\n{program}\n{detail}"
+    results, programs = run_results
+    assert case_id in results, f"{case_id}: runs=True, but no safe fix changes it"
+    status, detail = results[case_id]
+    assert status == "ok", (
+        f"{case_id}: the safely fixed program fails on the simulator\n{programs[case_id].read_text()}\n{detail}")
 
 
 def test_every_example_with_a_safe_fix_decides_whether_it_runs(record_property):
-    undecided = [case_id for case_id, _, example, _ in SAFE if not (example.runs or example.not_runnable)]
+    safe = examples_with_safe_fixes()
+    undecided = [case_id for case_id, _, example, _ in safe if not (example.runs or example.not_runnable)]
     assert undecided == [], "declare runs=True or not_runnable='<why>' on these INVALID examples"
     record_property("runnable", len(RUNNABLE))
-    record_property("with_a_safe_fix", len(SAFE))
-    print(f"\n{len(RUNNABLE)} of {len(SAFE)} INVALID examples with a safe fix run on the simulator")
+    record_property("with_a_safe_fix", len(safe))
+    print(f"\n{len(RUNNABLE)} of {len(safe)} INVALID examples with a safe fix run on the simulator")
 
 
 def test_runnable_examples_are_python_with_a_safe_fix():
-    for rule in all_rules():
-        for i, example in enumerate(getattr(rule, "INVALID", ())):
-            if getattr(example, "runs", False):
-                assert rule.KIND == "python", f"{rule.CODE} invalid{i}: only Python programs run"
-                assert safe_fix_output(rule, example) is not None, (
-                    f"{rule.CODE} invalid{i}: runs=True but no safe fix changes it: nothing new to run")
+    safe = {case_id for case_id, *_ in examples_with_safe_fixes()}
+    for case_id, (rule, _example) in RUNNABLE.items():
+        assert rule.KIND == "python", f"{case_id}: only Python programs run"
+        assert case_id in safe, f"{case_id}: runs=True but no safe fix changes it: nothing new to run"
 
 
 def test_a_crashing_program_fails_alone_and_the_others_still_run(sim_build, tmp_path):
@@ -225,11 +240,11 @@ def test_a_crashing_program_fails_alone_and_the_others_still_run(sim_build, tmp_
     for name, source in sources.items():
         programs[name] = tmp_path / f"{name}.py"
         programs[name].write_text(source)
-    results = run_programs(programs, tmp_path, seconds=10)
+    results = run_programs(programs, tmp_path, seconds=6)
     assert {name: status for name, (status, _) in results.items()} == {
         "first": "ok", "raises": "fail", "dies": "fail", "after": "ok", "exits": "fail",
         "kills_runner": "fail", "hangs": "fail", "segfaults": "fail", "last": "ok"}
-    assert results["hangs"][1].startswith("still running after 10s")
+    assert results["hangs"][1].startswith("still running after 6s")
     assert results["segfaults"][1].startswith("killed by signal 11")
     assert results["dies"][1].startswith("exit status 3")
     assert "Torch not compiled with CUDA enabled" in results["raises"][1]
