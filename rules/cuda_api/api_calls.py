@@ -13,7 +13,8 @@ from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
-from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards
+from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
+from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards, is_cuda_availability_test
 from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, Valid
 
 
@@ -65,7 +66,9 @@ class CudaApiCall(TorchCudaReference):
     ``torch.cuda.is_available()`` test that guards other CUDA-only code (flash-attn, Triton, a CUDA
     extension, a CUDA graph, a ``torch.cuda`` API with no neuron equivalent such as ``mem_get_info``: what
     NP720 finds), directly or through a name it is assigned to (``use_cuda = torch.cuda.is_available()``
-    ... ``if use_cuda:``), is kept and reported, not renamed.
+    ... ``if use_cuda:``), is kept and reported, not renamed; on the accelerator target so is one guarding
+    a ``torch.cuda`` API that has no ``torch.accelerator`` spelling (``get_device_name``, ``stream``...),
+    which stays ``torch.cuda`` and would run, and raise, on any other accelerator.
 
     One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
     renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
@@ -322,23 +325,20 @@ class CudaApiCall(TorchCudaReference):
             runs=True,
         ),
         Invalid(
-            """
-            import torch
-
-            use_cuda = torch.cuda.is_available()
-            if use_cuda:
-                torch.cuda.set_per_process_memory_fraction(0.5)
-            torch.cuda.manual_seed(0)
-            """,
-            """
-            import torch
-
-            use_cuda = torch.cuda.is_available()
-            if use_cuda:
-                torch.cuda.set_per_process_memory_fraction(0.5)
-            torch.neuron.manual_seed(0)
-            """,
+            "import torch\n\nuse_cuda = torch.cuda.is_available()\nif use_cuda:\n"
+            "    torch.cuda.set_per_process_memory_fraction(0.5)\ntorch.cuda.manual_seed(0)\n",
+            "import torch\n\nuse_cuda = torch.cuda.is_available()\nif use_cuda:\n"
+            "    torch.cuda.set_per_process_memory_fraction(0.5)\ntorch.neuron.manual_seed(0)\n",
             message_contains='guards a CUDA API with no Trainium equivalent (`torch.cuda.set_per_process',
+            runs=True,
+        ),
+        Invalid(
+            "import torch\n\nif torch.cuda.is_available():\n    print(torch.cuda.get_device_name(0))\n"
+            "torch.cuda.synchronize()\n",
+            "import torch\n\nif torch.cuda.is_available():\n    print(torch.cuda.get_device_name(0))\n"
+            "torch.accelerator.synchronize()\n",
+            target="accelerator",
+            message_contains="no torch.accelerator spelling",
             runs=True,
         ),
     ]
@@ -388,14 +388,16 @@ class CudaApiCall(TorchCudaReference):
                 continue
             if key == "is_available":
                 if guarding is None:
-                    guarding = cuda_only_guards(self.context, original_node).kept_availability
+                    guarding = dict(cuda_only_guards(self.context, original_node).kept_availability)
+                    if self.context.target == "accelerator":
+                        guarding.update(self._guarding_unrenamed(original_node))
                 # a capability read is the capability analysis's to decide (NP210 may rewrite it)
                 if node in guarding and guarding[node][0].split(".")[-1] != "get_device_capability":
                     call, what, effort = guarding[node]
                     self.report(
                         node,
                         f"`torch.cuda.is_available()` is kept: it guards {what} (`{call}`), which cannot run on "
-                        "Trainium, so there the test stays False and that code is skipped, as before (NP720); "
+                        "Trainium, so there the test stays False and that code is skipped, as before; "
                         "port it, then this test can become torch.neuron.is_available()",
                         effort=effort,
                     )
@@ -407,6 +409,19 @@ class CudaApiCall(TorchCudaReference):
                 if self._rank_call(node, key, call, ranks):
                     continue
             self._rename(node, key)
+
+    def _guarding_unrenamed(self, module: cst.Module) -> dict[cst.CSTNode, tuple[str, str, str]]:
+        """Accelerator target: the is_available references whose guarded code keeps a torch.cuda API that has
+        no torch.accelerator spelling (it stays torch.cuda, which raises where the renamed test is True)."""
+        left = {node: key for node, _, key in self._references if TORCH_CUDA_API[key].accelerator is None}
+        kept: dict[cst.CSTNode, tuple[str, str, str]] = {}
+        for atom, region in regions_where(module, lambda n: True if is_cuda_availability_test(n) else None) \
+                if left else ():
+            found = next((left[n] for n in nodes_in(region) if n in left), None)
+            if found is not None:
+                what = "a CUDA API with no torch.accelerator spelling"
+                kept.setdefault(atom.func, (f"torch.cuda.{found}", what, "low"))
+        return kept
 
     def _rank_call(self, node: cst.BaseExpression, key: str, call: cst.Call, ranks) -> bool:
         """``set_device(<rank>)`` is NP502's; ``torch.cuda.<api>(<rank>)`` is renamed with index 0 (the
