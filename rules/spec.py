@@ -73,6 +73,15 @@ class Invalid:
 
     ``expected`` is the whole rewritten source after the fixes this rule allows (safe ones, plus unsafe
     ones when ``unsafe_fixes``); ``None`` means the code stays as it is.
+
+    An example that this rule's *safe* fixes change says whether that safely fixed source is a program
+    that runs: ``runs=True`` (a complete single-process program: its imports, tiny tensors and modules,
+    no data, no network; tests/rules/test_safe_fixes_run.py runs it on the simulated ``neuron`` device as
+    ``torchrun --nproc-per-node 1`` would, and it must exit 0, whatever the CUDA input needed), or
+    ``not_runnable``, a short reason why not: one of the constants below (``FRAGMENT``, ``OTHER_RULES``,
+    ``TWO_PROCESSES``, ``LAUNCH_FILE``) or its own ("needs triton, a CUDA-only package"). The test fails
+    on an example with a safe fix that says neither, so what runs is a decision. Only safe fixes are run
+    (with ``unsafe_fixes=True`` the example's safe ones).
     """
 
     code: str
@@ -82,12 +91,25 @@ class Invalid:
     message_contains: Optional[str] = None
     kind: str = "python"
     neuron_cores: Optional[int] = None
+    runs: bool = False
+    not_runnable: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.runs and self.not_runnable:
+            raise ValueError(f"an Invalid example either runs or is not runnable ({self.not_runnable!r})")
 
     def source(self) -> str:
         return dedent_example(self.code)
 
     def expected_source(self) -> Optional[str]:
         return None if self.expected is None else dedent_example(self.expected)
+
+
+# The common reasons an example's safely fixed source is not run (``Invalid(not_runnable=...)``).
+FRAGMENT = "a fragment: uses names it does not define"
+LAUNCH_FILE = "a launch script or config, not a Python program"
+TWO_PROCESSES = "needs two processes"
+OTHER_RULES = "keeps CUDA code that other rules fix"
 
 
 def dedent_example(code: str) -> str:

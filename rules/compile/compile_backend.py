@@ -9,7 +9,7 @@ from neuron_port.rules.compile.common import CompileCallRule
 from neuron_port.rules.compile.tables import COMPILE_FUNCS, CUDA_BACKENDS, DYNAMO_OPTIMIZE
 from neuron_port.rules.helpers.calls import arg_named, insert_arg, keyword_arg, quote_of, remove_arg
 from neuron_port.rules.helpers.nodes import replace_string, string_value
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class CompileMissingBackend(CompileCallRule):
@@ -64,22 +64,61 @@ class CompileMissingBackend(CompileCallRule):
         Invalid(
             "import torch\nmodel = torch.compile(model)\n",
             'import torch\nmodel = torch.compile(model, backend="neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\n\n@torch.compile\ndef step(x):\n    return x\n",
             'import torch\n\n@torch.compile(backend="neuron")\ndef step(x):\n    return x\n',
+            runs=True,
         ),
         Invalid(
             "import torch as th\n\n@th.compile(fullgraph=True)\ndef step(x):\n    return x\n",
             'import torch as th\n\n@th.compile(fullgraph=True, backend="neuron")\ndef step(x):\n    return x\n',
+            runs=True,
         ),
         Invalid(
             "from torch import compile\nmodel = compile(\n    model,\n    fullgraph=True,\n)\n",
             'from torch import compile\nmodel = compile(\n    model,\n    fullgraph=True,\n    backend="neuron",\n)\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nmodel = torch.compile(model, mode='reduce-overhead')\n",
             "import torch\nmodel = torch.compile(model, mode='reduce-overhead', backend='neuron')\n",
+            not_runnable=FRAGMENT,
+        ),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model)
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron")
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, mode='reduce-overhead')
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, mode='reduce-overhead', backend='neuron')
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
         ),
     ]
 
@@ -149,10 +188,12 @@ class CompileCudaBackend(PythonRule):
         Invalid(
             'import torch\nmodel = torch.compile(model, backend="inductor", fullgraph=True)\n',
             'import torch\nmodel = torch.compile(model, backend="neuron", fullgraph=True)\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\n\n@torch.compile(backend='cudagraphs')\ndef f(x):\n    return x\n",
             "import torch\n\n@torch.compile(backend='neuron')\ndef f(x):\n    return x\n",
+            runs=True,
         ),
         Invalid("import torch\nm = torch.compile(m, backend='tensorrt')\n", None, message_contains="TensorRT"),
         Invalid(
@@ -163,13 +204,32 @@ class CompileCudaBackend(PythonRule):
         Invalid(
             'import torch._dynamo\nopt = torch._dynamo.optimize("inductor")(model)\n',
             'import torch._dynamo\nopt = torch._dynamo.optimize("neuron")(model)\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             'import torch\nmodel = torch.compile(model, backend="inductor", mode="max-autotune")\n',
             'import torch\nmodel = torch.compile(model, mode="max-autotune")\n',
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid('import torch\nmodel = torch.compile(model, backend="cudagraphs")\n', None, target="accelerator"),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="inductor", fullgraph=True)
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron", fullgraph=True)
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -11,7 +11,7 @@ from neuron_port.rules.compile.common import CompileCallRule
 from neuron_port.rules.compile.tables import MODE_NOTES, NEURON_COMPILE_OPTIONS
 from neuron_port.rules.helpers.calls import arg_named, remove_arg
 from neuron_port.rules.helpers.nodes import string_value
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
 
 class CompileMode(CompileCallRule):
@@ -67,16 +67,19 @@ class CompileMode(CompileCallRule):
         Invalid(
             'import torch\nmodel = torch.compile(model, backend="neuron", mode="max-autotune")\n',
             'import torch\nmodel = torch.compile(model, backend="neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nmodel = torch.compile(\n    model,\n    mode='max-autotune-no-cudagraphs',\n"
             "    backend='neuron',\n)\n",
             "import torch\nmodel = torch.compile(\n    model,\n    backend='neuron',\n)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\n\n@torch.compile(backend='neuron', mode='reduce-overhead')\ndef f(x):\n    return x\n",
             "import torch\n\n@torch.compile(backend='neuron')\ndef f(x):\n    return x\n",
             message_contains="CUDA graphs",
+            runs=True,
         ),
         Invalid("import torch\nmodel = torch.compile(model, backend='neuron', mode=args.compile_mode)\n", None),
         Invalid(
@@ -85,6 +88,38 @@ class CompileMode(CompileCallRule):
             unsafe_fixes=True,
         ),
         Invalid("import torch\nmodel = torch.compile(model, mode='max-autotune')\n", None, target="accelerator"),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron", mode="max-autotune")
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            model = torch.compile(model, backend="neuron")
+            y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+            m = torch.compile(model, backend='neuron', mode='max-autotune-no-cudagraphs')
+            y = m(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+            m = torch.compile(model, backend='neuron')
+            y = m(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def check_compile(self, node: cst.Call) -> None:

@@ -13,7 +13,9 @@ from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
+from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards, is_cuda_availability_test
+from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, Valid
 
 
 class CudaApiCall(TorchCudaReference):
@@ -60,7 +62,13 @@ class CudaApiCall(TorchCudaReference):
     ``.major``, ``.minor``, ``.multi_processor_count`` (directly or through the name it is assigned to) is
     reported and left as it is, and so is a ``torch.cuda.is_available()`` test guarding such a read or a
     ``get_device_capability()`` call (NP202) that NP210 does not rewrite: on Trainium the test stays False
-    and the CUDA check is skipped, instead of becoming True and raising.
+    and the CUDA check is skipped, instead of becoming True and raising. For the same reason a
+    ``torch.cuda.is_available()`` test that guards other CUDA-only code (flash-attn, Triton, a CUDA
+    extension, a CUDA graph, a ``torch.cuda`` API with no neuron equivalent such as ``mem_get_info``: what
+    NP720 finds), directly or through a name it is assigned to (``use_cuda = torch.cuda.is_available()``
+    ... ``if use_cuda:``), is kept and reported, not renamed; on the accelerator target so is one guarding
+    a ``torch.cuda`` API that has no ``torch.accelerator`` spelling (``get_device_name``, ``stream``...),
+    which stays ``torch.cuda`` and would run, and raise, on any other accelerator.
 
     One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
     renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
@@ -96,33 +104,40 @@ class CudaApiCall(TorchCudaReference):
         Invalid(
             "import torch\nif torch.cuda.is_available():\n    torch.cuda.synchronize()\n",
             "import torch\nif torch.neuron.is_available():\n    torch.neuron.synchronize()\n",
+            runs=True,
         ),
         Invalid(
             "import torch as th\nn = th.cuda.device_count()\nth.cuda.manual_seed_all(0)\n",
             "import torch as th\nn = th.neuron.device_count()\nth.neuron.manual_seed_all(0)\n",
+            runs=True,
         ),
         Invalid(
             "from torch import cuda\ncuda.empty_cache()\n",
             "from torch import cuda\nimport torch\n\ntorch.neuron.empty_cache()\n",
+            runs=True,
         ),
         Invalid(
             "from torch.cuda import max_memory_allocated\nprint(max_memory_allocated() / 2**20)\n",
             "from torch.cuda import max_memory_allocated\nimport torch\n\n"
             "print(torch.neuron.max_memory_allocated() / 2**20)\n",
+            runs=True,
         ),
         Invalid(
             "import torch\nstart = torch.cuda.Event(enable_timing=True)\ntorch.cuda.set_device(rank)\n",
             "import torch\nstart = torch.Event(enable_timing=True)\ntorch.accelerator.set_device_index(rank)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\ndevice = torch.device('neuron')\ntorch.cuda.set_device(device)\n",
             "import torch\ndevice = torch.device('neuron')\ntorch.neuron.set_device(device)\n",
+            runs=True,
         ),
         Invalid(
             "import torch\ntorch.cuda.set_device(local_rank)\n",
             "import torch\ntorch.accelerator.set_device_index(local_rank)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nprops = torch.cuda.get_device_properties(0)\n",
@@ -135,6 +150,7 @@ class CudaApiCall(TorchCudaReference):
             "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
             "used = torch.neuron.memory_allocated(0)\nwith torch.neuron.device(0):\n    pass\n",
             message_contains="becomes 0",
+            runs=True,
         ),
         Invalid(
             # the properties are read for .major (torch.neuron's have only name and total_memory), and the
@@ -146,11 +162,184 @@ class CudaApiCall(TorchCudaReference):
             "if torch.cuda.is_available() and props.major >= 8:\n    pass\n"
             "mem = torch.neuron.get_device_properties(0).total_memory\n",
             message_contains="only `name` and `total_memory`",
+            not_runnable=OTHER_RULES,
         ),
         Invalid(
             "import torch\nok = torch.cuda.is_available() and torch.cuda.get_device_capability()[1] == 0\n",
             None,
             message_contains="is kept: it guards `torch.cuda.get_device_capability()`",
+        ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            x = torch.ones(2, device='neuron')
+            used = torch.cuda.memory_allocated(local_rank)
+            peak = torch.cuda.max_memory_allocated(device=local_rank)
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            x = torch.ones(2, device='neuron')
+            used = torch.neuron.memory_allocated(0)
+            peak = torch.neuron.max_memory_allocated(device=0)
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.cuda.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                y = x + 1
+            torch.cuda.current_stream().wait_stream(s)
+            """,
+            """
+            import torch
+            start = torch.neuron.Event(enable_timing=True)
+            end = torch.neuron.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.neuron.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.neuron.Stream()
+            with torch.neuron.stream(s):
+                y = x + 1
+            torch.neuron.current_stream().wait_stream(s)
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.cuda.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.cuda.Stream()
+            torch.cuda.set_stream(s)
+            torch.cuda.set_device(0)
+            n = torch.cuda.current_device()
+            """,
+            """
+            import torch
+            start = torch.Event(enable_timing=True)
+            end = torch.Event(enable_timing=True)
+            start.record()
+            x = torch.ones(8, 8, device='neuron') @ torch.ones(8, 8, device='neuron')
+            end.record()
+            torch.accelerator.synchronize()
+            ms = start.elapsed_time(end)
+            s = torch.Stream()
+            torch.accelerator.set_stream(s)
+            torch.accelerator.set_device_index(0)
+            n = torch.accelerator.current_device_index()
+            """,
+            target='accelerator',
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            state = torch.cuda.get_rng_state()
+            torch.cuda.set_rng_state(state)
+            torch.cuda.manual_seed_all(0)
+            name = torch.cuda.get_device_name(0)
+            stats = torch.cuda.memory_stats()
+            print(torch.cuda.memory_summary())
+            torch.cuda.reset_max_memory_allocated()
+            """,
+            """
+            import torch
+            state = torch.neuron.get_rng_state()
+            torch.neuron.set_rng_state(state)
+            torch.neuron.manual_seed_all(0)
+            name = torch.neuron.get_device_name(0)
+            stats = torch.neuron.memory_stats()
+            print(torch.neuron.memory_summary())
+            torch.neuron.reset_peak_memory_stats()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def attention(q, k, v):
+                if torch.cuda.is_available():
+                    from flash_attn import flash_attn_func
+                    return flash_attn_func(q, k, v)
+                return F.scaled_dot_product_attention(q, k, v)
+
+
+            if torch.cuda.is_available():
+                free, total = torch.cuda.mem_get_info()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            q = torch.randn(1, 2, 4, 8, device='neuron')
+            print(attention(q, q, q).shape)
+            """,
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def attention(q, k, v):
+                if torch.cuda.is_available():
+                    from flash_attn import flash_attn_func
+                    return flash_attn_func(q, k, v)
+                return F.scaled_dot_product_attention(q, k, v)
+
+
+            if torch.cuda.is_available():
+                free, total = torch.cuda.mem_get_info()
+            if torch.neuron.is_available():
+                torch.neuron.synchronize()
+            q = torch.randn(1, 2, 4, 8, device='neuron')
+            print(attention(q, q, q).shape)
+            """,
+            message_contains='is kept: it guards flash-attn',
+            runs=True,
+        ),
+        Invalid(
+            "import torch\n\nuse_cuda = torch.cuda.is_available()\nif use_cuda:\n"
+            "    torch.cuda.set_per_process_memory_fraction(0.5)\ntorch.cuda.manual_seed(0)\n",
+            "import torch\n\nuse_cuda = torch.cuda.is_available()\nif use_cuda:\n"
+            "    torch.cuda.set_per_process_memory_fraction(0.5)\ntorch.neuron.manual_seed(0)\n",
+            message_contains='guards a CUDA API with no Trainium equivalent (`torch.cuda.set_per_process',
+            runs=True,
+        ),
+        Invalid(
+            "import torch\n\nif torch.cuda.is_available():\n    print(torch.cuda.get_device_name(0))\n"
+            "torch.cuda.synchronize()\n",
+            "import torch\n\nif torch.cuda.is_available():\n    print(torch.cuda.get_device_name(0))\n"
+            "torch.accelerator.synchronize()\n",
+            target="accelerator",
+            message_contains="no torch.accelerator spelling",
+            runs=True,
         ),
     ]
 
@@ -173,6 +362,7 @@ class CudaApiCall(TorchCudaReference):
             return
         caps = capability_checks(self.context, original_node) if self._capability_calls else None
         ranks = None  # the file's rank analysis, computed only if a call may pass a rank as its device
+        guarding = None  # is_available() tests that guard CUDA-only code (NP720), computed only if one is seen
         for node, qualname, key in self._references:
             if caps is not None and node in caps.rewritten:
                 continue  # inside a capability comparison NP210 rewrites
@@ -196,6 +386,22 @@ class CudaApiCall(TorchCudaReference):
                     effort="low",
                 )
                 continue
+            if key == "is_available":
+                if guarding is None:
+                    guarding = dict(cuda_only_guards(self.context, original_node).kept_availability)
+                    if self.context.target == "accelerator":
+                        guarding.update(self._guarding_unrenamed(original_node))
+                # a capability read is the capability analysis's to decide (NP210 may rewrite it)
+                if node in guarding and guarding[node][0].split(".")[-1] != "get_device_capability":
+                    call, what, effort = guarding[node]
+                    self.report(
+                        node,
+                        f"`torch.cuda.is_available()` is kept: it guards {what} (`{call}`), which cannot run on "
+                        "Trainium, so there the test stays False and that code is skipped, as before; "
+                        "port it, then this test can become torch.neuron.is_available()",
+                        effort=effort,
+                    )
+                    continue
             call = self._calls.get(node)
             if (self.context.target == "neuron" and call is not None and call.args
                     and (key == "set_device" or key in CUDA_API_DEVICE_ARGS)):
@@ -203,6 +409,19 @@ class CudaApiCall(TorchCudaReference):
                 if self._rank_call(node, key, call, ranks):
                     continue
             self._rename(node, key)
+
+    def _guarding_unrenamed(self, module: cst.Module) -> dict[cst.CSTNode, tuple[str, str, str]]:
+        """Accelerator target: the is_available references whose guarded code keeps a torch.cuda API that has
+        no torch.accelerator spelling (it stays torch.cuda, which raises where the renamed test is True)."""
+        left = {node: key for node, _, key in self._references if TORCH_CUDA_API[key].accelerator is None}
+        kept: dict[cst.CSTNode, tuple[str, str, str]] = {}
+        for atom, region in regions_where(module, lambda n: True if is_cuda_availability_test(n) else None) \
+                if left else ():
+            found = next((left[n] for n in nodes_in(region) if n in left), None)
+            if found is not None:
+                what = "a CUDA API with no torch.accelerator spelling"
+                kept.setdefault(atom.func, (f"torch.cuda.{found}", what, "low"))
+        return kept
 
     def _rank_call(self, node: cst.BaseExpression, key: str, call: cst.Call, ranks) -> bool:
         """``set_device(<rank>)`` is NP502's; ``torch.cuda.<api>(<rank>)`` is renamed with index 0 (the

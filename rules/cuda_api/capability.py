@@ -290,16 +290,19 @@ class CudaCapabilityCheck(PythonRule):
             "use_flash = torch.cuda.get_device_properties(0).major >= 8\n",
             "import torch\ndtype = torch.bfloat16 if torch.neuron.is_bf16_supported() else torch.float16\n"
             "use_flash = False\n",
+            runs=True,
         ),
         Invalid(
             "import torch as th\nif th.cuda.is_available() and (8, 0) > th.cuda.get_device_capability():\n"
             "    th.backends.cuda.matmul.allow_tf32 = False\n",
             "import torch as th\nif th.cuda.is_available() and True:\n    th.backends.cuda.matmul.allow_tf32 = False\n",
             message_contains="flash-attn / TF32",
+            runs=True,
         ),
         Invalid(
             "import torch\n\n\ndef supports_bf16():\n    return torch.cuda.get_device_capability()[0] >= 8\n",
             "import torch\n\n\ndef supports_bf16():\n    return torch.neuron.is_bf16_supported()\n",
+            runs=True,
         ),
     ]
 

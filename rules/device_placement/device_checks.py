@@ -8,7 +8,7 @@ import libcst as cst
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
 
 class CudaDeviceCheck(DeviceStringRule):
@@ -21,8 +21,9 @@ class CudaDeviceCheck(DeviceStringRule):
     ``'neuron'`` the code is multi-backend and is only reported.
 
     A test that guards CUDA-only code (``if q.device.type == 'cuda': return flash_attn_func(q, k, v)``:
-    Triton, CUDA extensions, flash-attn, xformers, CUDA graphs) is left as it is and reported by NP720,
-    so Trainium keeps taking the torch path.
+    Triton, CUDA extensions, flash-attn, xformers, CUDA graphs, ``torch.cuda`` APIs with no Trainium
+    equivalent such as ``mem_get_info`` or ``nvtx``) is left as it is and reported by NP720, so Trainium
+    keeps taking the torch path.
 
     ## Why is this bad?
     On Trainium ``device.type`` is ``'neuron'``, so a ``== 'cuda'`` test is silently False: the program
@@ -44,7 +45,8 @@ class CudaDeviceCheck(DeviceStringRule):
 
     ## Fix safety
     Safe on the neuron target, because NP101 rewrites the strings the compared values are made from, so
-    both sides change together. Not fixed when the chain already has a neuron branch (the CUDA branch
+    both sides change together, and a test whose guarded code cannot run on Trainium is kept (above): a
+    branch the CUDA program skipped there must not start running code that raises. Not fixed when the chain already has a neuron branch (the CUDA branch
     would shadow it) and not fixed on the accelerator target, where there is no device-agnostic spelling
     of "is this the accelerator": compare with ``torch.accelerator.current_accelerator().type`` after
     checking ``torch.accelerator.is_available()``.
@@ -71,12 +73,14 @@ class CudaDeviceCheck(DeviceStringRule):
         Invalid(
             "device_type = 'cuda' if 'cuda' in device else 'cpu'\nif device.type == 'cuda':\n    pass\n",
             "device_type = 'cuda' if 'neuron' in device else 'cpu'\nif device.type == 'neuron':\n    pass\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             'use_fused = args.device != "cuda:0"\nok = dev in ("cuda", "cpu")\n'
             'if d.startswith("cuda"):\n    pass\n',
             'use_fused = args.device != "neuron:0"\nok = dev in ("neuron", "cpu")\n'
             'if d.startswith("neuron"):\n    pass\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "if device.type == 'cuda':\n    a()\nelif device.type == 'neuron':\n    b()\n",
@@ -90,6 +94,59 @@ class CudaDeviceCheck(DeviceStringRule):
             "pin = q.device.type == 'cuda'\n",
             "from flash_attn import flash_attn_func\nif q.device.type == 'cuda':\n    o = flash_attn_func(q, k, v)\n"
             "pin = q.device.type == 'neuron'\n",
+            not_runnable='needs flash_attn, a CUDA-only package',
+        ),
+        Invalid(
+            """
+            import torch
+
+            device = torch.device('neuron')
+            x = torch.ones(2, device=device)
+            if x.device.type == 'cuda':
+                y = x * 2
+            ok = device.type in ("cuda", "cpu")
+            assert ok
+            if str(y.device).startswith("cuda"):
+                y = y.cpu()
+            """,
+            """
+            import torch
+
+            device = torch.device('neuron')
+            x = torch.ones(2, device=device)
+            if x.device.type == 'neuron':
+                y = x * 2
+            ok = device.type in ("neuron", "cpu")
+            assert ok
+            if str(y.device).startswith("neuron"):
+                y = y.cpu()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            x = torch.ones(2, device='neuron')
+            if x.device.type == 'cuda':
+                free, total = torch.cuda.mem_get_info()
+                print(free / total)
+            if str(x.device).startswith('cuda'):
+                torch.cuda.nvtx.range_push('step')
+            pin = x.device.type == 'cuda'
+            """,
+            """
+            import torch
+
+            x = torch.ones(2, device='neuron')
+            if x.device.type == 'cuda':
+                free, total = torch.cuda.mem_get_info()
+                print(free / total)
+            if str(x.device).startswith('cuda'):
+                torch.cuda.nvtx.range_push('step')
+            pin = x.device.type == 'neuron'
+            """,
+            runs=True,
         ),
     ]
 

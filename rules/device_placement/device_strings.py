@@ -9,7 +9,7 @@ from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.helpers.nodes import replace_string
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
 
 class CudaDeviceString(DeviceStringRule):
@@ -111,18 +111,22 @@ class CudaDeviceString(DeviceStringRule):
         Invalid(
             "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
             "import torch\ndevice = 'neuron' if torch.cuda.is_available() else 'cpu'\n",
+            runs=True,
         ),
         Invalid(
             "parser.add_argument('--device', type=str, default='cuda', choices=['cpu', 'cuda'])\n",
             "parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'neuron'])\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             'dev = torch.device("cuda", 1)\nx = torch.zeros(3, device="cuda:0")  # keep me\ny = x.to("cuda")\n',
             'dev = torch.device("neuron", 1)\nx = torch.zeros(3, device="neuron:0")  # keep me\ny = x.to("neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "def run(model, device='cuda'):\n    cfg = {'device': 'cuda', 'lr': 0.1}\n",
             "def run(model, device='neuron'):\n    cfg = {'device': 'neuron', 'lr': 0.1}\n",
+            runs=True,
         ),
         Invalid(
             "device = f'cuda:{local_rank}'\na = 'cuda:%d' % args.gpu\n"
@@ -132,6 +136,7 @@ class CudaDeviceString(DeviceStringRule):
             "device = 'neuron'\na = 'neuron'\nb = 'neuron'\nc = \"neuron\"\nd = torch.device('neuron')\n"
             "e = torch.device(\"neuron\")\nf = 'neuron'\n",
             message_contains="one NeuronCore",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "b = 'cuda:' + str(i)\nc = \"cuda:{}\".format(i)\nd = torch.device('cuda', idx)\n"
@@ -140,12 +145,14 @@ class CudaDeviceString(DeviceStringRule):
             "b = 'neuron:' + str(i)\nc = \"neuron:{}\".format(i)\nd = torch.device('neuron', idx)\n"
             "for gpu in range(n):\n    devs.append(f'neuron:{gpu}')\n"
             "all_devs = [f'neuron:{gpu_id}' for gpu_id in range(4)]\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "torch.set_default_device('cuda')\ng = torch.Generator(device='cuda')\n"
             "ckpt = torch.load(p, map_location={'cuda:0': 'cuda:%d' % rank})\n",
             "torch.set_default_device('neuron')\ng = torch.Generator(device='neuron')\n"
             "ckpt = torch.load(p, map_location={'cuda:0': 'neuron'})\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "backend = {'cuda': 'nccl', 'cpu': 'gloo'}[device.type]\n",
@@ -164,6 +171,7 @@ class CudaDeviceString(DeviceStringRule):
             "device = torch.accelerator.current_accelerator().type if torch.cuda.is_available() else 'cpu'\n"
             "if torch.cuda.is_available():\n    dev = torch.accelerator.current_accelerator().type\n",
             target="accelerator",
+            runs=True,
         ),
         Invalid(
             "import torch\nparser.add_argument('--device', default='cuda')\n",
@@ -184,6 +192,7 @@ class CudaDeviceString(DeviceStringRule):
             "    device = f'{torch.accelerator.current_accelerator().type}:{local_rank}'\n"
             "    d2 = torch.device(torch.accelerator.current_accelerator().type, local_rank)\n",
             target="accelerator",
+            runs=True,
         ),
         Invalid(
             # a list element and a %-template have no torch.accelerator spelling: reported only
@@ -191,6 +200,73 @@ class CudaDeviceString(DeviceStringRule):
             None,
             target="accelerator",
             message_contains="no torch.accelerator spelling",
+        ),
+        Invalid(
+            """
+            import argparse
+            import torch
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--device', type=str, default='cuda', choices=['cpu', 'cuda'])
+            args = parser.parse_args()
+            x = torch.zeros(3, device=args.device)
+            y = x.to("cuda:0")
+            g = torch.Generator(device='cuda')
+            noise = torch.randn(3, generator=g.manual_seed(0), device=y.device)
+            """,
+            """
+            import argparse
+            import torch
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'neuron'])
+            args = parser.parse_args()
+            x = torch.zeros(3, device=args.device)
+            y = x.to("neuron:0")
+            g = torch.Generator(device='neuron')
+            noise = torch.randn(3, generator=g.manual_seed(0), device=y.device)
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import os
+            import torch
+
+            local_rank = int(os.environ.get('LOCAL_RANK', 0))
+            device = f'cuda:{local_rank}'
+            d = torch.device('cuda', local_rank)
+            x = torch.ones(2, device=device) + torch.ones(2, device=d)
+            """,
+            """
+            import os
+            import torch
+
+            local_rank = int(os.environ.get('LOCAL_RANK', 0))
+            device = 'neuron'
+            d = torch.device('neuron')
+            x = torch.ones(2, device=device) + torch.ones(2, device=d)
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            torch.set_default_device('cuda')
+            x = torch.ones(2)
+            torch.save({'w': x}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location={'cuda:0': 'cuda:0'})
+            """,
+            """
+            import torch
+
+            torch.set_default_device('neuron')
+            x = torch.ones(2)
+            torch.save({'w': x}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location={'cuda:0': 'neuron:0'})
+            """,
+            runs=True,
         ),
     ]
 

@@ -11,7 +11,7 @@ from neuron_port.rules.device_placement.common import set_commas
 from neuron_port.rules.device_placement.tables import LEGACY_CUDA_TENSOR_TYPES, LEGACY_CUDA_TYPE_STRINGS
 from neuron_port.rules.helpers.calls import keyword_arg
 from neuron_port.rules.helpers.nodes import expr, string_value
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class LegacyCudaTensorType(PythonRule):
@@ -67,10 +67,12 @@ class LegacyCudaTensorType(PythonRule):
             "import torch\nmask = torch.cuda.LongTensor([0, 2])\nbuf = torch.cuda.FloatTensor(16, 32)\n",
             'import torch\nmask = torch.tensor([0, 2], dtype=torch.int64, device="neuron")\n'
             'buf = torch.empty(16, 32, dtype=torch.float32, device="neuron")\n',
+            runs=True,
         ),
         Invalid(
             "import torch as th\ny = x.type(th.cuda.HalfTensor)\n",
             'import torch as th\ny = x.to(device="neuron", dtype=th.float16)\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid("import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n", None, message_contains="isinstance"),
         Invalid("from torch.cuda import LongTensor\nidx = LongTensor(indices)\n", None),
@@ -79,6 +81,26 @@ class LegacyCudaTensorType(PythonRule):
             "import torch\nb = torch.cuda.ByteTensor(4)\n",
             "import torch\nb = torch.empty(4, dtype=torch.uint8, device=torch.accelerator.current_accelerator())\n",
             target="accelerator",
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            empty = torch.cuda.FloatTensor()
+            pair = torch.cuda.FloatTensor((2, 3))
+            x = torch.ones(2)
+            y = x.type(torch.cuda.HalfTensor)
+            print(empty.shape, pair.sum(), y.dtype)
+            """,
+            """
+            import torch
+            empty = torch.empty(0, dtype=torch.float32, device="neuron")
+            pair = torch.tensor((2, 3), dtype=torch.float32, device="neuron")
+            x = torch.ones(2)
+            y = x.to(device="neuron", dtype=torch.float16)
+            print(empty.shape, pair.sum(), y.dtype)
+            """,
+            runs=True,
         ),
     ]
 

@@ -10,7 +10,7 @@ from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.helpers.nodes import expr
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class MapLocationCuda(PythonRule):
@@ -66,6 +66,7 @@ class MapLocationCuda(PythonRule):
         Invalid(
             "ckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda())\n",
             'ckpt = torch.load(p, map_location="neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "ckpt = torch.load(p, map_location=lambda s, l: s.cuda(args.gpu))\n"
@@ -74,16 +75,52 @@ class MapLocationCuda(PythonRule):
             'ckpt = torch.load(p, map_location="neuron")\nc2 = torch.load(q, "neuron:1")\n'
             'c3 = torch.load(r, map_location=f"neuron:{dev_index}")\n',
             message_contains="one NeuronCore",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda())\n",
             "import torch\nckpt = torch.load(p, map_location=torch.accelerator.current_accelerator())\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "ckpt = torch.load(p, map_location=lambda storage, loc: storage.cuda(0, non_blocking=True))\n",
             None,  # storage.cuda() with other arguments: reported only
             message_contains="use a neuron device string",
+        ),
+        Invalid(
+            """
+            import torch
+
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location=lambda storage, loc: storage.cuda())
+            w = ckpt['w'] * 2
+            """,
+            """
+            import torch
+
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            ckpt = torch.load('ckpt.pt', map_location="neuron")
+            w = ckpt['w'] * 2
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            a = torch.load('ckpt.pt', map_location=lambda storage, loc: storage.cuda(0))
+            b = torch.load('ckpt.pt', lambda storage, location: storage.cuda())
+            print(a['w'].device, b['w'].device)
+            """,
+            """
+            import torch
+            torch.save({'w': torch.ones(2)}, 'ckpt.pt')
+            a = torch.load('ckpt.pt', map_location="neuron:0")
+            b = torch.load('ckpt.pt', "neuron")
+            print(a['w'].device, b['w'].device)
+            """,
+            runs=True,
         ),
     ]
 

@@ -12,7 +12,7 @@ from neuron_port.rules.device_placement.tables import INDEX_NAME_RE, ONE_CORE_PE
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
 from neuron_port.rules.helpers.nodes import expr
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class CudaMethodCall(PythonRule):
@@ -76,20 +76,24 @@ class CudaMethodCall(PythonRule):
         Invalid(
             "model.cuda()\nx = x.cuda(non_blocking=True)\ny = y.cuda(0)\n",
             'model.to("neuron")\nx = x.to("neuron", non_blocking=True)\ny = y.to("neuron:0")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "model = model.cuda(args.gpu)\nt = t.cuda(device=local_rank, non_blocking=True)\n",
             'model = model.to("neuron")\nt = t.to("neuron", non_blocking=True)\n',
             message_contains="one NeuronCore",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "for gpu in range(4):\n    parts[gpu] = parts[gpu].cuda(gpu)\nm = m.cuda(idx)\n",
             "for gpu in range(4):\n    parts[gpu] = parts[gpu].to(gpu)\nm = m.to(idx)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "model = model.cuda(args.gpu)\n",
             "model = model.to(args.gpu)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
         Invalid("x = x.cuda(dev)\n", None, message_contains="unsafe"),
         Invalid(
@@ -101,8 +105,67 @@ class CudaMethodCall(PythonRule):
             "import torch\nmodel.to(torch.accelerator.current_accelerator())\n"
             "x = x.to(torch.accelerator.current_accelerator(), non_blocking=True)\n",
             target="accelerator",
+            not_runnable=FRAGMENT,
         ),
-        Invalid("x = x.cuda(*args)\n", None, message_contains="`.cuda(*...)`"),  # star arguments: reported only
+        Invalid("x = x.cuda(*args)\n", None, message_contains="`.cuda(*...)`"),  # star arguments: reported only,
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.cuda()
+            x = torch.randn(3, 4).cuda(non_blocking=True)
+            y = model(x).cuda(0)
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.to("neuron")
+            x = torch.randn(3, 4).to("neuron", non_blocking=True)
+            y = model(x).to("neuron:0")
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.cuda()
+            x = torch.randn(3, 4).cuda(non_blocking=True)
+            y = model(x)
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2)
+            model.to(torch.accelerator.current_accelerator())
+            x = torch.randn(3, 4).to(torch.accelerator.current_accelerator(), non_blocking=True)
+            y = model(x)
+            """,
+            target='accelerator',
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            idx = 0
+            m = torch.nn.Linear(2, 2).cuda(idx)
+            t = torch.ones(1, 2).cuda(device=idx)
+            v = torch.ones(1, 2).cuda(memory_format=torch.contiguous_format)
+            y = m(t + v)
+            """,
+            """
+            import torch
+            idx = 0
+            m = torch.nn.Linear(2, 2).to(idx)
+            t = torch.ones(1, 2).to(idx)
+            v = torch.ones(1, 2).to("neuron", memory_format=torch.contiguous_format)
+            y = m(t + v)
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

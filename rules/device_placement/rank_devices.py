@@ -11,7 +11,7 @@ from neuron_port.rules.device_placement.ranks import INDEX_KEYWORD_CALLEES, is_r
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, PythonRule, Valid
 
 _DDP = "from torch.nn.parallel import DistributedDataParallel as DDP\n"
 _INIT = "import os\nimport torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
@@ -110,6 +110,7 @@ class RankDeviceIndex(PythonRule):
             "model = nn.Linear(4, 4).to(\"neuron\")\nddp = DDP(model, device_ids=[rank])\n"
             "noise = torch.randn(2, 4, device=\"neuron\")\n",
             message_contains="one NeuronCore",
+            not_runnable=OTHER_RULES,
         ),
         Invalid(
             "import os\nimport torch\ndevice = int(os.environ['LOCAL_RANK'])\nx = x.to(device, non_blocking=True)\n"
@@ -118,12 +119,14 @@ class RankDeviceIndex(PythonRule):
             "import os\nimport torch\ndevice = int(os.environ['LOCAL_RANK'])\n"
             "x = x.to(\"neuron\", non_blocking=True)\ng = torch.device(\"neuron\")\nm = FSDP(model, device_id=0)\n"
             "h = torch.device(args.device_type)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             _INIT + "local_rank = int(os.environ['LOCAL_RANK'])\n"
             "dist.init_process_group('nccl', device_id=torch.device(local_rank))\n",
             _INIT + "local_rank = int(os.environ['LOCAL_RANK'])\n"
             "dist.init_process_group('nccl', device_id=torch.device(\"neuron\", 0))\n",
+            not_runnable=OTHER_RULES,
         ),
         Invalid(
             # a set_device(rank) that NP502 cannot remove: no rank device of the file changes
@@ -135,6 +138,58 @@ class RankDeviceIndex(PythonRule):
             _INIT + "ok = torch.cuda.set_device(args.gpu) or True\nmodel = model.to(args.gpu)\n",
             _INIT + "ok = torch.cuda.set_device(args.gpu) or True\nmodel = model.to(\"neuron\")\n",
             unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to(rank)
+            ddp = DDP(model)
+            noise = torch.randn(2, 4, device=rank)
+            ddp(noise).sum().backward()
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to("neuron")
+            ddp = DDP(model)
+            noise = torch.randn(2, 4, device="neuron")
+            ddp(noise).sum().backward()
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import os
+            import torch
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(2, 2).to(local_rank)
+            g = torch.Generator(device=local_rank)
+            t = torch.randn(2, 2, device=local_rank, generator=g)
+            print(model(t).device)
+            """,
+            """
+            import os
+            import torch
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(2, 2).to("neuron")
+            g = torch.Generator(device="neuron")
+            t = torch.randn(2, 2, device="neuron", generator=g)
+            print(model(t).device)
+            """,
+            runs=True,
         ),
     ]
 

@@ -10,7 +10,7 @@ from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.distributed.tables import DATA_PARALLEL_QUALNAMES, DDP_QUALNAMES
 from neuron_port.rules.helpers.calls import arg_named, remove_arg
 from neuron_port.rules.helpers.names import is_none, last_segment, source_of
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 def _is_index_zero(node) -> bool:
@@ -81,6 +81,7 @@ class DdpDeviceIds(PythonRule):
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
             "model = DDP(model, device_ids=[0], output_device=0)\n",
             unsafe_fixes=True,
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch.nn as nn\nmodel = nn.parallel.DistributedDataParallel(\n"
@@ -94,12 +95,14 @@ class DdpDeviceIds(PythonRule):
             "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[rank])\n",
             "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[0])\n",
             message_contains="fails on every rank but 0",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
             "m = DDP(net, device_ids=[local_rank], output_device=local_rank)\n",
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
             "m = DDP(net, device_ids=[0], output_device=0)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "from torch.nn.parallel import DistributedDataParallel as DDP\nm = DDP(model, device_ids=[dev])\n",
@@ -116,6 +119,35 @@ class DdpDeviceIds(PythonRule):
             "device_ids = [local_rank]\nm = DDP(model, device_ids)\n",
             None,  # device_ids passed positionally: reported only
             unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to('neuron')
+            m = DDP(model, device_ids=[local_rank])
+            m(torch.randn(2, 4, device='neuron')).sum().backward()
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            model = torch.nn.Linear(4, 4).to('neuron')
+            m = DDP(model, device_ids=[0])
+            m(torch.randn(2, 4, device='neuron')).sum().backward()
+            dist.destroy_process_group()
+            """,
+            runs=True,
         ),
     ]
 

@@ -20,7 +20,7 @@ from neuron_port.rules.distributed.launch_patterns import (
     device_hit,
     env_advice,
 )
-from neuron_port.rules.spec import Invalid, LineHit, LineOptions, LineRule, ScriptLine, Valid
+from neuron_port.rules.spec import LAUNCH_FILE, Invalid, LineHit, LineOptions, LineRule, ScriptLine, Valid
 
 
 class ConfigCudaDevice(LineRule):
@@ -64,10 +64,12 @@ class ConfigCudaDevice(LineRule):
         Valid("python train.py --device cpu\n", kind="shell"),
     ]
     INVALID = [
-        Invalid("device: cuda   # eval\n", "device: neuron   # eval\n", kind="yaml"),
-        Invalid('{"train": {"device": "cuda:0"}}\n', '{"train": {"device": "neuron:0"}}\n', kind="json"),
-        Invalid('[run]\ndevice = "cuda"\n', '[run]\ndevice = "neuron"\n', kind="toml"),
-        Invalid("python eval.py --device=cuda\n", "python eval.py --device=neuron\n", kind="shell"),
+        Invalid("device: cuda   # eval\n", "device: neuron   # eval\n", kind="yaml", not_runnable=LAUNCH_FILE),
+        Invalid('{"train": {"device": "cuda:0"}}\n', '{"train": {"device": "neuron:0"}}\n', kind="json",
+                not_runnable=LAUNCH_FILE),
+        Invalid('[run]\ndevice = "cuda"\n', '[run]\ndevice = "neuron"\n', kind="toml", not_runnable=LAUNCH_FILE),
+        Invalid("python eval.py --device=cuda\n", "python eval.py --device=neuron\n", kind="shell",
+                not_runnable=LAUNCH_FILE),
         Invalid("device: cuda\n", None, kind="yaml", target="accelerator"),
     ]
 
@@ -119,8 +121,9 @@ class ConfigNcclBackend(LineRule):
     MESSAGE = "the NCCL backend does not exist on Trainium: use `neuron`"
     VALID = [Valid("backend: gloo\n", kind="yaml")]
     INVALID = [
-        Invalid("dist_backend: nccl\n", "dist_backend: neuron\n", kind="yaml"),
-        Invalid("python train.py --dist-backend nccl\n", "python train.py --dist-backend neuron\n", kind="shell"),
+        Invalid("dist_backend: nccl\n", "dist_backend: neuron\n", kind="yaml", not_runnable=LAUNCH_FILE),
+        Invalid("python train.py --dist-backend nccl\n", "python train.py --dist-backend neuron\n", kind="shell",
+                not_runnable=LAUNCH_FILE),
         Invalid("dist_backend: nccl\n", None, kind="yaml", target="accelerator"),
     ]
 

@@ -13,7 +13,7 @@ from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.guards import AvailabilityMixin
 from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
 
 # where the backend goes positionally: init_process_group(backend, ...), new_group(ranks, timeout, backend)
@@ -76,6 +76,7 @@ class NcclBackend(AvailabilityMixin, SkipProse):
             "parser.add_argument('--dist-backend', default='nccl', type=str)\n",
             "import torch.distributed as dist\ndist.init_process_group('neuron')\n"
             "parser.add_argument('--dist-backend', default='neuron', type=str)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             'import torch\nimport torch.distributed as dist\n'
@@ -84,12 +85,14 @@ class NcclBackend(AvailabilityMixin, SkipProse):
             'import torch\nimport torch.distributed as dist\n'
             'backend = "neuron" if torch.cuda.is_available() else "gloo"\n'
             'dist.init_process_group(backend="neuron")\nb = "cpu:gloo,neuron:neuron"\n',
+            runs=True,
         ),
         Invalid(
             'import torch\nbackend = "nccl" if torch.cuda.is_available() else "gloo"\n',
             "import torch\nbackend = torch.distributed.get_default_backend_for_device("
             'torch.accelerator.current_accelerator()) if torch.cuda.is_available() else "gloo"\n',
             target="accelerator",
+            runs=True,
         ),
         Invalid("import torch\ndist.init_process_group('nccl')\n", None, target="accelerator"),
         Invalid(
@@ -101,6 +104,51 @@ class NcclBackend(AvailabilityMixin, SkipProse):
             'group = dist.new_group(ranks, None, "neuron")\nDIST_BACKEND = "neuron"\n'
             'parser.add_argument("--backend", default="neuron", choices=["neuron", "GLOO"])\n'
             'if dist.get_backend() == "neuron":\n    pass\n',
+            not_runnable=FRAGMENT,
+        ),
+        Invalid(
+            """
+            import argparse
+            import torch.distributed as dist
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--dist-backend', default='nccl', type=str)
+            args = parser.parse_args()
+            dist.init_process_group(args.dist_backend)
+            dist.destroy_process_group()
+            """,
+            """
+            import argparse
+            import torch.distributed as dist
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument('--dist-backend', default='neuron', type=str)
+            args = parser.parse_args()
+            dist.init_process_group(args.dist_backend)
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+            dist.init_process_group(backend='nccl', init_method='env://')
+            group = dist.new_group(ranks=[0], backend='nccl')
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x, group=group)
+            dist.destroy_process_group()
+            """,
+            """
+            import torch
+            import torch.distributed as dist
+            dist.init_process_group(backend='neuron', init_method='env://')
+            group = dist.new_group(ranks=[0], backend='neuron')
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x, group=group)
+            dist.destroy_process_group()
+            """,
+            runs=True,
         ),
     ]
 

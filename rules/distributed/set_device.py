@@ -11,7 +11,7 @@ from neuron_port.rules.distributed.prose import SkipProse
 from neuron_port.rules.distributed.tables import SET_DEVICE_QUALNAMES
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import OTHER_RULES, Invalid, Valid
 
 
 class DistributedSetDevice(SkipProse):
@@ -85,6 +85,7 @@ class DistributedSetDevice(SkipProse):
             "torch.cuda.set_device(args.local_rank)\ndist.init_process_group('nccl')\n",
             "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n",
             message_contains="before init_process_group",
+            not_runnable=OTHER_RULES,
         ),
         Invalid(
             "import torch\nimport torch.distributed as dist\n\n\ndef main(local_rank):\n"
@@ -93,6 +94,7 @@ class DistributedSetDevice(SkipProse):
             "import torch\nimport torch.distributed as dist\n\n\ndef main(local_rank):\n"
             "    dist.init_process_group('neuron')\n    train()\n",
             message_contains="Invalid device id",
+            runs=True,
         ),
         Invalid(
             "import os\nimport torch\ntorch.neuron.set_device(int(os.environ['LOCAL_RANK']))\nmain()\n",
@@ -105,6 +107,7 @@ class DistributedSetDevice(SkipProse):
             "if torch.cuda.is_available():\n    torch.cuda.set_device(local_rank)\n",
             "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
             "if torch.cuda.is_available():\n    pass\n",
+            runs=True,
         ),
         Invalid(
             # not a statement of its own: reported only
@@ -124,6 +127,32 @@ class DistributedSetDevice(SkipProse):
             "torch.neuron.set_device(device)\n",
             None,  # not a rank: advice only
             unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            torch.cuda.set_device(local_rank)
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x)
+            dist.destroy_process_group()
+            """,
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+
+            dist.init_process_group('neuron')
+            local_rank = int(os.environ['LOCAL_RANK'])
+            x = torch.ones(2, device='neuron')
+            dist.all_reduce(x)
+            dist.destroy_process_group()
+            """,
+            runs=True,
         ),
     ]
 

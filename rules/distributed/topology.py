@@ -10,7 +10,7 @@ from neuron_port.rules.distributed.tables import CORES_ADVICE, WORLD_SIZE_NAME_R
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, TWO_PROCESSES, Invalid, PythonRule, Valid
 
 
 class CudaDeviceMesh(PythonRule):
@@ -61,6 +61,7 @@ class CudaDeviceMesh(PythonRule):
             "mesh = init_device_mesh('cuda', (dp, tp), mesh_dim_names=('dp', 'tp'))\n",
             "from torch.distributed.device_mesh import init_device_mesh\n"
             "mesh = init_device_mesh('neuron', (dp, tp), mesh_dim_names=('dp', 'tp'))\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nfrom torch.distributed.device_mesh import DeviceMesh\n"
@@ -68,6 +69,48 @@ class CudaDeviceMesh(PythonRule):
             "import torch\nfrom torch.distributed.device_mesh import DeviceMesh\n"
             "m = DeviceMesh(device_type=torch.accelerator.current_accelerator().type, mesh=[0, 1])\n",
             target="accelerator",
+            not_runnable=TWO_PROCESSES,
+        ),
+        Invalid(
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import init_device_mesh
+
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh('cuda', (1, 1), mesh_dim_names=('dp', 'tp'))
+            dist.destroy_process_group()
+            """,
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import init_device_mesh
+
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh('neuron', (1, 1), mesh_dim_names=('dp', 'tp'))
+            dist.destroy_process_group()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh(device_type='cuda', mesh_shape=(1,))
+            m = DeviceMesh('cuda', [0])
+            dist.destroy_process_group()
+            """,
+            """
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+            import torch
+
+            dist.init_process_group('neuron')
+            mesh = init_device_mesh(device_type=torch.accelerator.current_accelerator().type, mesh_shape=(1,))
+            m = DeviceMesh(torch.accelerator.current_accelerator().type, [0])
+            dist.destroy_process_group()
+            """,
+            target='accelerator',
+            runs=True,
         ),
     ]
 

@@ -10,7 +10,7 @@ from neuron_port.rules.device_placement.tables import CUDA_DEVICE_RE
 from neuron_port.rules.helpers.calls import arg_named, quote_of
 from neuron_port.rules.helpers.names import int_value
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 NEURON_FIX_NOTE = "unsafe: `current_accelerator()` is None on CPU-only hosts"
 
@@ -90,10 +90,12 @@ class HfDeviceMap(PythonRule):
         Invalid(
             'model = AutoModelForCausalLM.from_pretrained(name, device_map="cuda")\n',
             'model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "pipe = pipeline('text-generation', model=m, device_map='cuda:1')\n",
             "pipe = pipeline('text-generation', model=m, device_map='neuron:1')\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid('model = AutoModel.from_pretrained(name, device_map="auto")\n', None, message_contains="auto"),
         Invalid(
@@ -201,10 +203,12 @@ class HfPipelineDevice(PythonRule):
         Invalid(
             'from transformers import pipeline\npipe = pipeline("text-generation", model=name, device=0)\n',
             'from transformers import pipeline\npipe = pipeline("text-generation", model=name, device="neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import transformers\npipe = transformers.pipeline('asr', model=m, device=1)\n",
             "import transformers\npipe = transformers.pipeline('asr', model=m, device='neuron:1')\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nfrom transformers import pipeline\npipe = pipeline('asr', model=m, device=0)\n",
@@ -220,6 +224,33 @@ class HfPipelineDevice(PythonRule):
             target="accelerator",
             unsafe_fixes=True,
             message_contains="guarded by device type",
+        ),
+        Invalid(
+            """
+            from tokenizers import Tokenizer, models, pre_tokenizers
+            from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast, pipeline
+
+            words = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
+            words.pre_tokenizer = pre_tokenizers.Whitespace()
+            tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", pad_token="[UNK]")
+            config = GPT2Config(vocab_size=3, n_positions=16, n_embd=8, n_layer=1, n_head=2,
+                                bos_token_id=1, eos_token_id=2)
+            pipe = pipeline("text-generation", model=GPT2LMHeadModel(config), tokenizer=tokenizer, device=0)
+            print(pipe("hello world", max_new_tokens=2, do_sample=False))
+            """,
+            """
+            from tokenizers import Tokenizer, models, pre_tokenizers
+            from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast, pipeline
+
+            words = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
+            words.pre_tokenizer = pre_tokenizers.Whitespace()
+            tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", pad_token="[UNK]")
+            config = GPT2Config(vocab_size=3, n_positions=16, n_embd=8, n_layer=1, n_head=2,
+                                bos_token_id=1, eos_token_id=2)
+            pipe = pipeline("text-generation", model=GPT2LMHeadModel(config), tokenizer=tokenizer, device="neuron")
+            print(pipe("hello world", max_new_tokens=2, do_sample=False))
+            """,
+            runs=True,
         ),
     ]
 

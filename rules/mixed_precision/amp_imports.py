@@ -132,6 +132,7 @@ class CudaAmpImport(PythonRule):
             "    with torch.autocast('neuron', dtype=torch.bfloat16):\n        return model(x)\n",
             "import torch\n\n\ndef train(model, x):\n"
             "    with torch.autocast('neuron', dtype=torch.bfloat16):\n        return model(x)\n",
+            runs=True,
         ),
         Invalid(
             "try:\n    from torch.amp import GradScaler\nexcept ImportError:\n    from torch.cuda.amp import GradScaler\n"
@@ -143,15 +144,40 @@ class CudaAmpImport(PythonRule):
             "if TORCH_2_3:\n    from torch.amp import GradScaler\nelse:\n    from torch.cuda.amp import GradScaler\n"
             "scaler = GradScaler('neuron')\n",
             "from torch.amp import GradScaler\nscaler = GradScaler('neuron')\n",
+            runs=True,
         ),
         Invalid(
             "from torch.cuda.amp import GradScaler\n\n\ndef save(scaler: GradScaler):\n    return scaler.state_dict()\n",
             "from torch.amp import GradScaler\n\n\ndef save(scaler: GradScaler):\n    return scaler.state_dict()\n",
             message_contains="annotations",
+            runs=True,
         ),
         Invalid("from torch.cuda.amp import autocast\nctx = autocast if use_amp else nullcontext\n", None,
                 message_contains="still used"),
         Invalid("from torch.cuda.amp import autocast\n__all__ = ['autocast']\n", None, message_contains="__all__"),
+        Invalid(
+            """
+            import torch
+
+
+            def make_scaler():
+                from torch.cuda.amp import GradScaler
+
+
+            make_scaler()
+            """,
+            """
+            import torch
+
+
+            def make_scaler():
+                pass
+
+
+            make_scaler()
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

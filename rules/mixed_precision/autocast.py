@@ -16,7 +16,7 @@ from neuron_port.rules.mixed_precision.common import (
     port_cuda_autocast,
     target_safety,
 )
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 DTYPE_NOTE = (
     "no dtype given: TorchNeuron's default autocast dtype is not documented (CUDA's is float16); "
@@ -96,29 +96,35 @@ class CudaAutocast(PythonRule):
             "import torch\nwith torch.cuda.amp.autocast():\n    y = model(x)\n",
             'import torch\nwith torch.autocast(device_type="neuron"):\n    y = model(x)\n',
             message_contains="NP302",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nwith torch.autocast('cuda', dtype=torch.bfloat16):\n    y = model(x)\n",
             "import torch\nwith torch.autocast('neuron', dtype=torch.bfloat16):\n    y = model(x)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nwith torch.amp.autocast(device_type='cuda', enabled=use_amp):\n    y = model(x)\n",
             "import torch\nwith torch.amp.autocast(device_type='neuron', enabled=use_amp):\n    y = model(x)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "from torch.cuda import amp\nwith amp.autocast(use_amp, torch.bfloat16):\n    y = model(x)\n",
             "from torch.cuda import amp\nimport torch\n\n"
             'with torch.autocast(device_type="neuron", enabled=use_amp, dtype=torch.bfloat16):\n    y = model(x)\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch as th\n\n@th.cuda.amp.autocast(dtype=th.float16)\ndef forward(x):\n    return x\n",
             'import torch as th\n\n@th.autocast(device_type="neuron", dtype=th.float16)\ndef forward(x):\n'
             "    return x\n",
+            runs=True,
         ),
         Invalid(
             "import torch\nwith torch.cuda.amp.autocast(\n    enabled=True,\n    dtype=torch.bfloat16,\n):\n    pass\n",
             'import torch\nwith torch.autocast(\n    device_type="neuron",\n    enabled=True,\n'
             "    dtype=torch.bfloat16,\n):\n    pass\n",
+            runs=True,
         ),
         Invalid(
             "import torch\nwith torch.cuda.amp.autocast(enabled=use_amp):\n    pass\n",
@@ -142,6 +148,68 @@ class CudaAutocast(PythonRule):
         ),
         # a reference that is not called cannot be rewritten in place
         Invalid("import torch\nctx = torch.cuda.amp.autocast if use_amp else nullcontext\n", None),
+        Invalid(
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            x = torch.randn(3, 4, device='neuron')
+            use_amp = True
+            with torch.cuda.amp.autocast():
+                y = model(x)
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                y = model(x)
+            with torch.amp.autocast(device_type='cuda', enabled=use_amp):
+                y = model(x)
+            """,
+            """
+            import torch
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            x = torch.randn(3, 4, device='neuron')
+            use_amp = True
+            with torch.autocast(device_type="neuron"):
+                y = model(x)
+            with torch.autocast('neuron', dtype=torch.bfloat16):
+                y = model(x)
+            with torch.amp.autocast(device_type='neuron', enabled=use_amp):
+                y = model(x)
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+
+
+            @torch.cuda.amp.autocast()
+            def forward(x):
+                return model(x)
+
+
+            with torch.cuda.amp.autocast(enabled=False):
+                y = forward(torch.randn(3, 4, device='neuron'))
+            with torch.cuda.amp.autocast(dtype=torch.float16, cache_enabled=False):
+                y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+            model = torch.nn.Linear(4, 2).to('neuron')
+
+
+            @torch.autocast(device_type="neuron")
+            def forward(x):
+                return model(x)
+
+
+            with torch.autocast(device_type="neuron", enabled=False):
+                y = forward(torch.randn(3, 4, device='neuron'))
+            with torch.autocast(device_type="neuron", dtype=torch.float16, cache_enabled=False):
+                y = model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:

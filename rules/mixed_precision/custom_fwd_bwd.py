@@ -9,7 +9,7 @@ import libcst as cst
 from neuron_port.rules.helpers.calls import arg_named, first_keyword_index, insert_arg, keyword_arg, quote_of
 from neuron_port.rules.helpers.nodes import expr
 from neuron_port.rules.mixed_precision.common import device_type_expr, is_cuda_literal, target_safety
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 CUSTOM_FN_CUDA = {
     "torch.cuda.amp.custom_fwd": "custom_fwd",
@@ -81,6 +81,7 @@ class CudaCustomFwdBwd(PythonRule):
         Invalid(
             "import torch\n\n@torch.cuda.amp.custom_fwd\ndef forward(ctx, x):\n    return x\n",
             'import torch\n\n@torch.amp.custom_fwd(device_type="neuron")\ndef forward(ctx, x):\n    return x\n',
+            runs=True,
         ),
         Invalid(
             "from torch.cuda.amp import custom_fwd\n\n@custom_fwd(cast_inputs=torch.float32)\ndef forward(ctx, x):\n"
@@ -88,19 +89,23 @@ class CudaCustomFwdBwd(PythonRule):
             "from torch.cuda.amp import custom_fwd\nimport torch\n\n"
             '@torch.amp.custom_fwd(device_type="neuron", cast_inputs=torch.float32)\ndef forward(ctx, x):\n'
             "    return x\n",
+            runs=True,
         ),
         Invalid(
             "from torch.cuda import amp\n\n@amp.custom_bwd\ndef backward(ctx, g):\n    return g\n",
             'from torch.cuda import amp\nimport torch\n\n@torch.amp.custom_bwd(device_type="neuron")\n'
             "def backward(ctx, g):\n    return g\n",
+            runs=True,
         ),
         Invalid(
             "import torch\n\n@torch.amp.custom_bwd(device_type='cuda')\ndef backward(ctx, g):\n    return g\n",
             "import torch\n\n@torch.amp.custom_bwd(device_type='neuron')\ndef backward(ctx, g):\n    return g\n",
+            runs=True,
         ),
         Invalid(
             "import torch\nfwd = torch.cuda.amp.custom_fwd(forward_impl)\n",
             'import torch\nfwd = torch.amp.custom_fwd(forward_impl, device_type="neuron")\n',
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\n\n@torch.cuda.amp.custom_fwd\ndef forward(ctx, x):\n    return x\n",
@@ -108,6 +113,74 @@ class CudaCustomFwdBwd(PythonRule):
             "def forward(ctx, x):\n    return x\n",
             target="accelerator",
             unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+
+            def forward_impl(ctx, x):
+                return x * 2
+
+
+            fwd = torch.cuda.amp.custom_fwd(forward_impl)
+            """,
+            """
+            import torch
+
+
+            def forward_impl(ctx, x):
+                return x * 2
+
+
+            fwd = torch.amp.custom_fwd(forward_impl, device_type="neuron")
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                @torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                @torch.cuda.amp.custom_bwd
+                def backward(ctx, g):
+                    return g * 2
+
+
+            x = torch.ones(3, device='neuron', requires_grad=True)
+            with torch.autocast('neuron', dtype=torch.bfloat16):
+                y = Double.apply(x)
+            y.sum().backward()
+            """,
+            """
+            import torch
+
+
+            class Double(torch.autograd.Function):
+                @staticmethod
+                @torch.amp.custom_fwd(device_type="neuron", cast_inputs=torch.float32)
+                def forward(ctx, x):
+                    return x * 2
+
+                @staticmethod
+                @torch.amp.custom_bwd(device_type="neuron")
+                def backward(ctx, g):
+                    return g * 2
+
+
+            x = torch.ones(3, device='neuron', requires_grad=True)
+            with torch.autocast('neuron', dtype=torch.bfloat16):
+                y = Double.apply(x)
+            y.sum().backward()
+            """,
+            runs=True,
         ),
     ]
 

@@ -18,7 +18,7 @@ from neuron_port.rules.mixed_precision.common import (
     is_cuda_literal,
     target_safety,
 )
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class CudaGradScaler(PythonRule):
@@ -80,28 +80,34 @@ class CudaGradScaler(PythonRule):
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))\n",
             "import torch\nscaler = torch.amp.GradScaler('neuron', enabled=(dtype == 'float16'))\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler()\n",
             'import torch\nscaler = torch.amp.GradScaler("neuron")\n',
+            runs=True,
         ),
         Invalid(
             "import torch\nscaler = torch.amp.GradScaler('cuda')\n",
             "import torch\nscaler = torch.amp.GradScaler('neuron')\n",
+            runs=True,
         ),
         Invalid(
             'import torch\nscaler = torch.amp.GradScaler(device="cuda", init_scale=1024)\n',
             'import torch\nscaler = torch.amp.GradScaler(device="neuron", init_scale=1024)\n',
+            runs=True,
         ),
         Invalid(
             "from torch.amp import GradScaler\n"
             "scaler = GradScaler(\n    init_scale=1024,\n    growth_interval=100,\n)\n",
             'from torch.amp import GradScaler\nscaler = GradScaler(\n    "neuron",\n    init_scale=1024,\n'
             "    growth_interval=100,\n)\n",
+            runs=True,
         ),
         Invalid(
             "from torch.cuda.amp import GradScaler\nscaler = GradScaler(2.0**16)\n",
             'from torch.cuda.amp import GradScaler\nimport torch\n\nscaler = torch.amp.GradScaler("neuron", 2.0**16)\n',
+            runs=True,
         ),
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler(enabled=use_amp)\n",
@@ -109,6 +115,60 @@ class CudaGradScaler(PythonRule):
             "enabled=use_amp)\n",
             target="accelerator",
             unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            dtype = 'bfloat16'
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            """,
+            """
+            import torch
+
+            dtype = 'bfloat16'
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler('neuron', enabled=(dtype == 'float16'))
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            """,
+            runs=True,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.cuda.amp import GradScaler
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = GradScaler(init_scale=2.0**10, growth_interval=100)
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)
+            scaler.update()
+            """,
+            """
+            import torch
+            from torch.cuda.amp import GradScaler
+            model = torch.nn.Linear(4, 2).to('neuron')
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("neuron", init_scale=2.0**10, growth_interval=100)
+            loss = model(torch.randn(3, 4, device='neuron')).sum()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)
+            scaler.update()
+            """,
+            runs=True,
         ),
     ]
 

@@ -1,6 +1,7 @@
 """NP720 ``cuda-only-branch``: ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard CUDA-only code
-(Triton kernels, CUDA extensions, flash-attn, xformers, CUDA graphs); NP102 and NP104 leave those tests
-alone (``cuda_only_guards``), so Trainium keeps taking the other branch."""
+(Triton kernels, CUDA extensions, flash-attn, xformers, CUDA graphs, ``torch.cuda`` APIs with no Trainium
+equivalent); NP102 and NP104 leave those tests alone (``cuda_only_guards``), and NP201 the
+``torch.cuda.is_available()`` tests that guard such code, so Trainium keeps taking the other branch."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Optional
 
 import libcst as cst
 
+from neuron_port.rules.cuda_api.tables import TORCH_CUDA_NO_EQUIVALENT
 from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
@@ -25,11 +27,16 @@ CUDA_ONLY: dict[str, tuple[str, str]] = {
     "torch.cuda.graphs": ("a CUDA graph", "medium"),
     "torch.cuda.CUDAGraph": ("a CUDA graph", "medium"),
     "torch.cuda.make_graphed_callables": ("a CUDA graph", "medium"),
+    # torch.cuda APIs that NP201 cannot rename (NP202's table): on Trainium they raise or do nothing, so a
+    # test guarding them turned True would run them where the CUDA program skipped them
+    **{f"torch.cuda.{api}": ("a CUDA API with no Trainium equivalent", effort)
+       for api, (_advice, effort) in TORCH_CUDA_NO_EQUIVALENT.items()},
 }
 TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
 # last segments of the CUDA_ONLY names that code reaches through `torch` without importing them
 _QUALIFIED_ATTRS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "load", "load_inline",
-                              "CUDAExtension", "CppExtension", "cpp_extension"})
+                              "CUDAExtension", "CppExtension", "cpp_extension"}
+                             | {api.split(".")[-1] for api in TORCH_CUDA_NO_EQUIVALENT})
 
 
 def _cuda_module_name(name: str) -> bool:
@@ -45,12 +52,35 @@ def _is_cuda_literal(node: cst.CSTNode) -> bool:
     return string_value(node) == "cuda"
 
 
+def is_cuda_availability_test(node: cst.CSTNode) -> bool:
+    """``torch.cuda.is_available()`` (any alias of ``torch``): NP201 keeps it where it guards CUDA-only code."""
+    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "is_available" and last_segment(node.func.value) == "cuda")
+
+
+def _availability_aliases(module: cst.Module) -> dict[str, list[cst.Call]]:
+    """Names assigned exactly ``torch.cuda.is_available()`` (``use_cuda = torch.cuda.is_available()``), with
+    those calls: a test of the name is a test of CUDA (in any scope: keeping a test is the safe mistake). A
+    longer expression (``flash is not None and torch.cuda.is_available() and ...``) says more than that."""
+    aliases: dict[str, list[cst.Call]] = {}
+    for node in walk(module):
+        if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                and is_cuda_availability_test(node.value)):
+            aliases.setdefault(node.targets[0].target.value, []).append(node.value)  # type: ignore[arg-type]
+    return aliases
+
+
 def on_cuda_polarity(node: cst.BaseExpression) -> Optional[bool]:
     """True for a test that the data is on a CUDA device (``x.is_cuda``, ``x.device.type == "cuda"``,
-    ``"cuda" in str(x.device)``, ``device.type in ("cuda", "xpu")``), False for its negation (``!=``,
-    ``not in``), None for anything else."""
+    ``"cuda" in str(x.device)``, ``device.type in ("cuda", "xpu")``, ``str(x.device).startswith("cuda")``,
+    ``torch.cuda.is_available()``), False for its negation (``!=``, ``not in``), None for anything else."""
     if isinstance(node, cst.Attribute) and node.attr.value == "is_cuda":
         return True
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if node.func.attr.value == "startswith" and len(node.args) == 1 and string_value(node.args[0].value) == "cuda":
+            return True  # str(x.device).startswith("cuda")
+        if is_cuda_availability_test(node):
+            return True
     if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
         target = node.comparisons[0]
         operator = target.operator
@@ -73,16 +103,28 @@ class CudaOnlyGuards:
         self.context = context
         self.guards: dict[cst.BaseExpression, tuple[str, str, str]] = {}  # atom -> (call, what, effort)
         self.guard_nodes: set[cst.CSTNode] = set()  # every node inside those atoms
+        # torch.cuda.is_available references (in a test, or assigned to a name a test reads) that guard
+        # CUDA-only code -> (call, what, effort): NP201 keeps them
+        self.kept_availability: dict[cst.CSTNode, tuple[str, str, str]] = {}
         if not self._has_cuda_only_code(module):
             return  # the common case: one cheap look
         functions = self._cuda_only_functions(module)
-        for atom, region in regions_where(module, on_cuda_polarity):
+        aliases = _availability_aliases(module)
+
+        def polarity(node: cst.BaseExpression) -> Optional[bool]:
+            return True if isinstance(node, cst.Name) and node.value in aliases else on_cuda_polarity(node)
+
+        for atom, region in regions_where(module, polarity):
             if atom in self.guards:
                 continue
             found = self._first_cuda_only(nodes_in(region), functions)
             if found is not None:
                 self.guards[atom] = found
                 self.guard_nodes.update(walk(atom))
+                calls = aliases.get(atom.value, []) if isinstance(atom, cst.Name) else [atom]
+                for call in calls:
+                    if is_cuda_availability_test(call):
+                        self.kept_availability.setdefault(call.func, found)
 
     def _has_cuda_only_code(self, module: cst.Module) -> bool:
         """An import of CUDA-only code (the import tracker has them all), or a fully qualified use of
@@ -186,14 +228,17 @@ class CudaOnlyBranch(PythonRule):
     """Reports ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard CUDA-only code, and keeps them.
 
     ## What it does
-    Finds device tests (``x.is_cuda``, ``x.device.type == "cuda"``, ``"cuda" in str(x.device)``, their
-    negations and ``and`` / ``or`` chains of them) whose guarded code calls something that runs on CUDA
-    only: a Triton kernel (``@triton.jit``, ``kernel[grid](...)``), a CUDA extension
-    (``torch.utils.cpp_extension.load``, a module imported as ``*_cuda`` / ``cuda_*``), flash-attn, xformers or a CUDA
-    graph, directly or through a function of the same file that does. The guarded code is the ``if``
+    Finds device tests (``x.is_cuda``, ``x.device.type == "cuda"``, ``"cuda" in str(x.device)``,
+    ``str(x.device).startswith("cuda")``, their negations and ``and`` / ``or`` chains of them) whose guarded
+    code calls something that runs on CUDA only: a Triton kernel (``@triton.jit``, ``kernel[grid](...)``), a
+    CUDA extension (``torch.utils.cpp_extension.load``, a module imported as ``*_cuda`` / ``cuda_*``),
+    flash-attn, xformers, a CUDA graph, or a ``torch.cuda`` API that has no Trainium equivalent (NP202's
+    table: ``mem_get_info``, ``nvtx``, ``get_device_capability``, ``set_per_process_memory_fraction``...),
+    directly or through a function of the same file that does. The guarded code is the ``if``
     body, the ``else`` of a negated test, the right side of ``and``, or the rest of the block after
     ``if not x.is_cuda: return fallback(x)``. NP102 and NP104, which otherwise turn these tests into
-    ``'neuron'`` / ``is_neuron``, leave them alone.
+    ``'neuron'`` / ``is_neuron``, leave them alone; NP201 likewise keeps (and reports) a
+    ``torch.cuda.is_available()`` test that guards such code.
 
     ## Why is this bad?
     Rewritten to ``x.is_neuron``, the test would send neuron tensors into the CUDA-only path: a Triton
@@ -255,6 +300,11 @@ class CudaOnlyBranch(PythonRule):
             None,
             message_contains="flash-attn",
         ),
+        Invalid(
+            "import torch\nif str(x.device).startswith('cuda'):\n    free, total = torch.cuda.mem_get_info()\n",
+            None,
+            message_contains="a CUDA API with no Trainium equivalent (`torch.cuda.mem_get_info`)",
+        ),
     ]
 
     def __init__(self, context) -> None:
@@ -268,4 +318,6 @@ class CudaOnlyBranch(PythonRule):
     def leave_Module(self, original_node: cst.Module) -> None:
         guards = cuda_only_guards(self.context, original_node)
         for atom, (call, what, effort) in guards.guards.items():
+            if is_cuda_availability_test(atom) or isinstance(atom, cst.Name):
+                continue  # availability tests (and names holding one): NP201 reports the ones it keeps
             self.report(atom, self.MESSAGE.format(test=source_of(atom), what=what, call=call), effort=effort)

@@ -18,7 +18,7 @@ from neuron_port.rules.no_port.tables import (
     PROFILER_ACTIVITY_CUDA,
     SHELL_CALLS,
 )
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
 class NvtxPackage(PackageRule):
@@ -192,12 +192,33 @@ class ProfilerActivityCuda(PythonRule):
             "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:\n    model(x)\n",
             "from torch.profiler import profile, ProfilerActivity\n"
             "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:\n    model(x)\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             "import torch\nacts = [torch.profiler.ProfilerActivity.CUDA]\n",
             "import torch\nacts = [torch.profiler.ProfilerActivity.PrivateUse1]\n",
+            runs=True,
         ),
         Invalid("import torch\nacts = [torch.profiler.ProfilerActivity.CUDA]\n", None, target="accelerator"),
+        Invalid(
+            """
+            import torch
+            from torch.profiler import profile, ProfilerActivity
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                model(torch.randn(3, 4, device='neuron'))
+            """,
+            """
+            import torch
+            from torch.profiler import profile, ProfilerActivity
+
+            model = torch.nn.Linear(4, 2).to('neuron')
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+                model(torch.randn(3, 4, device='neuron'))
+            """,
+            runs=True,
+        ),
     ]
 
     def __init__(self, context) -> None:
