@@ -42,7 +42,7 @@ def rewrite(
     write: bool = True,
     diff: bool = False,
     jobs: Optional[int] = None,
-    use_cache: bool = True,
+    use_cache: Optional[bool] = None,
     instance: Optional[str] = None,
     neuron_cores: Optional[int] = None,
     on_files: Optional[Callable[[int], None]] = None,
@@ -54,11 +54,14 @@ def rewrite(
     to each changed file's result. ``settings`` default to ``Settings()``; read a project's
     ``[tool.neuron-port]`` with ``load_settings(folder)``. ``instance`` / ``neuron_cores``: the Trainium
     layout that GPU counts in launch scripts become. ``on_files(n)`` and ``on_result(file_result)``
-    report progress. Every file is either left as it was or completely rewritten.
+    report progress. ``use_cache``: read and write the result cache of each project root (default: only
+    when writing, so ``write=False`` writes nothing at all). Every file is either left as it was or
+    completely rewritten.
     """
     settings = settings or Settings()
     report = scan_project([Path(p) for p in paths], settings, command="rewrite", want_diff=diff, jobs=jobs,
-                          instance=instance, neuron_cores=neuron_cores, use_cache=use_cache,
+                          instance=instance, neuron_cores=neuron_cores,
+                          use_cache=write if use_cache is None else use_cache,
                           on_files=on_files, on_result=on_result)
     if not write:
         return report

@@ -67,8 +67,12 @@ ConfigOption = Annotated[Optional[Path], typer.Option(
     "--config", help="pyproject.toml to read [tool.neuron-port] from (default: the closest one above the path "
                      "with that table, up to the repository root or, outside one, the working directory).")]
 NoCacheOption = Annotated[bool, typer.Option(
-    "--no-cache", help="Do not read or write the result cache of the static scan (.neuron-port-cache/ next to "
-                       "pyproject.toml); every file is processed.")]
+    "--no-cache", help="Do not read or write the result cache of the static scan (.neuron-port-cache/ in the "
+                       "project root); every file is processed.")]
+CacheOption = Annotated[Optional[bool], typer.Option(
+    "--cache/--no-cache", help="Use the result cache (.neuron-port-cache/ in each project root: the folder with "
+                               "pyproject.toml or .git). Default: on when writing files, off under --check "
+                               "and --diff (they write nothing); --cache turns it on there too.")]
 
 
 def _fail_usage(message: str) -> "typer.Exit":
@@ -138,7 +142,7 @@ def rewrite(
     instance: Optional[str] = typer.Option(None, "--instance", help=INSTANCE_HELP),
     neuron_cores: Optional[int] = typer.Option(None, "--neuron-cores", min=1,
                                                help="Logical NeuronCores per node, instead of --instance."),
-    no_cache: NoCacheOption = False,
+    cache: CacheOption = None,
 ) -> None:
     """Rewrite CUDA-specific code for Trainium in place and report what could not be rewritten.
 
@@ -152,11 +156,13 @@ def rewrite(
     try:
         with scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
             report = api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs,
-                                 use_cache=not no_cache, instance=instance, neuron_cores=neuron_cores, **progress)
+                                 use_cache=cache, instance=instance, neuron_cores=neuron_cores, **progress)
     except UsageError as exc:
         raise _fail_usage(str(exc))
     code = exit_code(report, settings.fail_on, pending_fails=check)
     stats = report.cache_stats
+    for warning in stats.warnings if stats is not None else ():
+        err().print(f"neuron-port: warning: {warning}", style="yellow", markup=False, highlight=False)
     if verbose and stats is not None:
         err().print(f"cache: {stats.hits} hit(s), {stats.misses} miss(es), {stats.stored} stored, "
                      f"{stats.discarded} discarded", markup=False, highlight=False)

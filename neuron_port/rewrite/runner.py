@@ -135,9 +135,8 @@ def _main_side(source: SourceFile, options: RunOptions, triggers, cache: Optiona
         return None, (None, None)
     if options.max_bytes and len(raw) > options.max_bytes:
         return None, (None, None)
-    key = None
-    if cache is not None:
-        key = cache.key(raw)
+    key = cache.key(raw, source.display, kind) if cache is not None else None
+    if key is not None:
         hit = cache.get(key, source.display, str(source.real))
         if hit is not None:
             if options.want_diff and hit.new_bytes is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from neuron_port.config import Settings, find_pyproject
+from neuron_port.config import Settings
 from neuron_port.errors import UsageError
 from neuron_port.results import FileError, FileResult
 from neuron_port.report import Report
@@ -73,12 +73,15 @@ def scan_project(
     if use_cache:
         from neuron_port.rewrite.cache import ResultCache
 
-        roots = [relative_to] if relative_to is not None else list(paths)
-        pyproject = settings.source or (find_pyproject(roots[0]) if roots and roots[0].exists() else None)
-        cache = ResultCache.for_run(roots, str(pyproject) if pyproject else None, options)
+        # one cache per project root of the files (display paths are relative to this folder)
+        cache = ResultCache.for_run(options, base=relative_to.resolve() if relative_to is not None else None)
     if on_files is not None:
         on_files(len(files))
-    results = run_files(files, options, jobs=jobs, on_result=on_result, cache=cache)
+    try:
+        results = run_files(files, options, jobs=jobs, on_result=on_result, cache=cache)
+    finally:
+        if cache is not None:
+            cache.close()
     report.cache_stats = cache.stats if cache is not None else None
     report.errors.extend(FileError(path=r.path, message=r.error) for r in results if r.error)
     # scripts and configs that mention nothing CUDA-like are not part of the report (a tree has many)
