@@ -149,13 +149,6 @@ def project_root(start: Path, cwd: Optional[Path] = None) -> Optional[Path]:
     return None
 
 
-def find_pyproject(start: Path, cwd: Optional[Path] = None) -> Optional[Path]:
-    """The project root's pyproject.toml (where the result cache goes), or None."""
-    root = project_root(start, cwd)
-    pyproject = root / "pyproject.toml" if root is not None else None
-    return pyproject if pyproject is not None and _is_regular(pyproject) else None
-
-
 def find_config(start: Path, cwd: Optional[Path] = None) -> Optional[tuple[Path, str, dict]]:
     """The closest pyproject.toml with a [tool.neuron-port] table, its text and that table, or None. Every
     pyproject.toml on the way is read: one that is not valid TOML is an error, as for ruff."""
