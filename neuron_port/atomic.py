@@ -15,6 +15,16 @@ from pathlib import Path
 from typing import Optional
 
 TEMP_SUFFIX = ".neuron-port.tmp"
+# The temporary name is ".<start of the name>.<8 random>.neuron-port.tmp": at most 58 bytes, so any name
+# the filesystem accepts (NAME_MAX, 255 bytes) can be written.
+TEMP_NAME_BYTES = 32
+
+
+def temp_prefix(name: str) -> str:
+    """``.`` + the start of ``name`` (at most TEMP_NAME_BYTES bytes, cut between characters) + ``.``."""
+    while len(os.fsencode(name)) > TEMP_NAME_BYTES:
+        name = name[:-1]
+    return f".{name}."
 
 
 def _read_umask() -> int:
@@ -36,21 +46,23 @@ def check_writable(path: Path) -> None:
     if not path.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path.parent))
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        fd, probe = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
         raise OSError(exc.errno, f"no file can be created in {path.parent} ({exc.strerror})", str(path)) from None
     os.close(fd)
     os.unlink(probe)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = False, mode: Optional[int] = None) -> None:
+def atomic_write(path: Path, data: bytes, *, durable: bool = False, mode: Optional[int] = None,
+                 keep_owner: bool = False) -> None:
     """Replace ``path`` by ``data`` atomically.
 
-    An existing file keeps its mode (and its owner and group where permitted); a new file gets ``mode``,
-    or what ``open()`` would give it (0o666 minus the umask). ``durable`` fsyncs the data before the
-    rename (the user's source files: a crash right after the rename must not leave an empty file).
-    Whatever fails (the write, the rename over a folder, an exception in between), the temporary file
-    is removed.
+    An existing file keeps its mode (and its owner and group where permitted; with ``keep_owner``, a
+    file whose owner or group cannot be kept is not replaced: PermissionError); a new file gets
+    ``mode``, or what ``open()`` would give it (0o666 minus the umask). ``durable`` fsyncs the data
+    before the rename (the user's source files: a crash right after the rename must not leave an
+    empty file). Whatever fails (the write, the rename over a folder, an exception in between), the
+    temporary file is removed.
     """
     try:
         st: Optional[os.stat_result] = path.stat()
@@ -58,18 +70,23 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False, mode: Option
         st = None
     tmp: Optional[str] = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=TEMP_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
         if st is not None:
-            os.chmod(tmp, stat.S_IMODE(st.st_mode))
-            try:
-                os.chown(tmp, st.st_uid, st.st_gid)
-            except OSError:
-                pass  # not permitted for other owners unless root; the mode is what matters
+            created = os.stat(tmp)
+            if (created.st_uid, created.st_gid) != (st.st_uid, st.st_gid):
+                try:
+                    os.chown(tmp, st.st_uid, st.st_gid)
+                except OSError as exc:
+                    if keep_owner:
+                        raise PermissionError(exc.errno, f"its owner and group (uid {st.st_uid}, gid "
+                                              f"{st.st_gid}) cannot be kept: {exc.strerror}", str(path)) from None
+                    # caches: not permitted for other owners unless root; the mode is what matters
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))  # after chown, which clears set-user-ID bits
         else:
             os.chmod(tmp, mode if mode is not None else 0o666 & ~_UMASK)
         os.replace(tmp, path)

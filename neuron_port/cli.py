@@ -26,6 +26,7 @@ from neuron_port.errors import UsageError
 from neuron_port.reporters import FORMATS, RenderContext, Streams, reporter
 from neuron_port.results import SEVERITY_RANK
 from neuron_port.report import Report
+from neuron_port.rewrite.runner import interrupts_as_exceptions
 from neuron_port.rules.instances import INSTANCE_HELP
 from neuron_port.rules.spec import TARGETS
 
@@ -153,12 +154,18 @@ def rewrite(
                          ignore=ignore, exclude=exclude, target=target.value if target else None,
                          unsafe_fixes=unsafe_fixes, fail_on=fail_on.value if fail_on else None,
                          max_file_size=max_file_size)
-    try:
-        with scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
+    try:  # SIGTERM stops the run like Ctrl-C (workers ended, each file old or new): exit 143
+        with interrupts_as_exceptions(), \
+                scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
             report = api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs,
                                  use_cache=cache, instance=instance, neuron_cores=neuron_cores, **progress)
     except UsageError as exc:
         raise _fail_usage(str(exc))
+    except KeyboardInterrupt as exc:  # typer would exit 130 silently: 130 for SIGINT, 143 for SIGTERM
+        signum = getattr(exc, "signum", 2)
+        err().print(f"neuron-port: interrupted ({'SIGTERM' if signum == 15 else 'Ctrl-C'}); every file is either "
+                    "unchanged or completely rewritten", markup=False, highlight=False)
+        raise typer.Exit(128 + signum)
     code = exit_code(report, settings.fail_on, pending_fails=check)
     stats = report.cache_stats
     for warning in stats.warnings if stats is not None else ():
@@ -272,6 +279,9 @@ app.command()(cli_reference.doctor)
 
 
 def main() -> None:
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 must not end the run at a print
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     try:
         app()
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from neuron_port.reporters.sarif import NO_LOCATION, display_path, locate
-from neuron_port.reporters.protocol import RenderContext, Streams
+from neuron_port.reporters.protocol import RenderContext, Streams, printable
 from neuron_port.results import Finding
 from neuron_port.report import Report
 
@@ -65,4 +65,4 @@ def render(report: Report, folder: Optional[Path] = None) -> str:
 
 
 def emit(report: Report, context: RenderContext, streams: Streams) -> None:
-    streams.out.file.write(render(report, folder=context.folder))
+    streams.out.file.write(printable(render(report, folder=context.folder)))

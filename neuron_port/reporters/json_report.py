@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from neuron_port import __version__
-from neuron_port.reporters.protocol import RenderContext, Streams
+from neuron_port.reporters.protocol import RenderContext, Streams, printable_document
 from neuron_port.report import Report
 from neuron_port.rewrite.statistics import file_statistics, total_statistics
 
@@ -56,7 +56,7 @@ def to_document(report: Report) -> dict[str, Any]:
 
 
 def render(report: Report) -> str:
-    return json.dumps(to_document(report), indent=2, sort_keys=False) + "\n"
+    return json.dumps(printable_document(to_document(report)), indent=2, sort_keys=False) + "\n"
 
 
 def emit(report: Report, context: RenderContext, streams: Streams) -> None:

@@ -3,9 +3,10 @@ the context carries what a format needs besides the report."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -30,3 +31,24 @@ class Streams:
 
 
 Reporter = Callable[["Report", RenderContext, Streams], None]
+
+
+# A file name that is not valid UTF-8 reaches Python with its bad bytes as lone surrogates
+# (surrogateescape); no UTF-8 document or stream can carry them.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each undecodable byte of a file name (a lone surrogate) shown as U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def printable_document(value: Any) -> Any:
+    """A JSON-ready value whose strings (keys too) are all valid Unicode (see ``printable``)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable_document(k): printable_document(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_document(v) for v in value]
+    return value

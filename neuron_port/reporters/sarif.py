@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from neuron_port import __version__
 from neuron_port.rewrite.sources import SourceError, decode_source
-from neuron_port.reporters.protocol import RenderContext, Streams
+from neuron_port.reporters.protocol import RenderContext, Streams, printable_document
 from neuron_port.results import Finding
 from neuron_port.report import Report
 
@@ -81,7 +81,8 @@ def rule_descriptor(rule) -> dict[str, Any]:
 
 
 def _uri(path: str) -> str:
-    return quote(Path(path).as_posix(), safe="/")
+    # the name's own bytes, percent-encoded: a name that is not UTF-8 (lat\xe9.py) stays exact
+    return quote(os.fsencode(Path(path).as_posix()), safe="/")
 
 
 def _root_uri(root: Path) -> str:
@@ -294,7 +295,7 @@ def to_document(
 
 
 def render(report: Report, **kwargs: Any) -> str:
-    return json.dumps(to_document(report, **kwargs), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(printable_document(to_document(report, **kwargs)), indent=2, ensure_ascii=False) + "\n"
 
 
 def emit(report: Report, context: RenderContext, streams: Streams) -> None:

@@ -8,7 +8,6 @@ within MAX_PASSES the file is left alone and reported as an error.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
@@ -16,6 +15,13 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from neuron_port.results import Finding, Fix
+from neuron_port.rewrite.syntax import (
+    RUNNING,
+    NestingError,
+    cpython_syntax_error,
+    describe_syntax_error,
+    parse_module,
+)
 from neuron_port.rewrite.suppression import is_suppressed, suppressions
 from neuron_port.rewrite.traversal import walk_batched
 from neuron_port.rules.spec import PythonRule, RuleSpec
@@ -128,11 +134,37 @@ def _apply(module: cst.Module, reports: Sequence[Violation]) -> tuple[cst.Module
 
 def _parse(code: str, path: str) -> cst.Module:
     try:
-        return cst.parse_module(code)
+        return parse_module(code, path)  # in a big-stack thread: deep nesting is an error, not a crash
     except cst.ParserSyntaxError as exc:
         raise RewriteError(f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}") from None
-    except RecursionError:
-        raise RewriteError(f"{path}: nested too deeply to parse") from None
+    except SyntaxError as exc:  # CPython's verdict on a long text, already described
+        raise RewriteError(str(exc)) from None
+    except NestingError as exc:
+        raise RewriteError(f"{path}: {exc}; file left unchanged") from None
+
+
+def _check_output(source: str, code: str, path: str) -> None:
+    """The rewritten code must be valid Python for this interpreter. When the original is not either (it
+    uses a newer Python's syntax, or is invalid here), that is the file's problem, not the rewrite's."""
+    try:
+        error = cpython_syntax_error(code)
+    except NestingError as exc:
+        raise RewriteError(f"{path}: {exc}; file left unchanged") from None
+    if error is None:
+        return
+    try:
+        original_error = cpython_syntax_error(source)
+    except NestingError:
+        original_error = error
+    if original_error is not None:
+        message = describe_syntax_error(source, original_error, path)
+        if not message.endswith("left unchanged"):
+            message += f" (Python {RUNNING}); file left unchanged"
+        raise RewriteError(message)
+    raise RewriteError(
+        f"{path}:{error.lineno}: internal error, the rewritten file is not valid Python ({error.msg}); "
+        "file left unchanged"
+    )
 
 
 def transform_source(
@@ -213,11 +245,5 @@ def transform_source(
             raise RewriteError(f"{path}: internal error, a fix produced code that does not parse ({exc})")
 
     if code != source:
-        try:
-            ast.parse(code)
-        except SyntaxError as exc:
-            raise RewriteError(
-                f"{path}:{exc.lineno}: internal error, the rewritten file is not valid Python ({exc.msg}); "
-                "file left unchanged"
-            ) from None
+        _check_output(source, code, path)
     return SourceOutcome(code=code, findings=first_findings, fixes_applied=first_allowed if code != source else 0)

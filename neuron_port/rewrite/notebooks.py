@@ -211,6 +211,20 @@ def _render_source(text: str, start: int, end: int, new_source: str, ascii_only:
 
 
 # -- the notebook ----------------------------------------------------------------------------------
+def kernel_language(document: dict) -> str:
+    """The notebook's kernel language ("python" when it does not say). Metadata is free-form JSON: a
+    ``language_info`` or ``kernelspec`` that is not an object, or a name that is not a string, says nothing
+    (the nbformat schema wants objects; hand-edited and tool-written notebooks do not always comply)."""
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        return "python"
+    for section, key in (("language_info", "name"), ("kernelspec", "language")):
+        value = metadata.get(section)
+        if isinstance(value, dict) and isinstance(value.get(key), str) and value[key].strip():
+            return value[key].strip()
+    return "python"
+
+
 def transform_notebook(
     text: str,
     rules: Sequence[type[PythonRule]],
@@ -229,10 +243,7 @@ def transform_notebook(
             raise SourceError(f"{path}: nbformat 3 notebooks are not supported (convert with `jupyter nbconvert "
                               "--to notebook`)")
         raise SourceError(f"{path}: not a notebook (no 'cells' list)")
-    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
-    language = ((metadata.get("language_info") or {}).get("name")
-                or (metadata.get("kernelspec") or {}).get("language") or "python")
-    if str(language).lower() != "python":
+    if kernel_language(document).lower() != "python":
         return SourceOutcome(code=text, skipped=True)
 
     findings = []

@@ -2,15 +2,27 @@
 
 Workers only read and compute; the main process does every write (atomically, one file at a time),
 so an interrupted run leaves each file either old or new.
+
+A worker that dies (a crash in native code, the out-of-memory killer) breaks the pool: the files it
+had not finished are run again one at a time in a fresh worker, so the file that kills a worker is
+found and reported as an error while every other file is still processed. Workers ignore SIGINT: a
+Ctrl-C reaches the whole process group, and only the main process answers it (it cancels the pool and
+ends the workers); SIGTERM is turned into the same interrupt by ``interrupts_as_exceptions``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import traceback
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 
 from neuron_port.rewrite.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
 from neuron_port.rewrite.discovery import SourceFile
@@ -20,12 +32,15 @@ from neuron_port.rewrite.sources import (
     decode_source,
     encode_source,
     file_kind,
+    keep_final_cr,
+    read_regular_bytes,
     read_source,
     unified_diff,
 )
 from neuron_port.rewrite.line_files import scan_launch_file
 from neuron_port.rewrite.options import RunOptions
 from neuron_port.rewrite.notebooks import transform_notebook
+from neuron_port.rewrite.writer import note_read
 from neuron_port.results import FileResult, Finding
 from neuron_port.rules.registry import rule_by_code
 
@@ -51,7 +66,9 @@ def _record(result: FileResult, decoded: DecodedSource, new_text: str, findings:
     """An engine's outcome in the file's result: the findings and, when the text changed, the new bytes in
     the file's own encoding (and the diff, when asked for)."""
     result.findings = findings
+    new_text = keep_final_cr(decoded.text, new_text)
     if new_text != decoded.text:
+        decoded.require_round_trip(result.path)
         result.new_bytes = encode_source(new_text, decoded.encoding, result.path)
         result.fixes_applied = fixes
         if options.want_diff:
@@ -62,6 +79,17 @@ def _record(result: FileResult, decoded: DecodedSource, new_text: str, findings:
 def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] = None) -> FileResult:
     """Everything for one file; never raises (errors become FileResult.error). ``raw``: the file's bytes
     when the main process has already read them (for the cache key), so the worker does not read again."""
+    return _process_file(source, options, raw)[0]
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _process_file(source: SourceFile, options: RunOptions,
+                  raw: Optional[bytes]) -> tuple[FileResult, Optional[bytes]]:
+    """process_file, and for a changed file the digest of the bytes its rewrite was computed from (the
+    writer compares it with the file's bytes just before replacing it)."""
     result = FileResult(path=source.display, real_path=str(source.real))
     rules, triggers = _rules_for(options.rule_codes)
     try:
@@ -70,10 +98,10 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] =
             scanned = scan_launch_file(source, options, kind)
             if scanned is None:
                 result.skipped = True
-                return result
+                return result, None
             decoded, line_outcome = scanned
-            return _record(result, decoded, line_outcome.text, line_outcome.findings, line_outcome.fixes_applied,
-                           options)
+            _record(result, decoded, line_outcome.text, line_outcome.findings, line_outcome.fixes_applied, options)
+            return result, _read_digest(result, decoded, None)
         if options.max_bytes:
             size = source.real.stat().st_size
             if size > options.max_bytes:
@@ -84,7 +112,7 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] =
         decoded = read_source(source.real, source.display) if raw is None else decode_source(raw, source.display)
         if not could_match(decoded.text, triggers):
             result.skipped = True
-            return result
+            return result, None
         outcome = (transform_notebook if kind == "notebook" else transform_source)(
             decoded.text,
             rules,
@@ -93,9 +121,15 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] =
             triggers=triggers,
         )
         _record(result, decoded, outcome.code, outcome.findings, outcome.fixes_applied, options)
+        return result, _read_digest(result, decoded, raw)
     except (SourceError, RewriteError) as exc:
         result.error = str(exc)
         result.findings = []
+        result.new_bytes = None
+    except RecursionError:  # LibCST's visitors and code generation recurse in Python, per nesting level
+        result.error = f"{source.display}: nested too deeply to process; file left unchanged"
+        result.findings = []
+        result.new_bytes = None
     except Exception as exc:  # a bug of ours must not stop the run or lose the file
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = (
@@ -104,11 +138,19 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes] =
         )
         result.findings = []
         result.new_bytes = None
-    return result
+    return result, None
 
 
-def _work(args: tuple[SourceFile, RunOptions, Optional[bytes]]) -> FileResult:
-    return process_file(*args)
+def _read_digest(result: FileResult, decoded: DecodedSource, raw: Optional[bytes]) -> Optional[bytes]:
+    """The digest of the bytes the rewrite was computed from: ``raw``, or the decoded text encoded again
+    (the same bytes: _record refuses files whose encoding does not round-trip)."""
+    if result.new_bytes is None:
+        return None
+    return _digest(raw if raw is not None else decoded.text.encode(decoded.encoding))
+
+
+def _work(args: tuple[SourceFile, RunOptions, Optional[bytes]]) -> tuple[FileResult, Optional[bytes]]:
+    return _process_file(*args)
 
 
 def _pool_context():
@@ -139,6 +181,8 @@ def _main_side(source: SourceFile, options: RunOptions, triggers, cache: Optiona
     if key is not None:
         hit = cache.get(key, source.display, str(source.real))
         if hit is not None:
+            if hit.new_bytes is not None:  # the writer checks the file still has these bytes
+                note_read(str(source.real), _digest(raw))
             if options.want_diff and hit.new_bytes is not None:
                 try:
                     hit.diff = unified_diff(decode_source(raw, source.display).text,
@@ -158,6 +202,107 @@ def _main_side(source: SourceFile, options: RunOptions, triggers, cache: Optiona
     return None, (raw, key)
 
 
+Item = tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes]]]
+
+
+def _worker_init() -> None:
+    # the terminal sends Ctrl-C to the whole process group: only the main process answers it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _work_indexed(item: Item):
+    index, key, args = item
+    return (index, key, *_work(args))
+
+
+def _died(item: Item) -> FileResult:
+    source = item[2][0]
+    return FileResult(path=source.display, real_path=str(source.real), error=(
+        f"{source.display}: the worker process died while processing this file (a crash, or killed by a "
+        "signal such as the out-of-memory killer's); file left unchanged"))
+
+
+class _Workers:
+    """A process pool that outlives its workers: when one dies, the files not yet finished are run again
+    one at a time in a fresh single worker, so the one that kills a worker is reported and the rest
+    are still processed."""
+
+    def __init__(self, jobs: int, done: Callable[..., None]) -> None:
+        self.jobs = jobs
+        self.done = done
+        self.executor: Optional[ProcessPoolExecutor] = None
+        self.running: dict[Future, Item] = {}
+        self.suspects: list[Item] = []  # unfinished when a worker died: run one by one
+        self.started = False
+
+    def _start(self, processes: int) -> ProcessPoolExecutor:
+        self.started = True
+        self.executor = ProcessPoolExecutor(max_workers=processes, mp_context=_pool_context(),
+                                            initializer=_worker_init)
+        return self.executor
+
+    def submit(self, item: Item) -> None:
+        if self.suspects:  # the pool broke: everything else waits for the one-by-one pass
+            self.suspects.append(item)
+            return
+        executor = self.executor or self._start(self.jobs)
+        try:
+            self.running[executor.submit(_work_indexed, item)] = item
+        except BrokenProcessPool:
+            self._broken([item])
+
+    def _broken(self, also: list[Item]) -> None:
+        self.suspects.extend(self.running.values())
+        self.suspects.extend(also)
+        self.running.clear()
+        self.stop()
+
+    def _collect(self, futures) -> None:
+        for future in futures:
+            item = self.running.pop(future)
+            try:
+                self.done(*future.result())
+            except BrokenProcessPool:
+                self._broken([item])
+                return
+
+    def poll(self) -> None:
+        """Take in the results that are ready, without waiting."""
+        self._collect([f for f in list(self.running) if f.done()])
+
+    def finish(self) -> None:
+        while self.running:
+            ready, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+            self._collect(ready)
+        suspects, self.suspects = sorted(self.suspects, key=lambda item: item[0]), []
+        for item in suspects:  # one file per worker at a time: a death names its file
+            executor = self.executor or self._start(1)
+            try:
+                self.done(*executor.submit(_work_indexed, item).result())
+            except BrokenProcessPool:
+                self.stop()
+                self.done(item[0], None, _died(item), None)
+
+    def stop(self) -> None:
+        """End the workers now (a broken pool, or an interrupt): cancel what has not started and kill
+        the workers that are busy, instead of waiting for them."""
+        executor, self.executor = self.executor, None
+        if executor is None:
+            return
+        # the executor's own processes: they ignore SIGINT and may be busy for seconds on a big file
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        for process in processes:
+            process.join()
+        # now that its workers are gone, wait for the executor's manager thread: left running, it closes
+        # its wake-up pipe while the interpreter's exit hook writes to it (a traceback at exit)
+        executor.shutdown(wait=True)
+
+
 def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> list[FileResult]:
     """The main process reads each file once, looks it up in the cache and pre-filters it (most files stop
     here); the rest go to workers with their bytes, one file per task (each is parsed: >= ~10 ms, so the
@@ -166,17 +311,18 @@ def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> lis
     Results come back in ``files`` order."""
     _rules, triggers = _rules_for(options.rule_codes)
     slots: list[Optional[FileResult]] = [None] * len(files)
-    pending: list[tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes]]]] = []
-    submitted: list = []
-    pool = None
+    pending: list[Item] = []
 
-    def done(index: int, key: Optional[str], result: FileResult) -> None:
+    def done(index: int, key: Optional[str], result: FileResult, digest: Optional[bytes]) -> None:
         slots[index] = result
-        if key is not None and cache is not None:
+        if digest is not None:
+            note_read(result.real_path, digest)
+        if key is not None and cache is not None:  # (a worker's death is not cached: it comes with no key)
             cache.put(key, result)
         if on_result:
             on_result(result)
 
+    workers = _Workers(jobs, done) if jobs > 1 else None
     try:
         for index, source in enumerate(files):
             result, todo = _main_side(source, options, triggers, cache)
@@ -187,25 +333,50 @@ def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> lis
                 continue
             raw, key = todo
             pending.append((index, key, (source, options, raw)))
-            if pool is None and jobs > 1 and len(pending) >= PARALLEL_THRESHOLD:
-                pool = _pool_context().Pool(processes=jobs)
-            if pool is not None:
-                submitted.extend(pool.apply_async(_work_indexed, (item,)) for item in pending)
+            if workers is not None and (workers.started or len(pending) >= PARALLEL_THRESHOLD):
+                for item in pending:
+                    workers.submit(item)
                 pending.clear()
+                workers.poll()
+        if workers is not None and workers.started:
+            for item in pending:
+                workers.submit(item)
+            pending.clear()
+            workers.finish()
         for index, key, args in pending:  # too few for a pool (or --jobs 1)
-            done(index, key, _work(args))
-        for future in submitted:
-            done(*future.get())
+            done(index, key, *_work(args))
     finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
+        if workers is not None:
+            workers.stop()
     return [r for r in slots if r is not None]
 
 
-def _work_indexed(item: tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes]]]):
-    index, key, args = item
-    return index, key, _work(args)
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived during a run; ``signum`` says which (the exit code is 128 + signum)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def interrupts_as_exceptions() -> Iterator[None]:
+    """While active (in the main thread), SIGINT and SIGTERM raise Interrupted, so SIGTERM cleans up like
+    Ctrl-C: workers ended, no temporary file left, each file old or completely new (writer.py holds both
+    signals during a file's write). Elsewhere, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
 
 
 def run_files(

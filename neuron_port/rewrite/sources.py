@@ -3,7 +3,9 @@ encoding back the same way, the writable check before a write, and unified diffs
 
 Nothing of the user's is lost: a file is read as bytes and decoded with its own encoding, and written
 back (by neuron_port/rewrite/writer.py through neuron_port/atomic.py) with the same encoding, BOM and
-newlines (the CST keeps them).
+newlines (the CST keeps them; the one it drops, a lone CR ending the file, is put back by
+``keep_final_cr``). A file whose encoding does not give its bytes back (iso2022_jp, utf-7: decoding then
+encoding changes bytes outside the edit) is never rewritten (``DecodedSource.round_trips``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,19 @@ class SourceError(Exception):
 class DecodedSource:
     text: str
     encoding: str  # a Python codec name; "utf-8-sig" when the file starts with a BOM
+    round_trips: bool = True  # encoding ``text`` gives the file's bytes back (stateful codecs may not)
+
+    def require_round_trip(self, path: str) -> None:
+        """Raise SourceError when rewriting the file would change bytes outside the edit."""
+        if not self.round_trips:
+            raise SourceError(
+                f"{path}: its encoding {self.encoding} does not give the same bytes back when re-encoded "
+                "(bytes outside the fix would change); not rewritten. Convert it to UTF-8 to apply fixes"
+            )
+
+
+# Strict UTF-8 decoding is a bijection, so only other codecs need the (cheap) re-encoding check.
+_EXACT_CODECS = frozenset({"utf-8", "utf-8-sig"})
 
 
 def decode_source(raw: bytes, path: str) -> DecodedSource:
@@ -67,7 +82,21 @@ def decode_source(raw: bytes, path: str) -> DecodedSource:
         raise SourceError(
             f"{path}:{line}: cannot decode byte {raw[exc.start]:#04x} as {encoding} ({exc.reason})"
         ) from None
-    return DecodedSource(text=text, encoding=encoding)
+    round_trips = True
+    if codecs.lookup(encoding).name not in _EXACT_CODECS:
+        try:
+            round_trips = text.encode(encoding) == raw
+        except UnicodeEncodeError:
+            round_trips = False
+    return DecodedSource(text=text, encoding=encoding, round_trips=round_trips)
+
+
+def keep_final_cr(old: str, new: str) -> str:
+    """``new`` with the lone CR that ended ``old`` (old Mac line endings) put back: LibCST drops a CR
+    that is the file's last character. Only that character is touched."""
+    if old.endswith("\r") and not new.endswith("\r"):
+        return new + "\r"
+    return new
 
 
 def encode_source(text: str, encoding: str, path: str) -> bytes:

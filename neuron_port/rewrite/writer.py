@@ -1,20 +1,75 @@
 """The write loop: the one place that puts rewritten files on disk.
 
 Workers only compute; the main process writes each changed file atomically (neuron_port/atomic.py),
-keeping its mode, and records what happened once: a written result says so (its findings' fixes count
-as applied), a file that could not be written keeps its old content, comes back without its rewrite and
-adds an error naming it.
+keeping its mode, owner and group, and records what happened once: a written result says so (its
+findings' fixes count as applied), a file that could not be written keeps its old content, comes back
+without its rewrite and adds an error naming it.
+
+Just before a file is replaced, its bytes are read again and compared with the bytes its rewrite was
+computed from (``note_read``, called by the runner when it reads a file): a file the user edited while
+the run was in progress is left alone ("changed during the run"), never overwritten with the older
+content plus the fix. SIGINT and SIGTERM are held while one file is written and act between files.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from neuron_port.atomic import atomic_write
 from neuron_port.results import FileError, FileResult
-from neuron_port.rewrite.sources import SourceError, check_writable
+from neuron_port.rewrite.sources import SourceError, check_writable, read_regular_bytes
+
+# real path -> sha256 of the bytes the latest scan computed its rewrite from (main process only)
+_read_digests: dict[str, bytes] = {}
+
+
+def note_read(real_path: str, digest: bytes) -> None:
+    """Record that the rewrite of ``real_path`` was computed from bytes with this sha256 digest."""
+    _read_digests[real_path] = digest
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the file being written is complete (the write and the rename are
+    one step for the user); they are delivered, and act, when this block ends."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _check_unchanged(result: FileResult) -> None:
+    """Raise SourceError unless the file still has the bytes its rewrite was computed from."""
+    expected = _read_digests.get(result.real_path)
+    if expected is None:
+        raise SourceError(f"{result.path}: not rewritten: there is no record of the content its rewrite was "
+                          "computed from")
+    current = read_regular_bytes(Path(result.real_path), result.path)
+    if hashlib.sha256(current).digest() != expected:
+        raise SourceError(f"{result.path}: changed during the run; not rewritten (run again to rewrite it)")
+
+
+def _check_owner(path: Path, display: str) -> None:
+    """A rewrite creates a new file: only root can give it another user's ownership. As anyone else, a
+    file owned by another user is skipped rather than silently taken over."""
+    if not hasattr(os, "geteuid") or os.geteuid() == 0:
+        return
+    owner = path.stat().st_uid
+    if owner != os.geteuid():
+        raise SourceError(f"{display}: owned by another user (uid {owner}); not rewritten (the rewritten file "
+                          "would belong to you). Run as its owner to apply fixes")
 
 
 def write_results(results: Sequence[FileResult]) -> tuple[list[FileResult], list[FileError]]:
@@ -25,13 +80,18 @@ def write_results(results: Sequence[FileResult]) -> tuple[list[FileResult], list
         if not result.changed:
             out.append(result)
             continue
+        path = Path(result.real_path)
         try:
-            check_writable(Path(result.real_path), result.path)
-            atomic_write(Path(result.real_path), result.new_bytes or b"", durable=True)
+            with _signals_held():
+                check_writable(path, result.path)
+                _check_owner(path, result.path)
+                _check_unchanged(result)
+                atomic_write(path, result.new_bytes or b"", durable=True, keep_owner=True)
         except (SourceError, OSError) as exc:
             message = str(exc) if isinstance(exc, SourceError) else f"{result.path}: cannot write: {exc}"
             errors.append(FileError(path=result.path, message=message))
             out.append(result.without_rewrite())
             continue
+        _read_digests.pop(result.real_path, None)
         out.append(replace(result, written=True))
     return out, errors
