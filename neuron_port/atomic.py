@@ -11,6 +11,7 @@ import errno
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -25,6 +26,34 @@ def temp_prefix(name: str) -> str:
     while len(os.fsencode(name)) > TEMP_NAME_BYTES:
         name = name[:-1]
     return f".{name}."
+
+
+STALE_TEMP_SECONDS = 60.0  # a write takes milliseconds: a temporary file this old was left by a killed process
+
+
+def remove_stale_temp_files(path: Path) -> int:
+    """Remove the temporary files that earlier writes of ``path`` left behind when their process was killed
+    (SIGKILL, a power cut: nothing could clean up) and that are older than STALE_TEMP_SECONDS, so a
+    concurrent write's file is never touched. Returns how many were removed."""
+    removed = 0
+    try:
+        candidates = list(path.parent.glob(glob_escape(temp_prefix(path.name)) + "*" + TEMP_SUFFIX))
+    except OSError:
+        return 0
+    now = time.time()
+    for candidate in candidates:
+        try:
+            st = candidate.lstat()
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMP_SECONDS:
+                candidate.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 def _read_umask() -> int:

@@ -3,7 +3,7 @@ that prints and decides exit codes.
 
 Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
 1 findings at or above it, pending changes under --check, or files that could not be processed;
-2 usage or configuration errors.
+2 usage or configuration errors; 130 / 143 interrupted by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations

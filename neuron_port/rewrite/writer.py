@@ -8,7 +8,8 @@ without its rewrite and adds an error naming it.
 Just before a file is replaced, its bytes are read again and compared with the bytes its rewrite was
 computed from (``note_read``, called by the runner when it reads a file): a file the user edited while
 the run was in progress is left alone ("changed during the run"), never overwritten with the older
-content plus the fix. SIGINT and SIGTERM are held while one file is written and act between files.
+content plus the fix. SIGINT and SIGTERM are held while one file is written and act between files; a
+temporary file that a killed earlier run left beside a file is removed when that file is written next.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from neuron_port.atomic import atomic_write
+from neuron_port.atomic import atomic_write, remove_stale_temp_files
 from neuron_port.results import FileError, FileResult
 from neuron_port.rewrite.sources import SourceError, check_writable, read_regular_bytes
 
@@ -86,6 +87,7 @@ def write_results(results: Sequence[FileResult]) -> tuple[list[FileResult], list
                 check_writable(path, result.path)
                 _check_owner(path, result.path)
                 _check_unchanged(result)
+                remove_stale_temp_files(path)  # what a killed earlier run could not clean up
                 atomic_write(path, result.new_bytes or b"", durable=True, keep_owner=True)
         except (SourceError, OSError) as exc:
             message = str(exc) if isinstance(exc, SourceError) else f"{result.path}: cannot write: {exc}"

@@ -147,6 +147,35 @@ def test_item05_interrupt_stops_cleanly(tmp_path, signum, code):
     assert any(rc == code for rc, _ in outcomes), outcomes
 
 
+def test_item05_sigkill_leaves_no_half_file_and_the_next_run_removes_its_temp_files(tmp_path):
+    """SIGKILL (nothing can clean up) at random moments, four times: every file is old or new; a temporary
+    file it may have left is removed by the next run that writes that file, once it is old enough not to
+    be a concurrent run's."""
+    files = make_tree(tmp_path, 30)
+    rng = random.Random(9)
+    for _round in range(4):
+        proc = start(tmp_path, "-j", "2")
+        time.sleep(rng.uniform(1.0, 6.0))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert_old_or_new(files)
+        for leftover in tmp_path.rglob(f"*{TEMP_SUFFIX}"):  # as if the kill happened a while ago
+            os.utime(leftover, (time.time() - 3600, time.time() - 3600))
+        for path, text in files.items():  # the next run writes every file again
+            path.write_text(text)
+    # a killed write's temp file, as the kill leaves it, beside a file the next run writes
+    stale = tmp_path / f".m000.py.abcd1234{TEMP_SUFFIX}"
+    stale.write_text("half a file")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    fresh = tmp_path / f".m001.py.efgh5678{TEMP_SUFFIX}"  # young: could be a concurrent run's
+    fresh.write_text("being written")
+    proc = start(tmp_path, "-j", "2")
+    proc.communicate(timeout=300)
+    assert proc.returncode in (0, 1)
+    assert assert_old_or_new(files) == len(files)
+    assert temp_files(tmp_path) == [str(fresh)]
+
+
 # -- item 7 -----------------------------------------------------------------------------------------------
 IN_CLOSE_NOWRITE = 0x10
 
