@@ -85,6 +85,7 @@ def rewrite_source(
     from neuron_port.rewrite.engine import EngineOptions, transform_source
     from neuron_port.rewrite.line_files import line_rules, transform_text
     from neuron_port.rewrite.notebooks import transform_notebook
+    from neuron_port.rewrite.sources import keep_final_cr
     from neuron_port.rewrite.sources import file_kind
     from neuron_port.rules.instances import describe_cores
     from neuron_port.rules.registry import rule_by_code
@@ -98,7 +99,8 @@ def rewrite_source(
         engine = EngineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes)
         transform = transform_notebook if kind == "notebook" else transform_source
         outcome = transform(code, rules, engine, path=path)
-        return outcome.code, outcome.findings
+        # as the file runner does: LibCST drops a lone CR that ends the text (old Mac line endings)
+        return (keep_final_cr(code, outcome.code) if kind == "python" else outcome.code), outcome.findings
     scan = LineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes,
                        cores=describe_cores(instance, neuron_cores))
     outcome = transform_text(code, kind, scan, line_rules(options.rule_codes), path=path)

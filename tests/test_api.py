@@ -26,6 +26,13 @@ def test_rewrite_source_rewrites_a_string_and_reports():
     assert again == code and not any(f.fix.applied for f in more)
 
 
+@pytest.mark.parametrize("ending", ["\r", "\r\n", "\n"])
+def test_rewrite_source_keeps_every_line_ending(ending):
+    """The same text as the file runner writes, down to a lone CR that ends the text (old Mac files)."""
+    code, _ = rewrite_source(CUDA.replace("\n", ending))
+    assert code == rewrite_source(CUDA)[0].replace("\n", ending)
+
+
 def test_rewrite_source_reads_the_kind_from_the_path_and_honours_settings():
     text, findings = rewrite_source("torchrun --nproc_per_node=8 train.py --backend nccl\n", path="launch.sh")
     assert text == "torchrun --nproc_per_node=8 train.py --backend neuron\n"
