@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import sys
-import tomllib
 from functools import lru_cache
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, installed as tomli (a dependency there)
+    import tomli as tomllib
 
 POLICY_FILE = "op_policy.toml"
 LIMITATIONS_FILE = "op_limitations.toml"

@@ -4,10 +4,13 @@ progress bar, the spinner of a `check` run and the program's own output passed o
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
 from rich.console import Console
+
+REFRESH_SECONDS = 0.1
 
 
 def out() -> Console:
@@ -26,11 +29,25 @@ def scan_progress(enabled: bool) -> Iterator[dict]:
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    # No refresh thread (auto_refresh=False): the scan forks its worker pool while the bar is shown, and
+    # fork() in a process with a second thread may deadlock the child (Python 3.12+ warns). The bar is
+    # redrawn from the main thread as results arrive, at most every REFRESH_SECONDS.
     with Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err(), transient=True) as bar:
+                  console=err(), transient=True, auto_refresh=False) as bar:
         task = bar.add_task("scan", total=None, visible=False)
-        yield {"on_files": lambda count: bar.update(task, total=count, visible=count > 1),
-               "on_result": lambda _result: bar.advance(task)}
+        last_refresh = [0.0]
+
+        def on_files(count: int) -> None:
+            bar.update(task, total=count, visible=count > 1, refresh=True)
+
+        def on_result(_result) -> None:
+            bar.advance(task)
+            now = time.monotonic()
+            if now - last_refresh[0] >= REFRESH_SECONDS:
+                last_refresh[0] = now
+                bar.refresh()
+
+        yield {"on_files": on_files, "on_result": on_result}
 
 
 def program_output(stdout_to_stderr: bool) -> Callable[[str, str], None]:

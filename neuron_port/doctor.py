@@ -1,13 +1,30 @@
-"""What the simulator needs (torch, a C++ compiler, ninja), for `neuron-port doctor`."""
+"""What the simulator needs (a CPU build of torch, a C++ compiler, ninja), for `neuron-port doctor` and for
+`check` before it runs anything.
+
+Nothing here imports torch: whether it is installed, and which build it is, is read from the installed
+files (``torch/version.py`` and the package metadata), so the static path stays free of torch and a
+broken or CUDA-only torch cannot crash the diagnosis.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import importlib.util
 import os
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
+
+# The torch the simulator is tested with, from PyTorch's CPU wheel index (PyPI's Linux torch is a CUDA
+# build that pulls nvidia-* and triton, several GB the simulator never uses).
+SIMULATOR_TORCH = "2.13.0"
+CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
+# Distributions that come only with a CUDA build of torch.
+CUDA_ONLY_PREFIXES = ("nvidia-", "triton")
 
 
 @dataclass(frozen=True)
@@ -20,10 +37,58 @@ class Requirement:
         return f"{self.name}: {self.found or 'missing: ' + self.hint}"
 
 
+def cpu_torch_install_command(python: str = sys.executable) -> str:
+    """The exact command that installs the simulator's torch (CPU build), numpy and ninja into ``python``."""
+    return (f"{shlex.quote(python)} -m pip install \"torch=={SIMULATOR_TORCH}+cpu\" numpy \"ninja>=1.11\" "
+            f"--extra-index-url {CPU_INDEX_URL}")
+
+
+def _torch_cuda_version(torch_folder: Path) -> Optional[str]:
+    """``torch.version.cuda`` read from ``torch/version.py`` without importing torch (None: a CPU build)."""
+    try:
+        tree = ast.parse((torch_folder / "version.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+            return str(node.value.value) if node.value.value else None
+    return None
+
+
+def cuda_only_distributions() -> list[str]:
+    """Installed distributions that only a CUDA build of torch brings (nvidia-cublas-cu12, triton, ...)."""
+    names = set()
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name.startswith(CUDA_ONLY_PREFIXES):
+            names.add(name)
+    return sorted(names)
+
+
+def torch_install_problem(python: str = sys.executable) -> Optional[str]:
+    """Why the simulator cannot use this interpreter's torch, with the exact commands that fix it; None
+    when a CPU build of torch is installed. For `doctor`, and for `check` before it starts the command."""
+    spec = importlib.util.find_spec("torch")
+    install = cpu_torch_install_command(python)
+    if spec is None or not spec.submodule_search_locations:
+        return (f"torch is not installed (the simulator's `sim` extra); install the CPU build:\n  {install}")
+    cuda = _torch_cuda_version(Path(list(spec.submodule_search_locations)[0]))
+    if cuda is None:
+        return None
+    extra = cuda_only_distributions()
+    remove = " ".join(["torch", *extra])
+    return (f"torch is a CUDA build (torch.version.cuda = {cuda}{', with ' + ', '.join(extra) if extra else ''}): "
+            f"the simulator needs the CPU build, and the CUDA one costs several GB; replace it:\n"
+            f"  {shlex.quote(python)} -m pip uninstall -y {remove}\n  {install}")
+
+
 def requirements() -> list[Requirement]:
-    found = [Requirement("torch", "found" if importlib.util.find_spec("torch") else None,
-                         "pip install torch==2.13.0 (the `sim` extra)")]
-    for tool, hint in (("g++", "install a C++ compiler (e.g. apt-get install g++)"), ("ninja", "pip install ninja")):
+    problem = torch_install_problem()
+    found = [Requirement("torch", None if problem else "found (CPU build)", problem or "")]
+    for tool, hint in (("g++", "install a C++ compiler (e.g. apt-get install g++)"),
+                       ("ninja", f"{shlex.quote(sys.executable)} -m pip install \"ninja>=1.11\"")):
         # pip's ninja lives next to the interpreter of a venv that is not activated
         found.append(Requirement(tool, shutil.which(tool) or shutil.which(tool, path=os.path.dirname(sys.executable)),
                                  hint))

@@ -27,23 +27,23 @@ class Instance:
 
 
 # Logical NeuronCores per node at the default LNC=2 (4 per chip: 8 physical cores, two per logical core;
-# LNC=1 doubles the count). Sources: ../shared/torchneuron.md §1.4 (LNC, default per platform: trn2/trn3
-# "2", trn2.48xlarge = 64 cores at LNC=2) and §8.2 (instances). Trn3 single-instance sizes are NOT
+# LNC=1 doubles the count). Sources: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html (LNC, default per platform: trn2/trn3
+# "2", trn2.48xlarge = 64 cores at LNC=2), https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst (instances). Trn3 single-instance sizes are NOT
 # documented there ("Trn3 single-instance sizes/prices: NOT found"), so only the two UltraServer
 # layouts are known; anything else takes --neuron-cores N.
 INSTANCES: dict[str, Instance] = {
     "trn2.3xlarge": Instance("trn2.3xlarge", 1, "Trainium2", 4, 1,
-                             "torchneuron.md §8.2 (neuron-ls example: 1 chip, 4 logical cores at LNC=2)"),
+                             "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst (1 chip, 4 logical cores at LNC=2)"),
     "trn2.48xlarge": Instance("trn2.48xlarge", 16, "Trainium2", 64, 1,
-                              "torchneuron.md §1.4 and §8.2 (16 chips, 64 cores at LNC=2, 128 at LNC=1)"),
+                              "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst (16 chips, 64 cores at LNC=2, 128 at LNC=1)"),
     "trn2u.48xlarge": Instance("trn2u.48xlarge", 16, "Trainium2", 64, 1,
-                               "torchneuron.md §8.2 (UltraServer node: 16 chips; 4 nodes per Trn2 UltraServer)"),
+                               "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst (UltraServer node: 16 chips; 4 nodes per Trn2 UltraServer)"),
     "trn3-ultraserver-gen1": Instance("trn3-ultraserver-gen1", 16, "Trainium3", 64, 4,
-                                      "torchneuron.md §8.2 (Trn3 Gen1 UltraServer: 64 chips = 4 servers x 16) "
-                                      "and §1.4 (trn3 default LNC=2)"),
+                                      "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst (Trn3 Gen1 UltraServer: 64 chips = 4 servers x 16) "
+                                      "and https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst (trn3 default LNC=2)"),
     "trn3-ultraserver-gen2": Instance("trn3-ultraserver-gen2", 4, "Trainium3", 16, 36,
-                                      "torchneuron.md §8.2 (Trn3 Gen2 UltraServer: 144 chips = 36 servers x 4) "
-                                      "and §1.4 (trn3 default LNC=2)"),
+                                      "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst (Trn3 Gen2 UltraServer: 144 chips = 36 servers x 4) "
+                                      "and https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst (trn3 default LNC=2)"),
 }
 
 
@@ -73,7 +73,7 @@ def resolve_instance(instance: Optional[str], neuron_cores: Optional[int]) -> Op
     if key.startswith("trn3"):
         raise InstanceError(
             f"{instance!r}: Trn3 single-instance sizes are not documented in the sources neuron-port uses "
-            f"(shared/torchneuron.md §8.2); use a known layout ({known}) or --neuron-cores N "
+            f"(https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst); use a known layout ({known}) or --neuron-cores N "
             "(logical NeuronCores per node: 4 per Trainium3 chip at the default LNC=2)")
     raise InstanceError(f"unknown instance {instance!r}; known: {known}; or give --neuron-cores N")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import types
 from functools import lru_cache
 from types import ModuleType
 from typing import Iterable, Iterator, Optional, Sequence
@@ -44,9 +45,11 @@ def _family_modules(family_package: str) -> Iterator[ModuleType]:
 
 
 def _rule_classes_in(module: ModuleType) -> list[type[RuleSpec]]:
+    # On Python 3.10 a generic alias such as ``tuple[str, ...]`` passes isinstance(value, type) but
+    # issubclass refuses it: skip aliases before asking.
     return [
         value for value in vars(module).values()
-        if isinstance(value, type) and issubclass(value, RuleSpec) and value.__module__ == module.__name__
+        if isinstance(value, type) and not isinstance(value, types.GenericAlias) and issubclass(value, RuleSpec) and value.__module__ == module.__name__
         and "CODE" in vars(value) and not value.__name__.startswith("_")
     ]
 

@@ -6,7 +6,10 @@ followed only when they point inside the walked tree. A path given on the comman
 device or socket named ``x.py`` is never opened (opening a FIFO for reading waits for a writer).
 .gitignore lines are read as git reads them, with one warning naming file:line where pathspec would
 refuse them: a lone ``!`` or a trailing backslash matches nothing, a reversed range ``[z-a]`` matches
-its first character. Never fatal.
+its first character. Never fatal. Inside a git repository the repository's ``info/exclude`` and git's
+global excludes file (``core.excludesFile``, by default ``$XDG_CONFIG_HOME/git/ignore``) apply too, with
+git's precedence: the deepest .gitignore that has a say decides, then ``info/exclude``, then the global
+file.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import fnmatch
 import logging
 import os
 import re
+import shutil
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import pathspec
-from pathspec.patterns import GitWildMatchPattern
 
 from neuron_port.errors import UsageError
 from neuron_port.rewrite.sources import SOURCE_SUFFIXES, file_type_name
@@ -56,33 +60,91 @@ def _display(path: Path, cwd: Path) -> str:
 
 
 class _Gitignores:
-    """Each folder's .gitignore, read once per run (so a bad line warns once)."""
+    """Each folder's .gitignore and each repository's excludes files, read once per run (so a bad line
+    warns once)."""
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
-        self.specs: dict[Path, Optional[pathspec.PathSpec]] = {}
+        self.specs: dict[Path, Optional[pathspec.GitIgnoreSpec]] = {}
+        self.repository_specs: dict[Path, list[pathspec.GitIgnoreSpec]] = {}
 
-    def load(self, folder: Path) -> Optional[pathspec.PathSpec]:
+    def load(self, folder: Path) -> Optional[pathspec.GitIgnoreSpec]:
         if folder not in self.specs:
             self.specs[folder] = self._read(folder / ".gitignore")
         return self.specs[folder]
 
-    def _read(self, ignore_file: Path) -> Optional[pathspec.PathSpec]:
+    def repository(self, top: Path) -> list[pathspec.GitIgnoreSpec]:
+        """The specs of the repository whose work tree is ``top``, lowest precedence first: the global
+        excludes file, then ``info/exclude``."""
+        if top not in self.repository_specs:
+            specs = []
+            for ignore_file in (_global_excludes_file(top), _info_exclude_file(top)):
+                spec = self._read(ignore_file) if ignore_file is not None else None
+                if spec is not None:
+                    specs.append(spec)
+            self.repository_specs[top] = specs
+        return self.repository_specs[top]
+
+    def _read(self, ignore_file: Path) -> Optional[pathspec.GitIgnoreSpec]:
         try:
             if not stat.S_ISREG(ignore_file.stat().st_mode):
                 return None  # a FIFO named .gitignore is never opened
             lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return None
-        patterns = []
+        kept = []
         for number, line in enumerate(lines, start=1):
-            pattern, problem = _git_pattern(line)
+            readable, problem = _git_line(line)
             if problem is not None:
                 log.warning("neuron-port: warning: %s:%d: `%s` %s", _display(ignore_file, self.cwd), number, line,
                             problem)
-            if pattern is not None and pattern.include is not None:
-                patterns.append(pattern)
-        return pathspec.PathSpec(patterns)
+            if readable is not None:
+                kept.append(readable)
+        return pathspec.GitIgnoreSpec.from_lines(kept)
+
+
+def _git_dir(top: Path) -> Optional[Path]:
+    """The repository's common git folder: ``.git`` itself, or for a linked work tree (``.git`` is a
+    file saying ``gitdir: ...``) the folder its ``commondir`` names, where ``info/exclude`` lives."""
+    marker = top / ".git"
+    if marker.is_dir():
+        return marker
+    try:
+        text = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    git_dir = (top / text[len("gitdir:"):].strip()).resolve()
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return git_dir
+    return (git_dir / common).resolve()
+
+
+def _info_exclude_file(top: Path) -> Optional[Path]:
+    git_dir = _git_dir(top)
+    return git_dir / "info" / "exclude" if git_dir is not None else None
+
+
+def _global_excludes_file(top: Path) -> Optional[Path]:
+    """git's ``core.excludesFile`` as git itself resolves it (``~`` expanded, the user's and the system
+    configuration), or its default ``$XDG_CONFIG_HOME/git/ignore``; None where git is not installed."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        answer = subprocess.run([git, "config", "--type=path", "--get", "core.excludesFile"], cwd=top,
+                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if answer.returncode == 0 and answer.stdout.strip():
+        return (top / answer.stdout.strip()).resolve()
+    if answer.returncode not in (0, 1):  # 1: not set; anything else: git could not read its configuration
+        return None
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config_home) / "git" / "ignore"
 
 
 # a bracket expression of a pattern: [...] or [!...] / [^...], where a "]" right after the opening is literal
@@ -90,23 +152,26 @@ BRACKET_RE = re.compile(r"\[[!^]?\]?[^\]]*\]")
 RANGE_RE = re.compile(r"([^\\])-([^\\\]])")
 
 
-def _git_pattern(line: str) -> tuple[Optional[GitWildMatchPattern], Optional[str]]:
-    """A .gitignore line as git reads it, and what to warn about (None: nothing).
+def _git_line(line: str) -> tuple[Optional[str], Optional[str]]:
+    """A .gitignore line as git reads it (None: it matches nothing), and what to warn about (None:
+    nothing).
 
     A lone ``!`` and a trailing backslash match nothing in git; pathspec refuses them, so the line is
     dropped. A reversed range (``[z-a]``) is no error in git: its wildmatch compares each character of
     a bracket before it sees the ``-``, so ``[z-a]`` matches ``z`` alone; pathspec's regex refuses it, so
     it is read as git reads it."""
     try:
-        return GitWildMatchPattern(line), None
+        pathspec.GitIgnoreSpec.from_lines([line])
+        return line, None
     except re.error:
         fixed = BRACKET_RE.sub(lambda bracket: RANGE_RE.sub(
             lambda r: r.group(1) if r.group(1) > r.group(2) else r.group(0), bracket.group(0)), line)
         try:
-            return GitWildMatchPattern(fixed), f"has a reversed range; read as `{fixed}`, as git does"
+            pathspec.GitIgnoreSpec.from_lines([fixed])
+            return fixed, f"has a reversed range; read as `{fixed}`, as git does"
         except (ValueError, re.error):
             return None, "cannot be read; ignored"
-    except ValueError:  # GitWildMatchPatternError
+    except ValueError:  # GitIgnorePatternError (GitWildMatchPatternError before pathspec 1.0)
         return None, "matches nothing in git (a lone `!` or a trailing backslash); ignored"
 
 
@@ -221,13 +286,17 @@ def _is_regular(entry: os.DirEntry) -> bool:
 
 def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems, cwd: Path,
           gitignores: _Gitignores) -> Iterator[Path]:
-    ignores: list[tuple[Path, pathspec.PathSpec]] = []
-    # .gitignore files of parent folders inside the repository also apply
+    # Lowest precedence first: the repository's excludes files, then the .gitignore files of parent
+    # folders inside the repository, then (pushed while walking) those of the walked folders.
+    ignores: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
     parent = root
     chain = []
     while True:
         chain.append(parent)
-        if (parent / ".git").exists() or parent.parent == parent:
+        if (parent / ".git").exists():
+            ignores.extend((parent, spec) for spec in gitignores.repository(parent))
+            break
+        if parent.parent == parent:
             break
         parent = parent.parent
     for folder in reversed(chain[1:]):
@@ -236,13 +305,15 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
             ignores.append((folder, spec))
 
     def ignored(path: Path, is_dir: bool) -> bool:
-        for base, spec in ignores:
+        # as git: the most precise source with a matching line decides (a deeper `!name` re-includes)
+        for base, spec in reversed(ignores):
             try:
                 rel = path.relative_to(base).as_posix()
             except ValueError:
                 continue
-            if spec.match_file(rel + ("/" if is_dir else "")):
-                return True
+            include = spec.check_file(rel + ("/" if is_dir else "")).include
+            if include is not None:
+                return include
         return False
 
     def walk(folder: Path) -> Iterator[Path]:

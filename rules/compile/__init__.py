@@ -21,6 +21,5 @@ Codes (stable) and the module that holds each:
 
 ``common.py`` holds the two bases they share: ``CompileCallRule`` (visits ``torch.compile`` calls) and
 ``StatementRule`` (reports a setting statement and offers to remove it). The names and advice are data
-in ``tables.py`` (``COMPILE_FUNCS`` is also read by NP8xx); facts in shared/torchneuron.md sections 3
-and 7.
+in ``tables.py`` (``COMPILE_FUNCS`` is also read by NP8xx); facts in https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst.
 """

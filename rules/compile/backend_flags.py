@@ -47,7 +47,7 @@ class CudaBackendFlag(StatementRule):
     what replaces the branch (or the log line) depends on the code.
 
     ## References
-    - shared/torchneuron.md section 7 ("treat as no-ops to remove"; Neuron docs silent)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("treat as no-ops to remove"; Neuron docs silent)
     - https://docs.pytorch.org/docs/stable/backends.html
     """
 
@@ -193,7 +193,7 @@ class SdpaKernelContext(PythonRule):
     the file runs on a GPU.
 
     ## References
-    - shared/torchneuron.md section 7 (sdp_kernel benign on Neuron; SDPA -> NKI flash backend)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (sdp_kernel benign on Neuron; SDPA -> NKI flash backend)
     - https://docs.pytorch.org/docs/stable/generated/torch.nn.attention.sdpa_kernel.html
     """
 

@@ -41,7 +41,7 @@ class CompileMissingBackend(CompileCallRule):
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html
-    - shared/torchneuron.md sections 3.2 and 7 item 5
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     """
 
     CODE = "NP401"
@@ -168,7 +168,7 @@ class CompileCudaBackend(PythonRule):
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html
-    - shared/torchneuron.md section 3.1
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html
     """
 
     CODE = "NP402"

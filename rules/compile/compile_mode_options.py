@@ -46,7 +46,7 @@ class CompileMode(CompileCallRule):
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html
-    - shared/torchneuron.md section 3.2
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html
     """
 
     CODE = "NP403"
@@ -166,7 +166,7 @@ class CompileInductorOptions(CompileCallRule):
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html
       (``options``: "only a few keys are read internally")
-    - shared/torchneuron.md section 3.2
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html
     """
 
     CODE = "NP405"

@@ -49,7 +49,7 @@ class CudaGraphs(PythonRule):
     removal restructures the program.
 
     ## References
-    - shared/torchneuron.md section 3.1 (no CUDA-graph equivalent) and section 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html (no CUDA-graph equivalent) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     - https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs
     """
 

@@ -50,7 +50,7 @@ class CompileDynamicShapes(StatementRule):
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html
-    - shared/torchneuron.md sections 3.2 and 3.3
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html, https://docs.pytorch.org/docs/2.13/generated/torch.compile.html
     """
 
     CODE = "NP404"

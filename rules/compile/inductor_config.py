@@ -45,7 +45,7 @@ class InductorConfig(StatementRule):
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html
       ("does not use TorchInductor")
-    - shared/torchneuron.md section 3.1
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html
     """
 
     CODE = "NP406"

@@ -2,7 +2,7 @@
 
 Kept apart from the rule classes, as the NP2xx tables live in ``rules/cuda_api/tables.py``, so the docs,
 the statistics and a reviewer can read them as data. ``COMPILE_FUNCS`` is also imported by the NP8xx
-rules (``rules/precision_features``). Facts: shared/torchneuron.md sections 3 and 7.
+rules (``rules/precision_features``). Facts: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst.
 """
 
 from __future__ import annotations

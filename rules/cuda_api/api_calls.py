@@ -77,8 +77,8 @@ class CudaApiCall(TorchCudaReference):
     non-rank argument (``set_device(device)`` with ``device = torch.device("neuron")``) is renamed.
 
     ## References
-    - TorchNeuron ``torch.neuron`` module: shared/torchneuron.md section 1.2
-    - One NeuronCore per process under torchrun: shared/torchneuron.md section 6
+    - TorchNeuron ``torch.neuron`` module: https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html
+    - One NeuronCore per process under torchrun: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
     - https://docs.pytorch.org/docs/stable/accelerator.html
     """

@@ -2,8 +2,7 @@
 8``, ``torch.cuda.get_device_properties(d).major >= 8``) rewritten to what they mean on Trainium, and the
 per-file analysis NP201 asks before it renames a capability read or the availability test guarding one.
 
-``torch.neuron.get_device_properties(d)`` has ``name`` and ``total_memory`` (shared/torchneuron.md section
-1.2; the simulator's ``neuron_backend/device.py`` returns the same two, plus ``logical_nc_config``, platform
+``torch.neuron.get_device_properties(d)`` has ``name`` and ``total_memory`` (https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html; the simulator's ``neuron_backend/device.py`` returns the same two, plus ``logical_nc_config``, platform
 and ``simulated``), and there is no ``get_device_capability``. So:
 
 - a comparison whose meaning the code states is rewritten (``capability_checks().rewrites``): bf16
@@ -29,7 +28,7 @@ from neuron_port.rules.helpers.nodes import expr, string_value
 from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
-NEURON_PROPERTIES = frozenset({"name", "total_memory"})  # torchneuron.md section 1.2
+NEURON_PROPERTIES = frozenset({"name", "total_memory"})  # torch_neuronx/neuron.py of the TorchNeuron source (see NP206's references)
 CAPABILITY = "torch.cuda.get_device_capability"
 PROPERTIES = "torch.cuda.get_device_properties"
 AVAILABLE = "torch.cuda.is_available"
@@ -264,8 +263,8 @@ class CudaCapabilityCheck(PythonRule):
     stays (NP201 keeps its availability guard).
 
     ## References
-    - shared/torchneuron.md section 1.2 (``get_device_properties``: ``name``, ``total_memory``;
-      ``is_bf16_supported()`` is True), section 4 (bf16, FP8: no ``_scaled_mm``), section 7 (flash-attention
+    - https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html (``get_device_properties``: ``name``, ``total_memory``;
+      ``is_bf16_supported()`` is True); https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (bf16, FP8: no ``_scaled_mm``); https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html (flash-attention
       -> SDPA; TF32 flags have no documented effect)
     - https://docs.pytorch.org/docs/stable/generated/torch.cuda.get_device_capability.html
     """

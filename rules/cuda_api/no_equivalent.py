@@ -44,7 +44,7 @@ class CudaApiNoEquivalent(TorchCudaReference):
     No automatic fix: the right replacement depends on what the code does with the value.
 
     ## References
-    - shared/torchneuron.md sections 1.2 (the torch.neuron API), 7 and 10
+    - https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html (the torch.neuron API), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/env-vars.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html
     """
 

@@ -3,7 +3,7 @@
 Each entry names the ``torch.cuda`` attribute (relative to ``torch.cuda``), what it becomes on the
 ``neuron`` target (``torch.neuron.<name>``) and on the ``accelerator`` target (a full dotted name, or
 None when the device-agnostic API has no equivalent), with a note for the docs. The facts behind the
-neuron column are in shared/torchneuron.md section 1.2 (the ``torch.neuron`` module of TorchNeuron).
+neuron column are in https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html (the ``torch.neuron`` module of TorchNeuron).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ TORCH_CUDA_NO_EQUIVALENT: dict[str, tuple[str, str]] = {
     "memory._snapshot": ("CUDA caching-allocator snapshots have no torch.neuron equivalent (on a Trainium host "
                          "the call raises); torch-neuronx records its own memory snapshots, viewable in Neuron "
                          "Explorer or the PyTorch memory visualizer (Neuron memory profiling guide)", "medium"),
-    # torch.neuron has get_rng_state(i) / set_rng_state(state, i) but no *_all variants (torchneuron.md 1.2)
+    # torch.neuron has get_rng_state(i) / set_rng_state(state, i) but no *_all variants
+    # (https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py)
     "get_rng_state_all": ("torch.neuron has no get_rng_state_all: use [torch.neuron.get_rng_state(i) for i in "
                           "range(torch.neuron.device_count())] (one NeuronCore per process under torchrun); on a "
                           "Trainium host the CUDA call returns [] and the device RNG state is silently not saved",

@@ -52,7 +52,6 @@ class CudaDeviceCheck(DeviceStringRule):
     checking ``torch.accelerator.is_available()``.
 
     ## References
-    - shared/patterns.md, device placement tier B
     - https://docs.pytorch.org/docs/stable/accelerator.html
     """
 

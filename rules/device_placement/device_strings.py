@@ -78,8 +78,8 @@ class CudaDeviceString(DeviceStringRule):
     and NP503 (``device_ids``).
 
     ## References
-    - shared/torchneuron.md section 7 ("`.to('cuda')` -> `.to('neuron')`")
-    - shared/torchneuron.md section 6 (one NeuronCore per process; tensors on ``torch.device("neuron")``)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("`.to('cuda')` -> `.to('neuron')`")
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (one NeuronCore per process; tensors on ``torch.device("neuron")``)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
     - https://docs.pytorch.org/docs/stable/accelerator.html

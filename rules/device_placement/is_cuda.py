@@ -44,7 +44,7 @@ class IsCudaAttribute(PythonRule):
     (reported, not rewritten: ``current_accelerator()`` is None on CPU-only hosts).
 
     ## References
-    - shared/torchneuron.md section 1.1
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/__init__.py
     - https://docs.pytorch.org/docs/stable/generated/torch.utils.generate_methods_for_privateuse1_backend.html
     """
 

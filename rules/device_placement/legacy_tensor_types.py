@@ -47,7 +47,7 @@ class LegacyCudaTensorType(PythonRule):
 
     ## References
     - https://docs.pytorch.org/docs/stable/tensors.html (legacy constructors)
-    - shared/torchneuron.md section 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     """
 
     CODE = "NP105"

@@ -47,7 +47,7 @@ class MapLocationCuda(PythonRule):
 
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.load.html
-    - shared/torchneuron.md section 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     """
 
     CODE = "NP106"

@@ -55,7 +55,7 @@ class CudaMethodCall(PythonRule):
     rank fixes of ``.cuda(local_rank)`` are unsafe too.
 
     ## References
-    - shared/torchneuron.md sections 1.1, 6 (one NeuronCore per process) and 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/__init__.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (one NeuronCore per process), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     - https://docs.pytorch.org/docs/stable/generated/torch.Tensor.to.html
     """
 

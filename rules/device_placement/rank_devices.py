@@ -78,7 +78,7 @@ class RankDeviceIndex(PythonRule):
     needs, so the rule runs on the neuron target only.
 
     ## References
-    - shared/torchneuron.md section 6 (one NeuronCore per process; ``init_process_group`` and
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (one NeuronCore per process; ``init_process_group`` and
       ``NEURON_RT_VISIBLE_CORES``)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
     - https://docs.pytorch.org/docs/stable/tensor_attributes.html#torch-device (an integer is an index of

@@ -1,7 +1,7 @@
 """Ranks: whether an expression is the process's rank used as a device index, and the per-file decision
 that the rules rewriting rank devices share.
 
-Under torchrun TorchNeuron gives each process one NeuronCore (shared/torchneuron.md section 6), so a
+Under torchrun TorchNeuron gives each process one NeuronCore (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html), so a
 device indexed by the rank becomes the plain ``neuron`` (index ``0`` where an integer is required:
 ``device_ids=[0]``, ``device_id=0``, ``torch.neuron.memory_allocated(0)``). One file writes its rank
 devices in many ways, each owned by one rule: ``f"cuda:{rank}"`` and ``torch.device("cuda", rank)``

@@ -3,7 +3,7 @@
 Kept apart from the rule classes (as ``rules/cuda_api/tables.py`` is for NP2xx) so the docs, the rules and
 the tests read the same facts. Other families read some of it: the rank patterns (through ``ranks.py``)
 in NP201 and NP5xx, ``ONE_CORE_PER_PROCESS`` in NP5xx, ``CUDA_DEVICE_RE`` in NP6xx; the NP5xx data itself
-is in ``rules/distributed/tables.py``. Sources: shared/torchneuron.md sections 1.4, 6 and 7.
+is in ``rules/distributed/tables.py``. Sources: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ INDEX_NAME_RE = re.compile(
 # Index expressions that are a process's rank: the last name segment of a Name/Attribute
 # (``local_rank``, ``args.gpu``), or the environment variables torchrun sets. Under torchrun TorchNeuron
 # gives each process exactly one NeuronCore (init_process_group sets NEURON_RT_VISIBLE_CORES=LOCAL_RANK),
-# so a device indexed by one of these is simply ``neuron`` (shared/torchneuron.md section 6).
+# so a device indexed by one of these is simply ``neuron`` (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html).
 RANK_NAME_RE = re.compile(r"^(local_rank|rank|gpu|gpu_id|device_id|[A-Za-z0-9_]+_local_rank)$", re.IGNORECASE)
 RANK_ENV_VARS: frozenset[str] = frozenset({"LOCAL_RANK", "RANK"})
 # Callees (last segment) that return a rank: dist.get_rank(), dist.get_node_local_rank(...).
@@ -73,7 +73,7 @@ CUDA_API_DEVICE_ARGS: dict[str, int] = {
 ONE_CORE_PER_PROCESS = (
     "under torchrun TorchNeuron's init_process_group pins each process to one NeuronCore "
     "(NEURON_RT_VISIBLE_CORES=LOCAL_RANK), so `neuron` is that core and `neuron:<rank>` is invalid for every "
-    "rank but 0 (torchneuron.md section 6)"
+    "rank but 0 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html)"
 )
 
 # Device types that name a NeuronCore (no rule reads it; it was a public name of the package before the split).

@@ -38,7 +38,7 @@ class PointToPoint(PythonRule):
     No fix: the communication pattern has to be redesigned around collectives.
 
     ## References
-    - shared/torchneuron.md sections 6 and 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     """
 
     CODE = "NP509"
@@ -116,7 +116,7 @@ class BarrierNonDefaultGroup(PythonRule):
     No fix: a barrier on every rank is a different synchronisation.
 
     ## References
-    - shared/torchneuron.md section 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     """
 
     CODE = "NP510"
@@ -168,7 +168,7 @@ class UnevenAllToAll(PythonRule):
     No fix: padding to a fixed capacity changes the algorithm.
 
     ## References
-    - shared/torchneuron.md section 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     """
 
     CODE = "NP511"

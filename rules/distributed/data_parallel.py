@@ -33,7 +33,7 @@ class DdpDeviceIds(PythonRule):
     device list for a single-device module (it uses the module's device), and a rank-indexed
     ``device_ids`` names a core the process does not see: under ``torchrun`` each process sees one
     NeuronCore (``neuron`` == ``neuron:0``), so with ``device_ids=[local_rank]`` DDP moves the inputs to
-    ``neuron:<local_rank>``, which fails on every rank but 0 (shared/torchneuron.md section 6).
+    ``neuron:<local_rank>``, which fails on every rank but 0 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html).
 
     ## Example
     ```python
@@ -58,7 +58,7 @@ class DdpDeviceIds(PythonRule):
 
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html
-    - shared/torchneuron.md section 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     """
 
     CODE = "NP503"
@@ -244,7 +244,7 @@ class DataParallel(PythonRule):
     No fix: moving to DDP changes how the script is launched.
 
     ## References
-    - shared/torchneuron.md section 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     - https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-nn-ddp-instead
     """
 

@@ -46,7 +46,7 @@ class CudaVisibleDevices(SkipProse):
     ``LOCAL_RANK`` itself when it is unset, so under ``torchrun`` the line can usually be deleted.
 
     ## References
-    - shared/torchneuron.md sections 1.4 and 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html
     """
 
@@ -113,7 +113,7 @@ class CudaEnvVar(SkipProse):
     No fix: removing a line of configuration is left to the user.
 
     ## References
-    - shared/torchneuron.md sections 1.1, 6 and 10
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/__init__.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/env-vars.html
     """
 
     CODE = "NP507"

@@ -64,7 +64,7 @@ class LaunchCudaVisibleDevices(LineRule):
     right choice of cores depends on what else runs on the instance. Same reasoning as NP505 for Python.
 
     ## References
-    - shared/torchneuron.md section 1.4 (NEURON_RT_VISIBLE_CORES, ranges such as "0-3") and 6 (one core
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html (NEURON_RT_VISIBLE_CORES, ranges such as "0-3"), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (one core
       per process, set by init_process_group)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html
     """
@@ -181,9 +181,11 @@ class LaunchProcessCount(LineRule):
     for 8 GPUs need review. Counts that are not literals (``$NGPUS``) are reported only.
 
     ## References
-    - shared/torchneuron.md section 1.4 (4 logical cores per Trainium2 chip at LNC=2, 64 on
-      trn2.48xlarge), 6 (one process per logical NeuronCore) and 8.2 (instances; Trn3 single-instance
-      sizes NOT found)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html (4 logical cores per Trainium2 chip at LNC=2, 64 on
+      trn2.48xlarge)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html (one process per logical NeuronCore)
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst (instances; Trn3
+      single-instance sizes are not documented)
     """
 
     CODE = "NP521"

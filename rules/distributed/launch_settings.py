@@ -50,7 +50,7 @@ class ConfigCudaDevice(LineRule):
     On the accelerator target it is reported only (a config has no device-agnostic spelling).
 
     ## References
-    - shared/torchneuron.md section 7 ("`.to('cuda')` -> `.to('neuron')`")
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("`.to('cuda')` -> `.to('neuron')`")
     """
 
     CODE = "NP522"
@@ -110,7 +110,7 @@ class ConfigNcclBackend(LineRule):
     target.
 
     ## References
-    - shared/torchneuron.md sections 6 and 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     """
 
     CODE = "NP523"
@@ -161,7 +161,7 @@ class LaunchCudaEnvVar(LineRule):
     No automatic fix (harmless to leave; deleting lines is the user's call).
 
     ## References
-    - shared/torchneuron.md sections 6 and 10
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/env-vars.html
     """
 
     CODE = "NP524"
@@ -213,7 +213,7 @@ class LaunchNvidiaSmi(LineRule):
     No automatic fix: the output formats differ, so whatever parses it needs rewriting.
 
     ## References
-    - shared/torchneuron.md section 7 (diagnostics: neuron-ls, neuron-top)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (diagnostics: neuron-ls, neuron-top)
     """
 
     CODE = "NP525"

@@ -71,7 +71,7 @@ class CudaNcclModule(QualifiedNameRule[str]):
     log line, a capability test, a collective that has to move into torch.distributed).
 
     ## References
-    - shared/torchneuron.md section 6 (the `neuron` backend, one process per logical NeuronCore) and section 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (the `neuron` backend, one process per logical NeuronCore) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
     """
 

@@ -60,7 +60,7 @@ class DistributedSetDevice(SkipProse):
     unsafe, and NP107 says so.
 
     ## References
-    - shared/torchneuron.md section 6 (init_process_group behaviour, one device per process)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (init_process_group behaviour, one device per process)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
     """
 

@@ -1,6 +1,6 @@
 """Data for the NP5xx (distributed) rules, Python (NP501-NP511) and launch files (NP520-NP525): backend
 names, qualified names of DDP / DataParallel / point-to-point ops, world-size names, environment
-variables and the advice that goes with them. Sources: shared/torchneuron.md sections 1.4, 6 and 7.
+variables and the advice that goes with them. Sources: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst.
 """
 
 from __future__ import annotations

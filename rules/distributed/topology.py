@@ -39,7 +39,7 @@ class CudaDeviceMesh(PythonRule):
     CUDA, so neither rewrite changes behaviour where the original worked.
 
     ## References
-    - shared/torchneuron.md section 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     - https://docs.pytorch.org/docs/stable/distributed.html#torch.distributed.device_mesh.init_device_mesh
     """
 
@@ -155,7 +155,7 @@ class GpuCountWorldSize(PythonRule):
     No fix of its own (NP201 does the rename); the advice is about the numbers around the call.
 
     ## References
-    - shared/torchneuron.md sections 1.4 and 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     """
 
     CODE = "NP506"

@@ -22,6 +22,5 @@ Codes (stable) and the module that holds each:
 
 ``device="cuda"`` keywords and ``.to("cuda")`` (on pipelines too) are NP101's; NP101 deliberately
 skips ``device_map=`` and ``accelerator=`` values, which belong here. ``accelerate`` (``Accelerator``,
-``mixed_precision=...``) is left alone: it picks the device itself. Facts: shared/torchneuron.md
-section 7 (Hugging Face on TorchNeuron) and section 4 (bf16 is the recommended precision).
+``mixed_precision=...``) is left alone: it picks the device itself. Facts: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (Hugging Face on TorchNeuron) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (bf16 is the recommended precision).
 """

@@ -44,7 +44,7 @@ class HfAsyncLoad(PythonRule):
     user's choice; it must be set before the weights load.
 
     ## References
-    - shared/torchneuron.md section 7 (HF_DEACTIVATE_ASYNC_LOAD, huggingface/trl PR #5125)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (HF_DEACTIVATE_ASYNC_LOAD, huggingface/trl PR #5125)
     """
 
     CODE = "NP606"

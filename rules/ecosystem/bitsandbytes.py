@@ -44,7 +44,7 @@ class BitsAndBytesQuantization(PythonRule):
     bf16 base model; ``optim="adamw_torch"`` replaces the 8-bit optimizers.
 
     ## References
-    - shared/torchneuron.md section 7 (bitsandbytes has no Neuron port) and section 6 (sharding)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (bitsandbytes has no Neuron port) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (sharding)
     - https://huggingface.co/docs/transformers/quantization/bitsandbytes
     """
 

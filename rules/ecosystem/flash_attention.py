@@ -43,7 +43,7 @@ class FlashAttentionImplementation(PythonRule):
     on GPUs too).
 
     ## References
-    - shared/torchneuron.md sections 5 (SDPA on neuron) and 7 ("attn_implementation='eager' or SDPA
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (SDPA on neuron), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html ("attn_implementation='eager' or SDPA
       instead of flash-attn")
     - https://huggingface.co/docs/transformers/perf_infer_gpu_one#pytorch-scaled-dot-product-attention
     """

@@ -64,7 +64,7 @@ class HfDeviceMap(PythonRule):
     changed: check where the weights landed (``model.hf_device_map``) or load on CPU and ``.to("neuron")``.
 
     ## References
-    - shared/torchneuron.md section 7 (HF Transformers: ``device_map="neuron"``, PR #44302)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (HF Transformers: ``device_map="neuron"``, PR #44302)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html
     - https://huggingface.co/docs/accelerate/concept_guides/big_model_inference
     """
@@ -183,7 +183,7 @@ class HfPipelineDevice(PythonRule):
 
     ## References
     - https://huggingface.co/docs/transformers/main_classes/pipelines
-    - shared/torchneuron.md section 7 item 1
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     """
 
     CODE = "NP602"

@@ -47,7 +47,7 @@ class HfFloat16Dtype(PythonRule):
     and a model that was validated in fp16 should be re-checked.
 
     ## References
-    - shared/torchneuron.md section 4 ("BF16 is the recommended precision")
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py ("BF16 is the recommended precision")
     - https://huggingface.co/docs/transformers/main_classes/model#model-instantiation-dtype
     """
 
@@ -118,7 +118,7 @@ class HfFp16Training(PythonRule):
     Unsafe: a precision change (see NP604). Not offered when the call also passes ``bf16=``.
 
     ## References
-    - shared/torchneuron.md section 4; huggingface/transformers PR #44302 (neuron in TrainingArguments)
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py; huggingface/transformers PR #44302 (neuron in TrainingArguments)
     - https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments
     """
 

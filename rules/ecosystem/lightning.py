@@ -49,7 +49,7 @@ class LightningAccelerator(PythonRule):
     LNC=2), not GPUs.
 
     ## References
-    - shared/torchneuron.md section 7 ("Hugging Face transformers, diffusers, PEFT, and accelerate run
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("Hugging Face transformers, diffusers, PEFT, and accelerate run
       natively"); https://lightning.ai/docs/pytorch/stable/extensions/accelerator.html
     """
 
@@ -113,7 +113,7 @@ class LightningPrecision(PythonRule):
     Unsafe: a precision change (see NP604).
 
     ## References
-    - shared/torchneuron.md section 4
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py
     - https://lightning.ai/docs/pytorch/stable/common/precision_basic.html
     """
 

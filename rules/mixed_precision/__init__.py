@@ -23,6 +23,6 @@ Codes (stable) and the module that holds each:
 port of ``torch.cuda.amp.autocast(...)`` to ``torch.autocast(...)`` and the device type (and fix safety)
 of the ported code on each target.
 
-Facts behind them: shared/torchneuron.md section 4 (autocast follows the CUDA op lists; the default
-autocast dtype of TorchNeuron is not documented; bf16 is the recommended precision) and section 7 item 3.
+Facts behind them: https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (autocast follows the CUDA op lists; the default
+autocast dtype of TorchNeuron is not documented; bf16 is the recommended precision) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html.
 """

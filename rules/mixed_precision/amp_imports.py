@@ -104,7 +104,7 @@ class CudaAmpImport(PythonRule):
 
     ## References
     - https://docs.pytorch.org/docs/stable/amp.html (``torch.cuda.amp`` is deprecated in favour of ``torch.amp``)
-    - shared/torchneuron.md section 4 and section 7 item 3
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html
     """
 
     CODE = "NP306"

@@ -71,7 +71,7 @@ class CudaAutocast(PythonRule):
     raises there, where the ``"cuda"`` region only disabled itself with a warning.
 
     ## References
-    - shared/torchneuron.md section 4 (autocast on neuron) and section 7 item 3
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (autocast on neuron) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
     - https://docs.pytorch.org/docs/stable/amp.html
     """

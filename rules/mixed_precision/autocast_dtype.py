@@ -53,7 +53,7 @@ class AutocastWithoutDtype(PythonRule):
     the accelerator target the same code also runs on GPUs, where bf16 needs Ampere or newer.
 
     ## References
-    - shared/torchneuron.md section 4 ("Default autocast dtype when dtype is omitted: NOT confirmed")
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py ("Default autocast dtype when dtype is omitted: NOT confirmed")
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
     - https://docs.pytorch.org/docs/stable/amp.html#torch.autocast
     """

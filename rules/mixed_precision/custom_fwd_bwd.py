@@ -62,7 +62,7 @@ class CudaCustomFwdBwd(PythonRule):
 
     ## References
     - https://docs.pytorch.org/docs/stable/notes/amp_examples.html#autocast-and-custom-autograd-functions
-    - shared/torchneuron.md section 4
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py
     """
 
     CODE = "NP305"

@@ -55,7 +55,7 @@ class CudaGradScaler(PythonRule):
     scaler only disabled itself.
 
     ## References
-    - shared/torchneuron.md section 4 (GradScaler: NOT confirmed; used with fp16 only)
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (GradScaler: NOT confirmed; used with fp16 only)
     - https://docs.pytorch.org/docs/stable/amp.html#gradient-scaling
     """
 
@@ -233,7 +233,7 @@ class GradScalerWithBf16(PythonRule):
 
     ## References
     - https://docs.pytorch.org/docs/stable/amp.html#gradient-scaling
-    - shared/torchneuron.md section 4
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py
     """
 
     CODE = "NP304"

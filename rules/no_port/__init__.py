@@ -36,5 +36,5 @@ Imports and uses inside the body of a ``try:`` whose handler catches ``ImportErr
 exception), or of an ``if`` that tests availability (``if is_flash_attn_2_available():``,
 ``if importlib.util.find_spec("triton"):``, ``if HAS_TRITON:``, ``if flash_attn is not None:``), are
 reported one severity lower: the program has a fallback, which still has to be checked. CUDA graphs
-are NP409. Facts: shared/torchneuron.md section 7.
+are NP409. Facts: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst.
 """

@@ -39,7 +39,7 @@ class FlashAttn(PackageRule):
     Hugging Face models ``attn_implementation="sdpa"`` is the switch (NP603).
 
     ## References
-    - shared/torchneuron.md sections 5 (SDPA on neuron) and 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (SDPA on neuron), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html
     - https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html
     """
 
@@ -98,7 +98,7 @@ class Xformers(PackageRule):
     biases (packed variable-length batches) need padding.
 
     ## References
-    - shared/torchneuron.md sections 5 and 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html
     """
 
     CODE = "NP703"

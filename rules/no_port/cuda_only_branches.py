@@ -267,7 +267,7 @@ class CudaOnlyBranch(PythonRule):
     NP409 for each kind).
 
     ## References
-    - shared/torchneuron.md section 7 (Triton, flash-attention, xformers, CUDA extensions -> SDPA or NKI
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (Triton, flash-attention, xformers, CUDA extensions -> SDPA or NKI
       kernels registered as PyTorch ops; CUDA graphs have no equivalent)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html
     """

@@ -105,8 +105,8 @@ class CudaOnlyCustomOp(PythonRule):
     ``@torch_neuronx.nki_op``.
 
     ## References
-    - shared/torchneuron.md section 1.1 (neuron is the renamed PrivateUse1 backend), section 2.4 (CPU
-      fallback) and section 7 (custom kernels -> NKI, ``@torch_neuronx.nki_op``)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/__init__.py (neuron is the renamed PrivateUse1 backend), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/best-practices-pytorch-neuron.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/csrc/core/NeuronBindings.cpp (CPU
+      fallback) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html (custom kernels -> NKI, ``@torch_neuronx.nki_op``)
     - https://docs.pytorch.org/docs/stable/library.html
     """
 

@@ -51,7 +51,7 @@ class CudaExtension(PythonRule):
     No automatic fix: kernels have to be rewritten. ``.cu`` source files are NP709.
 
     ## References
-    - shared/torchneuron.md section 7 (custom CUDA kernels -> NKI)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (custom CUDA kernels -> NKI)
     - https://docs.pytorch.org/docs/stable/cpp_extension.html
     """
 
@@ -124,7 +124,7 @@ class CudaSourceFile(PythonRule):
     No automatic fix.
 
     ## References
-    - shared/torchneuron.md section 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     """
 
     CODE = "NP709"

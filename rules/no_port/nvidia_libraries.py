@@ -36,7 +36,7 @@ class Apex(PackageRule):
     become an autocast region, apex DDP's ``delay_allreduce`` has no counterpart).
 
     ## References
-    - shared/torchneuron.md sections 4 (autocast) and 6 (DDP)
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (autocast), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (DDP)
     - https://docs.pytorch.org/docs/stable/amp.html
     """
 
@@ -95,7 +95,7 @@ class TransformerEngine(PackageRule):
     and tensor parallelism moves to DTensor.
 
     ## References
-    - shared/torchneuron.md sections 4 (FP8) and 6 (DTensor tensor parallelism)
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (FP8), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (DTensor tensor parallelism)
     """
 
     CODE = "NP705"

@@ -47,7 +47,7 @@ class NvtxPackage(PackageRule):
     No automatic fix: ``nvtx.annotate`` is also a decorator and takes colours and domains.
 
     ## References
-    - shared/torchneuron.md section 7 (profiling with ``ProfilerActivity.PrivateUse1``)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (profiling with ``ProfilerActivity.PrivateUse1``)
     """
 
     CODE = "NP710"
@@ -105,7 +105,7 @@ class GpuMonitoring(PackageRule):
     No automatic fix: the output formats differ.
 
     ## References
-    - shared/torchneuron.md section 7 (diagnostics: neuron-ls, neuron-top, Neuron Observer) and 1.2
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (diagnostics: neuron-ls, neuron-top, Neuron Observer), https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html
     """
 
     CODE = "NP711"
@@ -167,7 +167,7 @@ class ProfilerActivityCuda(PythonRule):
     ``torch.accelerator.current_accelerator().type == "neuron"``.
 
     ## References
-    - shared/torchneuron.md section 7 (profiling: ``ProfilerActivity.CPU`` + ``ProfilerActivity.PrivateUse1``)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (profiling: ``ProfilerActivity.CPU`` + ``ProfilerActivity.PrivateUse1``)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/tools/neuron-explorer/how-to-profile-pytorch.html
     """
 

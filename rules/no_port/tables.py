@@ -1,10 +1,10 @@
 """Data for the NP7xx rules (code with no automatic port): package roots, per-symbol advice, efforts.
 
 Each table maps a dotted-name prefix to ``(advice, effort)``; the longest matching prefix wins, the
-entry for the package root is the default. Sources: shared/torchneuron.md section 7 (flash-attention,
+entry for the package root is the default. Sources: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (flash-attention,
 xformers, Triton, custom CUDA kernels, TransformerEngine and bitsandbytes -> SDPA or NKI kernels
-registered with ``@torch_neuronx.nki_op``; profiling with ``ProfilerActivity.PrivateUse1``), section 6
-(supported distributed stacks) and section 4 (float8).
+registered with ``@torch_neuronx.nki_op``; profiling with ``ProfilerActivity.PrivateUse1``), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
+(supported distributed stacks) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html (float8).
 """
 
 from __future__ import annotations

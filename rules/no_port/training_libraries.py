@@ -45,7 +45,7 @@ class DeepSpeed(PackageRule):
     replaced by a plain training loop.
 
     ## References
-    - shared/torchneuron.md section 6 (supported distributed stacks)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (supported distributed stacks)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html
     """
 
@@ -108,7 +108,7 @@ class BitsAndBytes(PackageRule):
     weights are 2-4x smaller than bf16, so the memory plan changes.
 
     ## References
-    - shared/torchneuron.md section 7
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
     """
 
     CODE = "NP707"

@@ -44,7 +44,7 @@ class TritonKernel(PackageRule):
     ImportError``, ``if HAS_TRITON:``) are reported one severity lower.
 
     ## References
-    - shared/torchneuron.md section 7 (custom kernels -> NKI with ``@torch_neuronx.nki_op``)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (custom kernels -> NKI with ``@torch_neuronx.nki_op``)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/ (how to work with NKI)
     - https://github.com/aws-neuron/nki-library
     """

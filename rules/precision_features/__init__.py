@@ -25,6 +25,5 @@ Shared: ``common`` (``ReferenceRule``, the base of the rules that report a quali
 table).
 
 All are reported (only NP808 has an unsafe fix); they run on both targets, since the code is about
-what the Trainium device supports, not about how it is named. Facts: shared/torchneuron.md sections
-4 (dtypes) and 5 (unsupported features), 3.3 (static shapes).
+what the Trainium device supports, not about how it is named. Facts: https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (dtypes), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html (unsupported features), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://docs.pytorch.org/docs/2.13/generated/torch.compile.html (static shapes).
 """

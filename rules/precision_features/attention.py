@@ -47,7 +47,7 @@ class MhaAttnMask(PythonRule):
     attention.
 
     ## References
-    - shared/torchneuron.md section 5 (``nn.MultiheadAttention`` rows)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (``nn.MultiheadAttention`` rows)
     """
 
     CODE = "NP807"
@@ -150,7 +150,7 @@ class FlexAttention(ReferenceRule):
     No automatic fix: a ``score_mod`` (ALiBi, soft-capping) becomes an explicit additive mask.
 
     ## References
-    - shared/torchneuron.md section 5 (FlexAttention limits: NOT confirmed)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (FlexAttention limits: NOT confirmed)
     """
 
     CODE = "NP810"

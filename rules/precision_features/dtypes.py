@@ -47,7 +47,7 @@ class Float64(ReferenceRule):
     preparation in float64 is fine; move the tensor with ``.float().to("neuron")``.
 
     ## References
-    - shared/torchneuron.md section 4 ("float64 and int64 are not natively supported by Neuron hardware")
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py ("float64 and int64 are not natively supported by Neuron hardware")
     """
 
     CODE = "NP801"
@@ -133,7 +133,7 @@ class ComplexDtype(ReferenceRule):
     matching pairing (permute the q/k projection weights, or use an interleaved ``rotate_every_two``).
 
     ## References
-    - shared/torchneuron.md section 5 (complex dtypes / FFT; TORCH_NEURONX_COMPLEX_DECOMPOSE in 2.33)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (complex dtypes / FFT; TORCH_NEURONX_COMPLEX_DECOMPOSE in 2.33)
     """
 
     CODE = "NP802"
@@ -212,7 +212,7 @@ class Float8(ReferenceRule):
     No automatic fix: FP8 is a memory/speed recipe; the bf16 version needs more memory.
 
     ## References
-    - shared/torchneuron.md section 4 (FP8: trn2 non-OCP e4m3, trn3 OCP e4m3fn / MX formats; no _scaled_mm)
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py (FP8: trn2 non-OCP e4m3, trn3 OCP e4m3fn / MX formats; no _scaled_mm)
     """
 
     CODE = "NP809"

@@ -70,7 +70,7 @@ class CompiledDynamicShape(PythonRule):
     ``ignore_index``) depends on what is done with the selection.
 
     ## References
-    - shared/torchneuron.md sections 3.3 and 5 (dynamic shapes rejected)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://docs.pytorch.org/docs/2.13/generated/torch.compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (dynamic shapes rejected)
     """
 
     CODE = "NP811"

@@ -40,7 +40,7 @@ class ForwardModeAD(ReferenceRule):
     No automatic fix: the alternatives differ in cost and in ``create_graph`` handling.
 
     ## References
-    - shared/torchneuron.md section 5 ("Forward-mode AD ... NOT confirmed")
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("Forward-mode AD ... NOT confirmed")
     """
 
     CODE = "NP805"

@@ -54,7 +54,7 @@ class InterpolateMode(PythonRule):
     No automatic fix: the numerical result changes with the mode.
 
     ## References
-    - shared/torchneuron.md section 5 (bilinear/bicubic: NOT confirmed; nearest-exact gather report)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (bilinear/bicubic: NOT confirmed; nearest-exact gather report)
     """
 
     CODE = "NP806"

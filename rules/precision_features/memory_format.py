@@ -52,7 +52,7 @@ class ChannelsLast(PythonRule):
     assume the channels-last layout); the numbers are unchanged.
 
     ## References
-    - shared/torchneuron.md section 5 (channels_last / other memory formats)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (channels_last / other memory formats)
     """
 
     CODE = "NP808"

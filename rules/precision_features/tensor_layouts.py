@@ -47,7 +47,7 @@ class SparseTensor(ReferenceRule):
     need a dense (masked) formulation.
 
     ## References
-    - shared/torchneuron.md section 5 (sparse embedding grads, ``gather(sparse_grad=True)``)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (sparse embedding grads, ``gather(sparse_grad=True)``)
     """
 
     CODE = "NP803"
@@ -125,7 +125,7 @@ class NestedTensor(ReferenceRule):
     No automatic fix: padding changes every op that consumes the batch (masks in attention and losses).
 
     ## References
-    - shared/torchneuron.md sections 3.3 (static shapes) and 5 (NestedTensor: NOT confirmed)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://docs.pytorch.org/docs/2.13/generated/torch.compile.html (static shapes), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst (NestedTensor: NOT confirmed)
     """
 
     CODE = "NP804"

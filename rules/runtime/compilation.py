@@ -31,7 +31,7 @@ class CompileRecompiles(RuntimeRule):
     No automatic fix.
 
     ## References
-    - shared/torchneuron.md section 3.3
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://docs.pytorch.org/docs/2.13/generated/torch.compile.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html
     """
 
@@ -74,7 +74,7 @@ class RecompileLimit(RuntimeRule):
 
     ## References
     - https://docs.pytorch.org/docs/2.13/generated/torch.compile.html
-    - shared/torchneuron.md section 3.3
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://docs.pytorch.org/docs/2.13/generated/torch.compile.html
     """
 
     CODE = "NP904"
@@ -115,7 +115,7 @@ class CompileFailure(RuntimeRule):
     No automatic fix.
 
     ## References
-    - shared/torchneuron.md section 3.4
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/env-vars.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html
     """
 
     CODE = "NP908"

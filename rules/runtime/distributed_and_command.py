@@ -36,7 +36,7 @@ class DistributedConstraint(RuntimeRule):
     No automatic fix.
 
     ## References
-    - shared/torchneuron.md section 6
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
     - rules/op_policy.toml [distributed]
     """
 

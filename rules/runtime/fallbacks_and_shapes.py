@@ -34,7 +34,7 @@ class CpuFallback(RuntimeRule):
     No automatic fix: the replacement depends on the op.
 
     ## References
-    - shared/torchneuron.md section 2.4 (CPU fallback) and 2.5 (native ops)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/best-practices-pytorch-neuron.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/csrc/core/NeuronBindings.cpp (CPU fallback), https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/tools/list-implemented-ops (native ops)
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/best-practices-pytorch-neuron.html
     """
 
@@ -95,8 +95,8 @@ class EagerShapeVariance(RuntimeRule):
     No automatic fix: padding needs masks that only the model author can place.
 
     ## References
-    - shared/torchneuron.md sections 2.1-2.3 (eager: each new (op, shape) compiles once, then the
-      cache serves it) and 3.3
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/best-practices-pytorch-neuron.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/env-vars.html (eager: each new (op, shape) compiles once, then the
+      cache serves it) and https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html
     - neuron_backend/EVENTS.md, "Steps and modules"
     """
 
@@ -173,7 +173,7 @@ class UnevenLastBatch(RuntimeRule):
     No automatic fix: dropping samples changes what the model sees; padding needs a mask.
 
     ## References
-    - shared/torchneuron.md section 2.1 (each new (op, shapes) compiles once)
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/best-practices-pytorch-neuron.html (each new (op, shapes) compiles once)
     - https://docs.pytorch.org/docs/2.13/data.html#torch.utils.data.DataLoader (drop_last)
     """
 

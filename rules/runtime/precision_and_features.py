@@ -28,7 +28,7 @@ class Float64Demotion(RuntimeRule):
     No automatic fix: whether 32 bits suffice is a numerical decision.
 
     ## References
-    - shared/torchneuron.md section 4
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/guidelines-memory-management.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/utils.py
     """
 
     CODE = "NP905"
@@ -76,7 +76,7 @@ class UnsupportedFeature(RuntimeRule):
     No automatic fix.
 
     ## References
-    - shared/torchneuron.md section 5; sections 3.4 and 10 for `TORCH_NEURONX_COMPLEX_DECOMPOSE`
+    - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/api/index.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst; https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/env-vars.html for `TORCH_NEURONX_COMPLEX_DECOMPOSE`
     - rules/op_policy.toml `[complex]` and `[memory_format]` (the simulator's unconfirmed choices)
     """
 

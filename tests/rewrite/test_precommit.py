@@ -10,6 +10,7 @@ same in a fresh CI clone. `pre-commit run` with a `.pre-commit-config.yaml` poin
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -153,6 +154,56 @@ def test_hook_environment_has_no_torch(tmp_path, hook_repo, pre_commit_home):
                             "print(u.find_spec('torch') is None, u.find_spec('numpy') is None)"],
                            capture_output=True, text=True)
     assert probe.stdout.split() == ["True", "True"], probe.stdout + probe.stderr
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True)
+    packages = {p["name"].lower() for p in json.loads(listed.stdout)}
+    assert "neuron-port" in packages and "libcst" in packages and "pathspec" in packages, packages
+    # only what the static path imports: no simulator toolchain, no CUDA stack
+    assert not packages & {"torch", "ninja", "numpy", "triton"}, packages
+    assert not any(p.startswith("nvidia-") for p in packages), packages
+
+
+NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                                  "source": ['import torch\n', 'x = torch.zeros(2).to("cuda")\n']}],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+# One file of each kind neuron-port reads (neuron_port/rewrite/sources.py), each with something CUDA-only.
+KINDS = {
+    "notebook": ("analysis.ipynb", NOTEBOOK),
+    "shell": ("launch.sh", "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node 2 train.py\n"),
+    "makefile": ("Makefile", "train:\n\tCUDA_VISIBLE_DEVICES=0 python train.py\n"),
+    "yaml": ("config.yaml", "trainer:\n  device: cuda\n  backend: nccl\n"),
+    "toml": ("config.toml", "[trainer]\ndevice = \"cuda\"\n"),
+    "json": ("config.json", '{"device": "cuda", "backend": "nccl"}\n'),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_hooks_run_on_every_kind_of_file(kind, tmp_path, hook_repo, pre_commit_home):
+    """The check hook sees the file (pre-commit hands it over: the file is named in the output) and
+    fails on it, like `neuron-port rewrite --check` on the same file."""
+    name, text = KINDS[kind]
+    # launch-file findings are warnings: the project's configuration makes them fail, as a user would
+    project = _project(tmp_path, {name: text, "pyproject.toml": '[tool.neuron-port]\nfail-on = "warning"\n'},
+                       hook_repo)
+    direct = subprocess.run([sys.executable, "-m", "neuron_port", "rewrite", "--check", name], cwd=project,
+                            env=_git_env(), capture_output=True, text=True)
+    assert direct.returncode == 1, direct.stdout + direct.stderr  # the tool itself finds something
+    check = _pre_commit(project, pre_commit_home, "run", "neuron-port", "--all-files")
+    out = check.stdout + check.stderr
+    assert check.returncode == 1, out
+    assert "Failed" in out and name in out, out
+    assert (project / name).read_text() == text  # the check hook writes nothing
+
+
+def test_extensionless_shell_script_is_not_handed_over(tmp_path, hook_repo, pre_commit_home):
+    """identify tags `#!/bin/sh` scripts without a suffix as shell; neuron-port would read them as
+    Python, so `files` keeps them out (walking a folder, neuron-port skips them too)."""
+    project = _project(tmp_path, {"run": "#!/bin/sh\nCUDA_VISIBLE_DEVICES=0 python train.py\n",
+                                  "model.py": CLEAN_FILE}, hook_repo)
+    (project / "run").chmod(0o755)  # identify reads the shebang of executable files only
+    _git(project, "add", "run")
+    result = _pre_commit(project, pre_commit_home, "run", "neuron-port", "--all-files")
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_try_repo_reports_findings(tmp_path, hook_repo):

@@ -1,0 +1,65 @@
+"""docs/rules/ is generated from the registry (scripts/generate_rule_docs.py) and checked in: a page that
+differs from what `neuron-port explain` prints fails here. The links into it resolve, and no rule cites a
+file outside the project."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+from conftest import REPO
+
+SCRIPT = REPO / "scripts" / "generate_rule_docs.py"
+
+
+def test_checked_in_pages_match_the_registry():
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, "stale rule docs (run scripts/generate_rule_docs.py):\n" + result.stderr
+
+
+def test_check_names_a_stale_page_and_generation_restores_it(tmp_path):
+    """On a copy of the checkout: an edited page fails --check by name; generating writes it back."""
+    copy = tmp_path / "repo"
+    for folder in ("neuron_port", "rules", "scripts", "docs"):
+        shutil.copytree(REPO / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    page = copy / "docs" / "rules" / "NP101.md"
+    page.write_text(page.read_text() + "\nedited by hand\n")
+    (copy / "docs" / "rules" / "NP999.md").write_text("# no such rule\n")
+    script = copy / "scripts" / "generate_rule_docs.py"
+    check = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=300)
+    assert check.returncode == 1
+    assert "docs/rules/NP101.md: stale" in check.stderr and "docs/rules/NP999.md: no such rule" in check.stderr
+    assert subprocess.run([sys.executable, str(script)], capture_output=True, timeout=300).returncode == 0
+    assert page.read_text() == (REPO / "docs" / "rules" / "NP101.md").read_text()
+    assert not (copy / "docs" / "rules" / "NP999.md").exists()
+    assert subprocess.run([sys.executable, str(script), "--check"], timeout=300).returncode == 0
+
+
+def test_page_is_what_explain_prints(cli):
+    explained = cli("explain", "NP101")
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.strip() in (REPO / "docs" / "rules" / "NP101.md").read_text()
+
+
+def test_sarif_help_uri_and_readme_link_resolve_to_pages(cli, tmp_path):
+    (tmp_path / "train.py").write_text('device = "cuda"\n')
+    sarif = cli("rewrite", "--check", "--output-format", "sarif", "train.py", cwd=tmp_path)
+    uris = re.findall(r'"helpUri": "[^"]*/blob/[^/"]+/(docs/rules/NP\d+\.md)"', sarif.stdout)
+    assert uris, sarif.stdout[:2000]
+    for path in uris:
+        assert (REPO / path).is_file(), path
+    readme_links = re.findall(r"\]\((docs/rules/[^)]+)\)", (REPO / "README.md").read_text())
+    assert readme_links and all((REPO / link).is_file() for link in readme_links)
+
+
+def test_no_rule_cites_a_file_outside_the_project(cli):
+    for page in sorted((REPO / "docs" / "rules").glob("*.md")):
+        assert "shared/" not in page.read_text() and "torchneuron.md" not in page.read_text(), page.name
+    for source in sorted((REPO / "rules").rglob("*.py")):
+        assert "shared/" not in source.read_text(), source
+    bad_instance = cli("rewrite", "--instance", "trn3.48xlarge", "--check", ".", cwd=REPO / "docs")
+    assert bad_instance.returncode == 2
+    assert "shared/" not in bad_instance.stderr and "torchneuron.md" not in bad_instance.stderr
+    assert "https://" in bad_instance.stderr
