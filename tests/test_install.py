@@ -126,6 +126,11 @@ def test_wheel_in_a_fresh_venv_without_torch(dists, tmp_path):
     assert "torch: missing: torch is not installed" in doctor.stdout
     assert f'{python} -m pip install "torch==2.13.0+cpu"' in doctor.stdout
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in doctor.stdout
+    # check says the same before it runs anything: a usage error with the install command, no traceback
+    checked = run("check", ".", "--", "python", "train.py")
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "torch is not installed" in checked.stderr and "Traceback" not in checked.stderr
+    assert f'{python} -m pip install "torch==2.13.0+cpu"' in checked.stderr
 
     # a CUDA build of torch, as pip lays it out (torch/version.py, nvidia-* metadata); importing it would
     # raise, so this also proves doctor reads the files instead of importing torch
@@ -145,6 +150,9 @@ def test_wheel_in_a_fresh_venv_without_torch(dists, tmp_path):
     assert "torch is a CUDA build (torch.version.cuda = 12.8, with nvidia-cublas-cu12, triton)" in doctor.stdout
     assert f"{python} -m pip uninstall -y torch nvidia-cublas-cu12 triton" in doctor.stdout
     assert '"torch==2.13.0+cpu"' in doctor.stdout
+    checked = subprocess.run([tool, "check", ".", "--", "python", "train.py"], cwd=project,
+                             env={**clean, "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 2 and "torch is a CUDA build" in checked.stderr, checked.stderr
 
 
 @pytest.mark.slow

@@ -17,10 +17,11 @@ from typing import Callable, Optional
 
 from neuron_port.check.interrupts import Interrupted, InterruptGuard
 from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, run_from_original
-from neuron_port.check.runner import CommandError, OutputSink, RunStatus, build_command, run_command
+from neuron_port.check.runner import PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
 from neuron_port.check.events import read_events
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
+from neuron_port.doctor import torch_install_problem
 from neuron_port.config import Settings
 from neuron_port.errors import UsageError
 from neuron_port.report import Report
@@ -56,6 +57,10 @@ def run_check(
     if not command:
         raise UsageError("no command to run: give one after `--` (neuron-port check PATH -- python train.py) "
                          "or set check-command in [tool.neuron-port]")
+    if nproc or command[0] in PYTHON_NAMES:  # the command runs this interpreter: it needs a CPU torch
+        problem = torch_install_problem()
+        if problem is not None:
+            raise UsageError(f"cannot run the command on the simulated neuron device: {problem}")
     with InterruptGuard() as guard:
         return _run(path, command, settings, guard, nproc=nproc, timeout=timeout, preview=preview,
                     use_cache=use_cache, on_tick=on_tick, on_output=on_output)
