@@ -27,7 +27,7 @@ from neuron_port.reporters import FORMATS, RenderContext, Streams, reporter
 from neuron_port.results import SEVERITY_RANK
 from neuron_port.report import Report
 from neuron_port.rules.instances import INSTANCE_HELP
-from neuron_port.rules.spec import TARGETS
+from neuron_port.rules.vocabulary import TARGETS
 
 app = typer.Typer(
     name="neuron-port",
