@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '5dc5a104a196300ca1e0ce0e228b6d9e6873745fc6d3608a87b51a7b29a10ed0'
+RULE_SOURCES_SHA256 = '792213df09fc43ff0199c220348f65365f8b3330cafe52e49a06fe644b31984e'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -74,7 +74,7 @@ RULES = (
     ('NP720', 'cuda-only-branch', 'python', ('neuron', 'accelerator'), ('is_cuda', "'cuda'", '"cuda"')),
     ('NP801', 'float64', 'python', ('neuron', 'accelerator'), ('\\.[ \\t]*(?:float64|double|DoubleTensor)\\b', 'import\\b[^\\n]*\\b(?:float64|double|DoubleTensor)\\b', 'float64(?<=[\\s(,]float64)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)', 'double(?<=[\\s(,]double)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)', 'DoubleTensor(?<=[\\s(,]DoubleTensor)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)')),
     ('NP802', 'complex-dtype', 'python', ('neuron', 'accelerator'), ('complex', 'polar', 'cfloat', 'cdouble', 'chalf', 'fft', 'stft')),
-    ('NP803', 'sparse-tensor', 'python', ('neuron', 'accelerator'), ('sparse', 'SparseAdam')),
+    ('NP803', 'sparse-tensor', 'python', ('neuron', 'accelerator'), ('\\.[ \\t]*(?:to_)?sparse', 'sparse(?<!\\wsparse)\\w*[ \\t]*(?:\\.[A-Za-z_]|\\()', 'sparse(?<!\\wsparse)(?:_grad)?\\s*=(?!=)', 'SparseAdam', 'import\\b[^\\n]*\\bsparse', 'sparse(?<=[\\s(,]sparse)\\w*[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)')),
     ('NP804', 'nested-tensor', 'python', ('neuron', 'accelerator'), ('\\.[ \\t]*(?:nested|jagged)\\b', 'import\\b[^\\n]*\\b(?:nested|jagged)\\b', 'nested(?<=[\\s(,]nested)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)', 'jagged(?<=[\\s(,]jagged)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)')),
     ('NP805', 'forward-mode-ad', 'python', ('neuron', 'accelerator'), ('forward_ad', 'jvp', 'jacfwd', 'linearize', 'hessian')),
     ('NP806', 'interpolate-mode', 'python', ('neuron', 'accelerator'), ('\\.[ \\t]*(?:interpolate|upsample|Upsample)\\b\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', 'interpolate(?<!\\winterpolate)\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', 'upsample(?<!\\wupsample)\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', 'Upsample(?<!\\wUpsample)\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', 'interpolate(?<!\\winterpolate)\\s+as\\b', 'upsample(?<!\\wupsample)\\s+as\\b', 'Upsample(?<!\\wUpsample)\\s+as\\b', '\\.[ \\t]*(?:upsample_bilinear|UpsamplingBilinear2d)\\b', 'upsample_bilinear(?<!\\wupsample_bilinear)\\s*\\(', 'UpsamplingBilinear2d(?<!\\wUpsamplingBilinear2d)\\s*\\(', 'upsample_bilinear(?<!\\wupsample_bilinear)\\s+as\\b', 'UpsamplingBilinear2d(?<!\\wUpsamplingBilinear2d)\\s+as\\b')),

@@ -55,7 +55,7 @@ class SparseTensor(ReferenceRule):
     SEVERITY = "error"
     EFFORT = "medium"
     MESSAGE = SPARSE_MESSAGE.format(name="sparse")
-    TRIGGERS = ("sparse", "SparseAdam")
+    TRIGGERS = (r"\.[ \t]*(?:to_)?sparse", r"sparse(?<!\wsparse)\w*[ \t]*(?:\.[A-Za-z_]|\()", r"sparse(?<!\wsparse)(?:_grad)?\s*=(?!=)", 'SparseAdam', r"import\b[^\n]*\bsparse", r"sparse(?<=[\s(,]sparse)\w*[ \t]*(?:[,)\\]|as\b|\r?$)")
     TABLE = {
         "torch.sparse": (SPARSE_MESSAGE, "medium"),
         "torch.sparse_": (SPARSE_MESSAGE, "medium"),
