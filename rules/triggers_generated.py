@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '792213df09fc43ff0199c220348f65365f8b3330cafe52e49a06fe644b31984e'
+RULE_SOURCES_SHA256 = '0b2c3461803d532457ff8c4263ea7116f3e58eb8b0f0856fa4e24c767923b9b8'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -89,17 +89,14 @@ def hook_files(report: dict, corpus: Path) -> tuple[Path, Path]:
     return corpus / clean, corpus / fixable
 
 
-def hook_runs(cmd: list[str], target: Path, corpus: Path, rounds: int) -> list[tuple[float, float, float]]:
-    """pre-commit on one edited file (a cache miss), the rest of the cache warm."""
+def hook_run(cmd: list[str], target: Path, corpus: Path, edit: str) -> tuple[float, float, float]:
+    """pre-commit on one edited file (``edit``, new each time: a cache miss), the rest of the cache warm."""
     original = target.read_bytes()
-    out = []
     try:
-        for i in range(rounds):
-            target.write_bytes(original + f"edited_{i} = {i}\n".encode())
-            out.append(run(cmd + [str(target.relative_to(corpus))], corpus))
+        target.write_bytes(original + f"{edit} = 1\n".encode())
+        return run(cmd + [str(target.relative_to(corpus))], corpus)
     finally:
         target.write_bytes(original)
-    return out
 
 
 def main() -> None:
@@ -112,6 +109,7 @@ def main() -> None:
     parser.add_argument("--baseline-python", help="python of another neuron-port install to compare with")
     parser.add_argument("--cold-only", action="store_true",
                         help="only the cold runs (and the baseline's): no floor, cache, hook or torchfix runs")
+    parser.add_argument("--skip-cache", action="store_true", help="no empty/warm cache runs (long corpora)")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     args = parser.parse_args()
 
@@ -148,7 +146,7 @@ def main() -> None:
         for jobs in sorted({1, cores}):
             configs[f"{label}cold --no-cache -j{jobs}"] = (
                 lambda j=jobs, c=np_cmd: run(c + ["--no-cache", "-j", str(j), "."], corpus))
-            if args.cold_only:
+            if args.cold_only or args.skip_cache:
                 continue
 
             def empty_then_warm(j=jobs, c=np_cmd):
@@ -182,9 +180,10 @@ def main() -> None:
             run(np_cmd + ["."], corpus)
             for kind, target in (("no idiom", clean_file), ("with a fix", fix_file)):
                 results[f"{label}hook, {kind}"] = []
-            for _ in range(args.hook_rounds):  # interleaved: the two files, one run each per round
+            for i in range(args.hook_rounds):  # interleaved: the two files, one run each per round
                 for kind, target in (("no idiom", clean_file), ("with a fix", fix_file)):
-                    results[f"{label}hook, {kind}"] += hook_runs(np_cmd, target, corpus, 1)
+                    edit = f"edited_{label.strip() or 'this'}_{i}"
+                    results[f"{label}hook, {kind}"].append(hook_run(np_cmd, target, corpus, edit))
 
     def med(name: str, i: int = 0) -> float:
         return statistics.median(r[i] for r in results[name])
@@ -208,7 +207,7 @@ def main() -> None:
         floor = med("floor")
         print(f"  {label}cold single job / floor        {j1 / floor:.2f}x (goal <= 0.4x real code, <= 0.2x "
               f"synthetic); CPU {med(f'{label}cold --no-cache -j1', 1) / med('floor', 1):.2f}x")
-        for jobs in sorted({1, cores}):
+        for jobs in [] if args.skip_cache else sorted({1, cores}):
             warm, cold = med(f"{label}warm cache -j{jobs}"), med(f"{label}cold --no-cache -j{jobs}")
             print(f"  {label}warm cache -j{jobs}: {warm:.2f} s, {100 * warm / cold:.1f}% of cold; warm / empty "
                   f"cache {100 * warm / med(f'{label}empty cache -j{jobs}'):.1f}%")
