@@ -28,7 +28,7 @@ from neuron_port.results import SEVERITY_RANK
 from neuron_port.report import Report
 from neuron_port.rewrite.runner import interrupts_as_exceptions
 from neuron_port.rules.instances import INSTANCE_HELP
-from neuron_port.rules.spec import TARGETS
+from neuron_port.rules.vocabulary import TARGETS
 
 app = typer.Typer(
     name="neuron-port",

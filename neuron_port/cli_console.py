@@ -6,18 +6,25 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-from rich.console import Console
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+# rich is imported when a console is first made, not when the CLI loads.
 
 REFRESH_SECONDS = 0.1
 
 
-def out() -> Console:
+def out() -> "Console":
+    from rich.console import Console
+
     return Console(soft_wrap=True, highlight=False)
 
 
-def err() -> Console:
+def err() -> "Console":
+    from rich.console import Console
+
     return Console(stderr=True, soft_wrap=True, highlight=False)
 
 

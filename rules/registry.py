@@ -9,27 +9,70 @@ the same set.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import pkgutil
 import types
 from functools import lru_cache
+from pathlib import Path
 from types import ModuleType
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 from neuron_port.rules.families import FAMILIES
-from neuron_port.rules.spec import (
-    CODE_RE,
-    DOC_SECTIONS,
-    EFFORTS,
-    FIX_AVAILABILITIES,
-    FIX_SAFETIES,
-    KINDS,
-    NAME_RE,
-    SEVERITIES,
-    RuleSpec,
-)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuron_port.rules.spec import RuleSpec
+
+# The spec (and so LibCST) and the family packages are imported only when a rule class is needed: the
+# selection and the pre-filter work from the rule index (rule_index), so a run over files that no rule
+# can match never loads them.
 
 REGISTRY_VERSION = 1  # bump when a rule's behaviour changes (part of the cache key)
+GENERATED_INDEX = "triggers_generated.py"  # written by scripts/generate_triggers.py
+
+
+class RuleEntry(NamedTuple):
+    """What the selection and the pre-filter need of a rule, without importing it."""
+
+    code: str
+    name: str
+    kind: str  # python | line | runtime
+    targets: tuple[str, ...]
+    triggers: tuple[str, ...]  # regular expressions (rules/spec.py, PythonRule.TRIGGERS)
+
+
+def rules_folder() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def rule_sources_hash(folder: Optional[Path] = None) -> str:
+    """SHA-256 over every ``.py`` file of the registry except the generated index itself."""
+    folder = folder or rules_folder()
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        relative = path.relative_to(folder).as_posix()
+        if relative == GENERATED_INDEX or "__pycache__" in relative:
+            continue
+        h.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def entries_from_rules(rules: Iterable[type["RuleSpec"]]) -> tuple[RuleEntry, ...]:
+    """The index made from imported rule classes (what the generator writes)."""
+    return tuple(RuleEntry(rule.CODE, rule.NAME, rule.KIND, tuple(rule.TARGETS), tuple(getattr(rule, "TRIGGERS", ())))
+                 for rule in sorted(rules, key=lambda r: r.CODE))
+
+
+@lru_cache(maxsize=None)
+def rule_index() -> tuple[RuleEntry, ...]:
+    """Every rule as a RuleEntry: from the generated index while it matches the rule sources (it records
+    their hash), else from the rules themselves (imports them all: a stale index costs time, never a
+    finding)."""
+    from neuron_port.rules import triggers_generated
+
+    if triggers_generated.RULE_SOURCES_SHA256 == rule_sources_hash():
+        return tuple(RuleEntry(*row) for row in triggers_generated.RULES)
+    return entries_from_rules(all_rules())
 
 
 class UnknownCodeError(ValueError):
@@ -44,18 +87,20 @@ def _family_modules(family_package: str) -> Iterator[ModuleType]:
             yield importlib.import_module(f"{module.__name__}.{info.name}")
 
 
-def _rule_classes_in(module: ModuleType) -> list[type[RuleSpec]]:
+def _rule_classes_in(module: ModuleType) -> list[type["RuleSpec"]]:
+    from neuron_port.rules.spec import RuleSpec
+
     # On Python 3.10 a generic alias such as ``tuple[str, ...]`` passes isinstance(value, type) but
     # issubclass refuses it: skip aliases before asking.
     return [
         value for value in vars(module).values()
-        if isinstance(value, type) and not isinstance(value, types.GenericAlias) and issubclass(value, RuleSpec) and value.__module__ == module.__name__
-        and "CODE" in vars(value) and not value.__name__.startswith("_")
+        if isinstance(value, type) and not isinstance(value, types.GenericAlias) and issubclass(value, RuleSpec)
+        and value.__module__ == module.__name__ and "CODE" in vars(value) and not value.__name__.startswith("_")
     ]
 
 
 @lru_cache(maxsize=None)
-def all_rules() -> tuple[type[RuleSpec], ...]:
+def all_rules() -> tuple[type["RuleSpec"], ...]:
     rules: dict[str, type[RuleSpec]] = {}
     for family in FAMILIES:
         for module in _family_modules(family.package):
@@ -69,11 +114,11 @@ def all_rules() -> tuple[type[RuleSpec], ...]:
     return tuple(sorted(rules.values(), key=lambda r: r.CODE))
 
 
-def rules_of_kind(kind: str) -> tuple[type[RuleSpec], ...]:
+def rules_of_kind(kind: str) -> tuple[type["RuleSpec"], ...]:
     return tuple(rule for rule in all_rules() if rule.KIND == kind)
 
 
-def rule_by_code(code: str) -> type[RuleSpec]:
+def rule_by_code(code: str) -> type["RuleSpec"]:
     """The rule with this code (NP101) or kebab-case name (cuda-device-string)."""
     wanted = code.strip()
     for rule in all_rules():
@@ -101,8 +146,8 @@ def is_selected(code: str, select: Sequence[str] = (), ignore: Sequence[str] = (
 
 def validate_patterns(patterns: Iterable[str]) -> None:
     """Raise UnknownCodeError for a selector that matches no rule code, prefix or name."""
-    codes = [r.CODE for r in all_rules()]
-    names = {r.NAME for r in all_rules()}
+    codes = [r.code for r in rule_index()]
+    names = {r.name for r in rule_index()}
     for pattern in patterns:
         p = pattern.strip()
         if not p:
@@ -113,21 +158,34 @@ def validate_patterns(patterns: Iterable[str]) -> None:
             raise UnknownCodeError(f"{p!r} matches no rule code, prefix or name")
 
 
+def select_codes(
+    select: Optional[Sequence[str]] = None,
+    ignore: Optional[Sequence[str]] = None,
+    target: str = "neuron",
+) -> list[str]:
+    """The codes of the static rules (python and line kinds) that run for these selectors and target,
+    from the index (no rule is imported)."""
+    return [
+        rule.code for rule in rule_index()
+        if rule.kind != "runtime" and target in rule.targets
+        and is_selected(rule.code, select or (), ignore or (), rule.name)
+    ]
+
+
 def select_rules(
     select: Optional[Sequence[str]] = None,
     ignore: Optional[Sequence[str]] = None,
     target: str = "neuron",
-) -> list[type[RuleSpec]]:
+) -> list[type["RuleSpec"]]:
     """The static rules (python and line kinds) that run for these selectors and target."""
-    return [
-        rule for rule in all_rules()
-        if rule.KIND != "runtime" and target in rule.TARGETS
-        and is_selected(rule.CODE, select or (), ignore or (), rule.NAME)
-    ]
+    return [rule_by_code(code) for code in select_codes(select, ignore, target)]
 
 
-def check_rule_metadata(rule: type[RuleSpec]) -> list[str]:
+def check_rule_metadata(rule: type["RuleSpec"]) -> list[str]:
     """Problems with a rule's registry entry (used by the tests)."""
+    from neuron_port.rules.spec import (
+        CODE_RE, DOC_SECTIONS, EFFORTS, FIX_AVAILABILITIES, FIX_SAFETIES, KINDS, NAME_RE, SEVERITIES)
+
     problems = []
     if getattr(rule, "KIND", None) not in KINDS:
         problems.append(f"bad kind {getattr(rule, 'KIND', None)!r}")

@@ -179,8 +179,21 @@ class PythonRule(RuleSpec, cst.BatchableCSTVisitor):
     """A rule over Python source: implement visit_* / leave_* and call ``report``."""
 
     KIND = "python"
-    # Substrings of which at least one must occur in a file for this rule to be able to report anything.
-    # The engine skips a file (no parse) when no enabled rule's trigger occurs in it.
+    # Regular expressions (Python ``re``, MULTILINE) of which at least one must match a file's text for
+    # this rule to be able to report anything: the pre-filter (neuron_port/rewrite/prefilter.py) parses a
+    # file only when some enabled rule's trigger matches outside a doctest line (``>>>`` / ``... ``).
+    # Match the idiom as code, not the bare word (prose and unrelated names send files to the parser):
+    #   r"\.[ \t]*compile\b(?<!\bre\.compile)"   an attribute, but not re.compile
+    #   r"import\b[^\n]*\bcompile\b"              imported by name on one line
+    #   r"compile(?<=[\s(,]compile)\b[ \t]*(?:[,)\\]|as\b|\r?$)"   a line of a multi-line import
+    #   r"pipeline(?<!\wpipeline)\s*\("           a call of the bare name (``\bX`` written so)
+    #   r"dtype\s*=\s*\(*\s*(?:\w+\s*\.\s*)+half\b"  a keyword with the value the rule looks for
+    # but never narrower than what the rule reports (tests/rewrite/test_prefilter.py runs every INVALID
+    # example through it; bench/rewrite/bench_rewrite.py compares the findings on two corpora with the
+    # previous version's). Each pattern starts with a literal character (not ``\b``, ``^``, a group, a
+    # class or a lookaround: write ``X(?<!\wX)`` for ``\bX``) and has no top-level ``|`` (use separate
+    # patterns), so the patterns combine into one fast regex. After changing TRIGGERS, run
+    # scripts/generate_triggers.py (the index the pre-filter reads without importing the rules).
     TRIGGERS: ClassVar[Sequence[str]] = ("cuda",)
 
     def __init__(self, context: FileContext) -> None:
@@ -251,7 +264,8 @@ class LineRule(RuleSpec, ABC):
 
     KIND = "line"
     FILE_KINDS: ClassVar[tuple[str, ...]] = LINE_FILE_KINDS
-    # Substrings without which a file cannot produce a finding of this rule (the cheap pre-filter).
+    # Regular expressions, as for PythonRule.TRIGGERS, without which a file cannot produce a finding of
+    # this rule (the line engine's pre-filter).
     TRIGGERS: ClassVar[Sequence[str]] = ()
 
     @abstractmethod

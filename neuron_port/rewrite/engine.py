@@ -9,12 +9,14 @@ within MAX_PASSES the file is left alone and reported as an error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Pattern, Sequence
 
 import libcst as cst
 from libcst.metadata import PositionProvider
 
 from neuron_port.results import Finding, Fix
+from neuron_port.rewrite.errors import RewriteError  # noqa: F401 (raised here; callers import it from here too)
+from neuron_port.rewrite.prefilter import could_match, rule_pattern
 from neuron_port.rewrite.syntax import (
     RUNNING,
     NestingError,
@@ -28,10 +30,6 @@ from neuron_port.rules.spec import PythonRule, RuleSpec
 from neuron_port.rules.context import FileContext, ImportTracker, Violation
 
 MAX_PASSES = 4
-
-
-class RewriteError(Exception):
-    """A file the engine cannot handle; the message names the line where it can."""
 
 
 @dataclass(frozen=True)
@@ -58,15 +56,16 @@ def python_rules(rules: Iterable[type[RuleSpec]]) -> list[type[PythonRule]]:
 
 
 def triggers_for(rules: Iterable[type[RuleSpec]]) -> tuple[str, ...]:
+    """The TRIGGERS patterns of the Python rules among ``rules``."""
     out: set[str] = set()
     for rule in python_rules(rules):
         out.update(rule.TRIGGERS)
     return tuple(sorted(out))
 
 
-def could_match(source: str, triggers: Sequence[str]) -> bool:
-    """The cheap pre-filter: a file that contains no trigger substring cannot produce a finding."""
-    return any(t in source for t in triggers)
+def prefilter_for(rules: Iterable[type[RuleSpec]]) -> Optional[Pattern[str]]:
+    """The pre-filter of these rules: a text it does not match cannot produce a finding."""
+    return rule_pattern(triggers_for(rules))
 
 
 class _ApplyReplacements(cst.CSTTransformer):
@@ -172,15 +171,15 @@ def transform_source(
     rules: Sequence[type[RuleSpec]],
     options: EngineOptions = EngineOptions(),
     path: str = "<string>",
-    triggers: Optional[Sequence[str]] = None,
+    triggers: Optional[Pattern[str]] = None,
     line_offset: int = 0,
     cell: Optional[int] = None,
 ) -> SourceOutcome:
-    """Rewrite one module's source with the Python rules among ``rules``. Raises RewriteError for input
-    it cannot handle."""
+    """Rewrite one module's source with the Python rules among ``rules``. ``triggers``: their pre-filter
+    when the caller has it (prefilter_for). Raises RewriteError for input it cannot handle."""
     rules = python_rules(rules)
     if triggers is None:
-        triggers = triggers_for(rules)
+        triggers = prefilter_for(rules)
     if not rules or not could_match(source, triggers):
         return SourceOutcome(code=source, skipped=True)
 
@@ -192,7 +191,7 @@ def transform_source(
     for pass_number in range(MAX_PASSES + 1):
         # Only the rules whose triggers occur in this text can report (a file that passed the pre-filter
         # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text.
-        active = [rule for rule in rules if could_match(code, rule.TRIGGERS)]
+        active = [rule for rule in rules if could_match(code, rule_pattern(tuple(rule.TRIGGERS)))]
         # later passes only need positions to honour suppression comments
         reports, positions = _run_rules(module, active, options, path,
                                         need_positions=pass_number == 0 or has_suppressions)

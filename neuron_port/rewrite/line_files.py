@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from neuron_port.results import Finding, Fix
-from neuron_port.rewrite.engine import RewriteError
+from neuron_port.rewrite.errors import RewriteError
 from neuron_port.rewrite.options import RunOptions
+from neuron_port.rewrite.prefilter import could_match, line_pattern
 from neuron_port.rewrite.sources import DecodedSource, SourceError, read_source
 from neuron_port.rewrite.suppression import NOT_SUPPRESSED, covers, line_suppression
 from neuron_port.rules.distributed.launch_patterns import JSON, LAUNCHER_RE, MAKE, SCRIPT_KINDS
@@ -46,8 +47,9 @@ def line_rules(codes: Optional[Sequence[str]] = None, file_kind: Optional[str] =
     return [r for r in rules if file_kind is None or file_kind in r.FILE_KINDS]  # type: ignore[attr-defined]
 
 
-def triggers_of(rules: Sequence[type[LineRule]]) -> tuple[str, ...]:
-    return tuple(sorted({t for rule in rules for t in rule.TRIGGERS}))
+def could_match_line_rules(text: str) -> bool:
+    """The line engine's pre-filter (prefilter.line_pattern)."""
+    return could_match(text, line_pattern())
 
 
 def strip_comment(line: str, kind: str) -> str:
@@ -153,7 +155,7 @@ def transform_text(text: str, kind: str, options: LineOptions, rules: Optional[S
     """Findings for one script or config, and the text with the allowed fixes applied. ``rules``: the
     line rules to run (default: all of them)."""
     rules = line_rules(file_kind=kind) if rules is None else [r for r in rules if kind in r.FILE_KINDS]
-    if not rules or not any(t in text for t in triggers_of(line_rules())):
+    if not rules or not could_match_line_rules(text):
         return ScanOutcome(text=text)
     hits = scan_lines(text, kind, rules, options)
     if not hits:
@@ -183,7 +185,7 @@ def scan_launch_file(source: "SourceFile", options: RunOptions,
         decoded = read_source(source.real, source.display)
     except SourceError:
         return None
-    if not any(t in decoded.text for t in triggers_of(line_rules())):
+    if not could_match_line_rules(decoded.text):
         return None
     scan = LineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes,
                        cores=describe_cores(options.instance, options.neuron_cores))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Optional, Sequence
+from typing import Optional, Pattern, Sequence
 
 from neuron_port.rewrite.engine import EngineOptions, RewriteError, SourceOutcome, transform_source
 from neuron_port.rewrite.sources import SourceError
@@ -230,7 +230,7 @@ def transform_notebook(
     rules: Sequence[type[PythonRule]],
     options: EngineOptions = EngineOptions(),
     path: str = "<notebook>",
-    triggers: Optional[Sequence[str]] = None,
+    triggers: Optional[Pattern[str]] = None,
 ) -> SourceOutcome:
     """Rewrite a notebook's code cells; the other bytes of ``text`` are kept. Raises SourceError for a
     file that is not a notebook and RewriteError for a cell the engine cannot handle."""

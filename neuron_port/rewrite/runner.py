@@ -24,8 +24,9 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 
-from neuron_port.rewrite.engine import EngineOptions, RewriteError, could_match, transform_source, triggers_for
 from neuron_port.rewrite.discovery import SourceFile
+from neuron_port.rewrite.errors import RewriteError
+from neuron_port.rewrite.prefilter import codes_of_kind, could_match, line_pattern, pattern_for
 from neuron_port.rewrite.sources import (
     DecodedSource,
     SourceError,
@@ -37,12 +38,9 @@ from neuron_port.rewrite.sources import (
     read_source,
     unified_diff,
 )
-from neuron_port.rewrite.line_files import scan_launch_file
 from neuron_port.rewrite.options import RunOptions
-from neuron_port.rewrite.notebooks import transform_notebook
 from neuron_port.rewrite.writer import note_read
 from neuron_port.results import FileResult, Finding
-from neuron_port.rules.registry import rule_by_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuron_port.rewrite.cache import ResultCache
@@ -51,13 +49,17 @@ if TYPE_CHECKING:  # pragma: no cover
 PARALLEL_THRESHOLD = 8
 
 
+# The engine, the line and notebook engines and the rule modules (and with them LibCST) are imported
+# only once a file passes the pre-filter: a run over files without CUDA idioms never loads them.
 _rules_cache: dict[tuple[str, ...], tuple] = {}
 
 
 def _rules_for(codes: tuple[str, ...]):
+    """The Python rule classes among ``codes`` (imports them)."""
     if codes not in _rules_cache:
-        rules = tuple(r for r in (rule_by_code(c) for c in codes) if r.KIND == "python")
-        _rules_cache[codes] = (rules, triggers_for(rules))
+        from neuron_port.rules.registry import rule_by_code
+
+        _rules_cache[codes] = tuple(r for r in (rule_by_code(c) for c in codes) if r.KIND == "python")
     return _rules_cache[codes]
 
 
@@ -91,10 +93,14 @@ def _process_file(source: SourceFile, options: RunOptions,
     """process_file, and for a changed file the digest of the bytes its rewrite was computed from (the
     writer compares it with the file's bytes just before replacing it)."""
     result = FileResult(path=source.display, real_path=str(source.real))
-    rules, triggers = _rules_for(options.rule_codes)
     try:
         kind = file_kind(source.display)
-        if kind not in ("python", "notebook"):  # launch scripts and configs
+        if kind not in ("python", "notebook"):  # launch scripts and configs (pyproject.toml: every project)
+            if not _launch_file_could_match(source, options):
+                result.skipped = True
+                return result, None
+            from neuron_port.rewrite.line_files import scan_launch_file
+
             scanned = scan_launch_file(source, options, kind)
             if scanned is None:
                 result.skipped = True
@@ -110,12 +116,16 @@ def _process_file(source: SourceFile, options: RunOptions,
                     "limit (usually a generated file); skipped. Raise --max-file-size to process it"
                 )
         decoded = read_source(source.real, source.display) if raw is None else decode_source(raw, source.display)
-        if not could_match(decoded.text, triggers):
+        triggers = pattern_for(options.rule_codes)
+        if kind == "python" and not could_match(decoded.text, triggers):
             result.skipped = True
             return result, None
+        from neuron_port.rewrite.engine import EngineOptions, transform_source
+        from neuron_port.rewrite.notebooks import transform_notebook
+
         outcome = (transform_notebook if kind == "notebook" else transform_source)(
             decoded.text,
-            rules,
+            _rules_for(options.rule_codes),
             EngineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes),
             path=source.display,
             triggers=triggers,
@@ -149,6 +159,29 @@ def _read_digest(result: FileResult, decoded: DecodedSource, raw: Optional[bytes
     return _digest(raw if raw is not None else decoded.text.encode(decoded.encoding))
 
 
+def _import_engines(codes: tuple[str, ...]) -> None:
+    """Import the engines and the selected rules (LibCST with them) in this process."""
+    import neuron_port.rewrite.engine  # noqa: F401
+    import neuron_port.rewrite.line_files  # noqa: F401
+    import neuron_port.rewrite.notebooks  # noqa: F401
+
+    _rules_for(codes)
+
+
+def _launch_file_could_match(source: SourceFile, options: RunOptions) -> bool:
+    """False when no line rule is selected or the file's text matches no line rule's trigger; True also
+    when it cannot be read (scan_launch_file decides what to do with it)."""
+    if not codes_of_kind(options.rule_codes, "line"):
+        return False
+    try:
+        if options.max_bytes and source.real.stat().st_size > options.max_bytes:
+            return True
+        text = read_source(source.real, source.display).text
+    except (OSError, SourceError):
+        return True
+    return could_match(text, line_pattern())
+
+
 def _work(args: tuple[SourceFile, RunOptions, Optional[bytes]]) -> tuple[FileResult, Optional[bytes]]:
     return _process_file(*args)
 
@@ -160,13 +193,13 @@ def _pool_context():
     return multiprocessing.get_context("spawn")
 
 
-def _main_side(source: SourceFile, options: RunOptions, triggers, cache: Optional["ResultCache"]):
+def _main_side(source: SourceFile, options: RunOptions, cache: Optional["ResultCache"]):
     """What the main process settles for a file without a worker: a cache hit or a pre-filter skip.
 
     Returns (result, None) when settled, else (None, (raw bytes or None, cache key or None)) for a worker.
-    The cache is asked first: a lookup (hash + one small read) costs about a tenth of the pre-filter's
-    ~100 substring scans, so skipped files are cached too. Anything unusual (unreadable, too large,
-    undecodable, launch files) goes to process_file as is.
+    The cache is asked first (a lookup is one hash and one small read), so skipped files are cached too.
+    Anything unusual (unreadable, too large, undecodable, launch files) goes to process_file as is, and
+    so do notebooks: their cells are pre-filtered one by one there (the JSON escapes the code's text).
     """
     kind = file_kind(source.display)
     if kind not in ("python", "notebook"):  # launch scripts and configs: not cached
@@ -194,7 +227,8 @@ def _main_side(source: SourceFile, options: RunOptions, triggers, cache: Optiona
         text = decode_source(raw, source.display).text
     except SourceError:
         return None, (raw, key)
-    if not could_match(text, triggers):  # most files: no rule can match
+    # the pattern is compiled on first use: a run whose files all hit the cache never needs it
+    if kind == "python" and not could_match(text, pattern_for(options.rule_codes)):  # most files stop here
         result = FileResult(path=source.display, real_path=str(source.real), skipped=True)
         if cache is not None and key is not None:
             cache.put(key, result)
@@ -309,7 +343,6 @@ def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> lis
     IPC costs nothing), and their results are stored in the cache by the main process. The pool starts
     as soon as there is enough work for it, so workers parse while the main process is still reading.
     Results come back in ``files`` order."""
-    _rules, triggers = _rules_for(options.rule_codes)
     slots: list[Optional[FileResult]] = [None] * len(files)
     pending: list[Item] = []
 
@@ -325,7 +358,7 @@ def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> lis
     workers = _Workers(jobs, done) if jobs > 1 else None
     try:
         for index, source in enumerate(files):
-            result, todo = _main_side(source, options, triggers, cache)
+            result, todo = _main_side(source, options, cache)
             if result is not None:
                 slots[index] = result
                 if on_result:
@@ -334,6 +367,8 @@ def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> lis
             raw, key = todo
             pending.append((index, key, (source, options, raw)))
             if workers is not None and (workers.started or len(pending) >= PARALLEL_THRESHOLD):
+                if not workers.started:
+                    _import_engines(options.rule_codes)  # once, before forking: workers inherit them
                 for item in pending:
                     workers.submit(item)
                 pending.clear()
@@ -387,5 +422,4 @@ def run_files(
     cache: Optional["ResultCache"] = None,
 ) -> list[FileResult]:
     jobs = jobs or os.cpu_count() or 1
-    _rules_for(options.rule_codes)  # import every rule module once, before forking
     return _run(files, options, jobs, on_result, cache)

@@ -16,7 +16,7 @@ from neuron_port.rewrite.options import RunOptions
 from neuron_port.rewrite.runner import run_files
 from neuron_port.rewrite.sources import file_kind
 from neuron_port.rules.instances import InstanceError, resolve_instance
-from neuron_port.rules.registry import UnknownCodeError, select_rules, validate_patterns
+from neuron_port.rules.registry import UnknownCodeError, select_codes, validate_patterns
 
 
 def run_options(settings: Settings, *, want_diff: bool = False, instance: Optional[str] = None,
@@ -28,9 +28,9 @@ def run_options(settings: Settings, *, want_diff: bool = False, instance: Option
         resolve_instance(instance, neuron_cores)
     except (UnknownCodeError, InstanceError) as exc:
         raise UsageError(str(exc)) from None
-    rules = select_rules(settings.select or None, settings.ignore or None, settings.target)
+    codes = select_codes(settings.select or None, settings.ignore or None, settings.target)
     return RunOptions(
-        rule_codes=tuple(r.CODE for r in rules),
+        rule_codes=tuple(codes),
         target=settings.target,
         unsafe_fixes=settings.unsafe_fixes,
         want_diff=want_diff,

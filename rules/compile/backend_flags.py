@@ -58,7 +58,7 @@ class CudaBackendFlag(StatementRule):
     FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = "`{name}` has no effect on Trainium: {why}"
-    TRIGGERS = ("backends", "float32_matmul_precision")
+    TRIGGERS = ('cuda', 'cudnn', 'float32_matmul_precision')
     TARGETS = ("neuron",)
 
     VALID = [

@@ -15,7 +15,7 @@ from neuron_port.rules.spec import PythonRule
 class CompileCallRule(PythonRule):
     """Visits ``torch.compile(...)`` calls (also as decorators) and hands them to ``check_compile``."""
 
-    TRIGGERS = ("compile",)
+    TRIGGERS = (r"\.[ \t]*(?:compile)\b(?<!\bre\.compile)", r"import\b[^\n]*\b(?:compile)\b", r"compile(?<=[\s(,]compile)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.context.qualname(node.func) in COMPILE_FUNCS:

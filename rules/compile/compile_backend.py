@@ -176,7 +176,7 @@ class CompileCudaBackend(PythonRule):
     SEVERITY = "error"
     FIX_AVAILABILITY = "sometimes"
     MESSAGE = "torch.compile backend {backend!r} cannot compile for Trainium ({why}): use backend=\"neuron\""
-    TRIGGERS = ("compile", "optimize")
+    TRIGGERS = (r"\.[ \t]*(?:compile)\b(?<!\bre\.compile)", r"import\b[^\n]*\b(?:compile)\b", r"compile(?<=[\s(,]compile)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"\.[ \t]*(?:optimize)\b", r"import\b[^\n]*\b(?:optimize)\b", r"optimize(?<=[\s(,]optimize)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
 
     VALID = [
         Valid('import torch\nmodel = torch.compile(model, backend="neuron")\n'),

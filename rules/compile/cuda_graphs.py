@@ -58,7 +58,7 @@ class CudaGraphs(PythonRule):
     SEVERITY = "error"
     EFFORT = "high"
     MESSAGE = "CUDA graphs have no Trainium equivalent (`{name}`): {advice}"
-    TRIGGERS = ("CUDAGraph", "graph(", "graphed_callables", "graph_pool", "capturing", "cuda_graph",
+    TRIGGERS = ("CUDAGraph", r"graph\(", "graphed_callables", "graph_pool", "capturing", "cuda_graph",
                 "cudagraphs", "_graph_annotations", "POOL_HANDLE")
     # entries whose code only labels or post-processes graphs: without CUDA it does nothing
     WARNINGS = frozenset({"_graph_annotations", "_annotate_cuda_graph_trace"})

@@ -63,7 +63,7 @@ class CompileDynamicShapes(StatementRule):
         "dynamic shapes are rejected by the neuron torch.compile backend (static shapes only): pass "
         "`dynamic=False` and pad inputs to a few fixed sizes (buckets)"
     )
-    TRIGGERS = ("dynamic", "assume_static_by_default")
+    TRIGGERS = (r"dynamic(?<!\wdynamic)\s*=(?!=)", r"mark_dynamic\b", r"dynamic_shapes\b", 'assume_static_by_default')
 
     VALID = [
         Valid('import torch\nmodel = torch.compile(model, backend="neuron", dynamic=False)\n'),

@@ -56,7 +56,7 @@ class LegacyCudaTensorType(PythonRule):
     FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`torch.cuda.{name}` does not exist on Trainium: {advice}"
-    TRIGGERS = tuple(LEGACY_CUDA_TENSOR_TYPES)
+    TRIGGERS = ('cuda',)
 
     VALID = [
         Valid("import torch\nx = torch.FloatTensor([1.0])\n"),

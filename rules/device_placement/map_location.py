@@ -56,7 +56,7 @@ class MapLocationCuda(PythonRule):
     FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`storage.cuda()` in map_location fails on Trainium: use `map_location={new}`"
-    TRIGGERS = (".cuda(",)
+    TRIGGERS = (r"\.cuda\(",)
 
     VALID = [
         Valid("ckpt = torch.load(p, map_location=lambda storage, loc: storage)\n"),

@@ -65,7 +65,7 @@ class CudaMethodCall(PythonRule):
     FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
     MESSAGE = "`.cuda()` fails on Trainium: use `{new}`"
-    TRIGGERS = (".cuda(",)
+    TRIGGERS = (r"\.cuda\(",)
 
     VALID = [
         Valid("x = x.to('neuron')\n"),

@@ -49,7 +49,7 @@ class PointToPoint(PythonRule):
         "{what} (`dist.{name}`) is not supported by the neuron backend: use collectives (broadcast, all_gather, "
         "all_to_all_single)"
     )
-    TRIGGERS = ("send", "recv", "P2POp", "monitored_barrier")
+    TRIGGERS = (r"\.[ \t]*(?:send|recv|isend|irecv|batch_isend_irecv|P2POp|recv_anysource|monitored_barrier)\b", r"import\b[^\n]*\b(?:send|recv|isend|irecv|batch_isend_irecv|P2POp|recv_anysource|monitored_barrier)\b", r"send(?<=[\s(,]send)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"recv(?<=[\s(,]recv)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"isend(?<=[\s(,]isend)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"irecv(?<=[\s(,]irecv)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"batch_isend_irecv(?<=[\s(,]batch_isend_irecv)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"P2POp(?<=[\s(,]P2POp)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"recv_anysource(?<=[\s(,]recv_anysource)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"monitored_barrier(?<=[\s(,]monitored_barrier)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
 
     VALID = [
         Valid("import torch.distributed as dist\ndist.broadcast(t, src=0)\n"),

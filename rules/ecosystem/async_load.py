@@ -55,7 +55,7 @@ class HfAsyncLoad(PythonRule):
         "set HF_DEACTIVATE_ASYNC_LOAD=1 before loading Hugging Face weights on Trainium (HF's neuron example "
         "does: asynchronous loading can hang); reported once per file"
     )
-    TRIGGERS = ("from_pretrained", "from_single_file")
+    TRIGGERS = (r"\.(?<!Config\.)(?<!Tokenizer\.)(?<!Processor\.)(?<!FeatureExtractor\.)(?<!Scheduler\.)[ \t]*from_(?:pretrained|single_file)\b(?!`)",)
 
     VALID = [
         Valid('import os\nos.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"\nm = AutoModel.from_pretrained(name)\n'),

@@ -191,7 +191,7 @@ class HfPipelineDevice(PythonRule):
     SEVERITY = "error"
     FIX_AVAILABILITY = "sometimes"
     MESSAGE = '`pipeline(device={index})` is a CUDA GPU index: use `device="neuron"`'
-    TRIGGERS = ("pipeline",)
+    TRIGGERS = (r"\.[ \t]*(?:pipeline)\b", r"pipeline(?<!\wpipeline)\s*\(", r"pipeline(?<!\wpipeline)\s+as\b")
 
     VALID = [
         Valid('from transformers import pipeline\npipe = pipeline("fill-mask", model=m, device=-1)\n'),

@@ -57,7 +57,7 @@ class HfFloat16Dtype(PythonRule):
     FIX_AVAILABILITY = "always"
     FIX_SAFETY = "unsafe"
     MESSAGE = "float16 weights: bfloat16 is the recommended precision on Trainium (float32 range, no overflow)"
-    TRIGGERS = ("float16", "half")
+    TRIGGERS = (r"dtype\s*=\s*\(*\s*(?:\w+\s*\.\s*)+(?:float16|half)\b", 'dtype\\s*=\\s*\\(*\\s*[rRuU]?["\'](?:float16|fp16|half)["\']')
 
     VALID = [
         Valid("import torch\nm = AutoModel.from_pretrained(name, torch_dtype=torch.bfloat16)\n"),
@@ -128,7 +128,7 @@ class HfFp16Training(PythonRule):
     FIX_AVAILABILITY = "sometimes"
     FIX_SAFETY = "unsafe"
     MESSAGE = "`{key}=True` trains in float16 with loss scaling: use `{new}=True` (bfloat16 is recommended on Trainium)"
-    TRIGGERS = ("fp16",)
+    TRIGGERS = (r"fp16(?<!\wfp16)(?:_full_eval)?\s*=",)
 
     VALID = [
         Valid('args = TrainingArguments(output_dir="out", bf16=True)\n'),

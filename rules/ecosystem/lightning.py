@@ -61,7 +61,7 @@ class LightningAccelerator(PythonRule):
         "Lightning `{what}` needs CUDA GPUs; a Lightning accelerator for neuron is not confirmed: write a "
         "custom Accelerator for the neuron device or port the loop to plain PyTorch/accelerate"
     )
-    TRIGGERS = ("accelerator", "gpus")
+    TRIGGERS = (r"accelerator(?<!\waccelerator)\s*=", r"gpus(?<!\wgpus)\s*=")
 
     VALID = [
         Valid('import lightning as L\ntrainer = L.Trainer(accelerator="cpu", devices=1)\n'),
@@ -123,7 +123,7 @@ class LightningPrecision(PythonRule):
     FIX_AVAILABILITY = "always"
     FIX_SAFETY = "unsafe"
     MESSAGE = "float16 precision {value}: use `{new}` (bfloat16 is recommended on Trainium, no loss scaling)"
-    TRIGGERS = ("precision",)
+    TRIGGERS = ('precision(?<!\\wprecision)\\s*=\\s*\\(*\\s*[rRuU]?["\']?16',)
 
     VALID = [
         Valid('import lightning as L\ntrainer = L.Trainer(precision="bf16-mixed")\n'),

@@ -124,7 +124,7 @@ class CudaOnlyCustomOp(PythonRule):
         " (where NP101 renames the \"cuda\" device type to \"neuron\", this kernel runs on neuron tensors: "
         "that works only if its body is plain torch ops)"
     )
-    TRIGGERS = ("library",)
+    TRIGGERS = (r"\.[ \t]*library\b", r"library(?<!\wlibrary)[ \t]*\.[A-Za-z_]", r"library(?<!\wlibrary)\s+as\b")
 
     VALID = [
         Valid("import torch\nlib = torch.library.Library('mylib', 'DEF')\n"

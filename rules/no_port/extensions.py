@@ -132,7 +132,7 @@ class CudaSourceFile(PythonRule):
     SEVERITY = "error"
     EFFORT = "high"
     MESSAGE = "CUDA source `{name}` cannot be compiled for Trainium: " + NKI_ROUTE
-    TRIGGERS = (".cu'", '.cu"', ".cuh")
+    TRIGGERS = (r"""\.cu['"]""", r"\.cuh")
 
     VALID = [
         Valid("path = 'model.cpp'\nurl = 'http://example.cu/x'\n"),

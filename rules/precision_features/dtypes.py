@@ -55,7 +55,7 @@ class Float64(ReferenceRule):
     SEVERITY = "warning"
     EFFORT = "low"
     MESSAGE = FLOAT64_MESSAGE.format(name="float64")
-    TRIGGERS = ("float64", "double", "DoubleTensor")
+    TRIGGERS = (r"\.[ \t]*(?:float64|double|DoubleTensor)\b", r"import\b[^\n]*\b(?:float64|double|DoubleTensor)\b", r"float64(?<=[\s(,]float64)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"double(?<=[\s(,]double)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"DoubleTensor(?<=[\s(,]DoubleTensor)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
     TABLE = {
         "torch.float64": (FLOAT64_MESSAGE, "low"),
         "torch.double": (FLOAT64_MESSAGE, "low"),

@@ -81,7 +81,7 @@ class CompiledDynamicShape(PythonRule):
         "{what} inside compiled `{where}` has a data-dependent shape: the neuron compile backend requires "
         "static shapes; use a static formulation (torch.where / masked_fill / multiply by the mask)"
     )
-    TRIGGERS = ("compile",)
+    TRIGGERS = (r"\.[ \t]*(?:compile)\b(?<!\bre\.compile)", r"import\b[^\n]*\b(?:compile)\b", r"compile(?<=[\s(,]compile)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
 
     VALID = [
         Valid("import torch\n@torch.compile\ndef f(x, mask):\n    return torch.where(mask, x, 0).sum()\n"),

@@ -65,7 +65,7 @@ class ChannelsLast(PythonRule):
         "`{name}`: Neuron tensors support only the contiguous memory format (\"Neuron tensors only support "
         "contiguous or preserve memory format\"): drop the channels_last conversion"
     )
-    TRIGGERS = ("channels_last",)
+    TRIGGERS = (r"\.[ \t]*(?:channels_last|channels_last_3d)\b", r"import\b[^\n]*\b(?:channels_last|channels_last_3d)\b", r"channels_last(?<=[\s(,]channels_last)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"channels_last_3d(?<=[\s(,]channels_last_3d)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
 
     VALID = [
         Valid("import torch\nx = x.contiguous(memory_format=torch.contiguous_format)\ny = x.to('cpu')\n"),

@@ -55,7 +55,7 @@ class SparseTensor(ReferenceRule):
     SEVERITY = "error"
     EFFORT = "medium"
     MESSAGE = SPARSE_MESSAGE.format(name="sparse")
-    TRIGGERS = ("sparse", "SparseAdam")
+    TRIGGERS = (r"\.[ \t]*(?:to_)?sparse", r"sparse(?<!\wsparse)\w*[ \t]*(?:\.[A-Za-z_]|\()", r"sparse(?<!\wsparse)(?:_grad)?\s*=(?!=)", 'SparseAdam', r"import\b[^\n]*\bsparse", r"sparse(?<=[\s(,]sparse)\w*[ \t]*(?:[,)\\]|as\b|\r?$)")
     TABLE = {
         "torch.sparse": (SPARSE_MESSAGE, "medium"),
         "torch.sparse_": (SPARSE_MESSAGE, "medium"),
@@ -133,7 +133,7 @@ class NestedTensor(ReferenceRule):
     SEVERITY = "error"
     EFFORT = "medium"
     MESSAGE = NESTED_MESSAGE.format(name="torch.nested")
-    TRIGGERS = ("nested", "jagged")
+    TRIGGERS = (r"\.[ \t]*(?:nested|jagged)\b", r"import\b[^\n]*\b(?:nested|jagged)\b", r"nested(?<=[\s(,]nested)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"jagged(?<=[\s(,]jagged)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
     TABLE = {"torch.nested": (NESTED_MESSAGE, "medium"), "torch.jagged": (NESTED_MESSAGE, "medium")}
 
     VALID = [Valid("import torch\nbatch = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True)\nnested = 1\n")]

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import FIXTURES, REPO
 from neuron_port.rewrite import cache as cache_mod
-from neuron_port.rewrite import runner
+from neuron_port.rewrite import engine, runner
 from neuron_port.rewrite.cache import CACHE_DIR_NAME, ResultCache, config_fingerprint, fingerprinted_files
 from neuron_port.rewrite.discovery import discover
 from neuron_port.rules.registry import all_rules, select_rules
@@ -72,8 +72,8 @@ def test_second_run_hits_and_is_not_parsed_again(tmp_path, monkeypatch):
     assert (tmp_path / CACHE_DIR_NAME / ".gitignore").read_text().splitlines()[-1] == "*"
 
     calls = []
-    real = runner.transform_source
-    monkeypatch.setattr(runner, "transform_source", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = engine.transform_source  # the runner imports the engine when a file needs it
+    monkeypatch.setattr(engine, "transform_source", lambda *a, **k: calls.append(a) or real(*a, **k))
     second_cache = ResultCache.for_run(opts)
     second = run_files(files, opts, jobs=1, cache=second_cache)
     assert calls == [], "a cached file was parsed again"

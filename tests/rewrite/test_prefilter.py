@@ -1,0 +1,151 @@
+"""The pre-filter (neuron_port/rewrite/prefilter.py): one regular expression built from the rules' TRIGGERS
+patterns. It must never cost a finding: every INVALID example of every rule passes it, and the fixture
+projects give the same findings with it as with every rule run on every file (NEURON_PORT_PREFILTER=off).
+It must keep plain files cheap: the real CLI on a file without CUDA idioms imports neither LibCST nor a
+rule module, and prose, regexes and doctests do not send a file to the parser."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, REPO
+from neuron_port.rewrite.prefilter import could_match, pattern_for, rule_pattern
+from neuron_port.rules.registry import all_rules, rule_index
+
+ALL_CODES = tuple(entry.code for entry in rule_index())
+
+
+def _invalid_examples(kind: str):
+    for rule in all_rules():
+        if rule.KIND == kind:
+            for number, example in enumerate(rule.INVALID):
+                yield pytest.param(rule, example, id=f"{rule.CODE}-{number}")
+
+
+def test_generated_index_is_up_to_date():
+    """rules/triggers_generated.py matches the rules (else: .venv/bin/python scripts/generate_triggers.py)."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "generate_triggers.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_index_agrees_with_the_rule_classes():
+    by_code = {entry.code: entry for entry in rule_index()}
+    for rule in all_rules():
+        entry = by_code.pop(rule.CODE)
+        assert (entry.name, entry.kind, entry.targets) == (rule.NAME, rule.KIND, tuple(rule.TARGETS))
+        assert entry.triggers == tuple(getattr(rule, "TRIGGERS", ()))
+    assert by_code == {}
+
+
+@pytest.mark.parametrize("rule,example", list(_invalid_examples("python")))
+def test_every_invalid_example_passes_its_rule_and_the_combined_prefilter(rule, example):
+    source = example.source()
+    assert could_match(source, rule_pattern(tuple(rule.TRIGGERS))), f"{rule.CODE}: {source!r}"
+    assert could_match(source, pattern_for(ALL_CODES)), f"{rule.CODE}: {source!r}"
+
+
+@pytest.mark.parametrize("rule,example", list(_invalid_examples("line")))
+def test_every_line_rule_example_passes_the_line_prefilter(rule, example):
+    assert could_match(example.source(), pattern_for(ALL_CODES, kind="line")), rule.CODE
+
+
+def _findings(cli, folder: Path, env: dict) -> list:
+    proc = cli("rewrite", "--check", "--no-cache", "--unsafe-fixes", "--output-format", "json", "--fail-on",
+               "never", "-j", "1", ".", cwd=folder, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    return sorted(json.dumps(f, sort_keys=True) for f in report["findings"])
+
+
+@pytest.mark.slow
+def test_fixture_findings_are_the_same_without_the_prefilter(cli):
+    """Every fixture project, once with the pre-filter and once with every rule on every file."""
+    projects = [p for p in sorted(FIXTURES.iterdir()) if p.is_dir() and p.name != "expected"]
+    assert len(projects) >= 10
+    with_findings = 0
+    for project in projects:
+        with_filter = _findings(cli, project, {})
+        without = _findings(cli, project, {"NEURON_PORT_PREFILTER": "off"})
+        assert with_filter == without, project.name
+        with_findings += bool(with_filter)
+    assert with_findings >= 5  # the comparison is about real findings (some fixtures are runtime-only)
+
+
+PLAIN = '''"""Compile the regex library once; half the pipeline runs in double precision.
+
+>>> model = AutoModel.from_pretrained("name").cuda()
+>>> torch.compile(model)
+"""
+import re
+
+PATTERN = re.compile(r"\\d+")  # compile once, optimize later
+
+
+def double(x):
+    # the nested library pipeline: interpolate, upsample, then return the result
+    return x * 2
+'''
+
+
+def _imported_modules(cli, folder: Path, name: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "neuron_port", "rewrite", "--check", name],
+                          cwd=folder, capture_output=True, text=True, timeout=600)
+    modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and "|" in line}
+    return proc, modules
+
+
+def test_cli_on_a_file_without_cuda_idioms_loads_neither_libcst_nor_rules(tmp_path, cli):
+    (tmp_path / "plain.py").write_text(PLAIN)
+    proc, modules = _imported_modules(cli, tmp_path, "plain.py")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 file(s) scanned, 0 would be rewritten" in proc.stdout
+    assert "neuron_port.cli" in modules  # the import log is what we think it is
+    assert not {m for m in modules if m == "libcst" or m.startswith("libcst.")}
+    families = {m for m in modules if m.startswith("neuron_port.rules.") and m.count(".") >= 2
+                and m.split(".")[2] not in ("registry", "families", "vocabulary", "instances", "triggers_generated")}
+    assert families == set()
+    assert "neuron_port.rules.spec" not in modules and "neuron_port.rewrite.engine" not in modules
+
+
+def test_cli_on_a_file_with_a_cuda_idiom_still_finds_it(tmp_path, cli):
+    (tmp_path / "train.py").write_text(PLAIN + "model = model.cuda()\n")
+    proc, modules = _imported_modules(cli, tmp_path, "train.py")
+    assert proc.returncode == 1
+    assert f"train.py:{len(PLAIN.splitlines()) + 1}:9 NP103" in proc.stdout
+    assert "libcst" in modules
+
+
+def test_matches_on_doctest_lines_do_not_count():
+    pattern = pattern_for(ALL_CODES)
+    assert not could_match('"""\n    >>> model.cuda()\n"""\nx = 1\n', pattern)
+    assert could_match('"""\n    >>> model.cuda()\n"""\nmodel.cuda()\n', pattern)
+    assert could_match("x = 1  # >>> not a prompt\ny = z.cuda()\n", pattern)
+
+
+@pytest.mark.parametrize("code", [
+    "import torch\nm = torch.compile(m)\n",
+    "from torch import compile as c\n",
+    "from torch import (\n    nn,\n    compile,\n)\n",
+    "@torch.compile\ndef f(x):\n    return x\n",
+    "pipe = Pipe.from_config(cfg,\n    torch_dtype=th.half)\n",
+    "trainer = L.Trainer(precision='16-mixed')\n",
+    "y = F.interpolate(x, size=(int(h * 2), w),\n    mode='bicubic')\n",
+    "y = x.double()\n",
+    "fn = torch._dynamo.optimize('inductor')(fn)\n",
+    "from transformers import (\n    AutoModel,\n    pipeline,\n)\npipe = pipeline('text-generation', device=0)\n",
+    "m = AutoModel.from_pretrained(name)\n",
+    "lib = torch.library.Library('x', 'DEF')\n",
+])
+def test_code_uses_of_the_broad_names_pass(code):
+    assert could_match(code, pattern_for(ALL_CODES)), code
+
+
+def test_prose_regexes_and_definitions_do_not_pass():
+    assert not could_match(PLAIN, pattern_for(ALL_CODES))
