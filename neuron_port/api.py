@@ -130,7 +130,7 @@ def check(
     for the report's tails). SIGINT or SIGTERM while it runs (in the main thread) end every process the
     command started and return the report of what ran, with ``runtime.status.interrupted`` set. A
     command that cannot start raises UsageError. Needs torch (the `sim` extra)."""
-    from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
+    from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
     from neuron_port.check.session import run_check
 
     return run_check(Path(path), list(command), settings or Settings(), nproc=nproc,

@@ -20,7 +20,7 @@ from typing_extensions import Annotated
 
 from neuron_port import __version__, api, cli_reference
 from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
-from neuron_port.check.runner import DEFAULT_TIMEOUT_SECONDS
+from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
 from neuron_port.reporters import FORMATS, RenderContext, Streams, reporter

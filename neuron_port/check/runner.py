@@ -33,7 +33,7 @@ from neuron_port.check.process_tree import ProcessTree, new_marker
 
 STDERR_TAIL_LINES = 50
 TERM_GRACE_SECONDS = 10.0  # after SIGTERM, before SIGKILL; NEURON_PORT_KILL_GRACE overrides it
-DEFAULT_TIMEOUT_SECONDS = 1800
+from neuron_port.check import DEFAULT_TIMEOUT_SECONDS  # noqa: F401 (re-exported)
 
 
 class CommandError(Exception):
