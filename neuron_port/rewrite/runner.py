@@ -326,6 +326,8 @@ class _Workers:
             return
         # the executor's own processes: they ignore SIGINT and may be busy for seconds on a big file
         processes = list((getattr(executor, "_processes", None) or {}).values())
+        # shutdown(wait=False) forgets the manager thread, so a later shutdown(wait=True) joins nothing: keep it
+        manager = getattr(executor, "_executor_manager_thread", None)
         executor.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             if process.is_alive():
@@ -334,7 +336,8 @@ class _Workers:
             process.join()
         # now that its workers are gone, wait for the executor's manager thread: left running, it closes
         # its wake-up pipe while the interpreter's exit hook writes to it (a traceback at exit)
-        executor.shutdown(wait=True)
+        if manager is not None:
+            manager.join(timeout=30)
 
 
 def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> list[FileResult]:

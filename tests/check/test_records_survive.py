@@ -215,8 +215,12 @@ import os, subprocess, sys, torch
 open("events_dir.txt", "w").write(os.environ["NEURON_PORT_EVENTS_DIR"])
 x = torch.ones(2, device="neuron") + 1
 late = "import time; time.sleep(3); import torch; torch.ones(2, device='neuron') + 1; open('late.txt', 'w').write('ran')"
-subprocess.Popen([sys.executable, "-c", late], start_new_session=True, stdout=subprocess.DEVNULL,
-                 stderr=subprocess.DEVNULL)
+# a daemon check cannot find (it ends the command's process tree when the command exits): without the run's
+# marker variable, in a session of its own, and nobody's child once the middle process has exited
+env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_PORT_RUN_")}
+spawn = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True, "
+         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
+subprocess.Popen([sys.executable, "-c", spawn, late], env=env, start_new_session=True).wait()
 """
 
 
