@@ -18,7 +18,6 @@ and ``simulated``), and there is no ``get_device_capability``. So:
 from __future__ import annotations
 
 import re
-import weakref
 from typing import Optional
 
 import libcst as cst
@@ -26,6 +25,7 @@ import libcst as cst
 from neuron_port.rules.helpers.names import dotted_name, int_value, source_of, walk
 from neuron_port.rules.helpers.nodes import expr, string_value
 from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
+from neuron_port.rules.helpers.per_file import PerFileAnalysis
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 NEURON_PROPERTIES = frozenset({"name", "total_memory"})  # torch_neuronx/neuron.py of the TorchNeuron source (see NP206's references)
@@ -211,16 +211,8 @@ class CapabilityChecks:
                     break
 
 
-_CACHE: "weakref.WeakKeyDictionary[object, CapabilityChecks]" = weakref.WeakKeyDictionary()
-
-
-def capability_checks(context, module: cst.Module) -> CapabilityChecks:
-    """The capability analysis of ``module`` (the node ``leave_Module`` receives), once per file and pass."""
-    found = _CACHE.get(context)
-    if found is None or found.module is not module:
-        found = CapabilityChecks(context, module)
-        _CACHE[context] = found
-    return found
+# The capability analysis of a module, once per file and pass.
+capability_checks = PerFileAnalysis(CapabilityChecks)
 
 
 class CudaCapabilityCheck(PythonRule):

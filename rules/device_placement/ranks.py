@@ -32,7 +32,6 @@ that is no function parameter (``device = int(os.environ["LOCAL_RANK"])``).
 
 from __future__ import annotations
 
-import weakref
 from typing import Optional
 
 import libcst as cst
@@ -51,6 +50,7 @@ from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, last_segment, loop_target_names, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.helpers.statements import statement_without
+from neuron_port.rules.helpers.per_file import PerFileAnalysis
 
 # Qualified names the analysis needs (the NP5xx tables hold the same; kept here so this module imports
 # no other family).
@@ -351,13 +351,5 @@ def _template_call(node: cst.Call, out: list) -> None:
         out.append((node, node.args[0].value))
 
 
-_CACHE: "weakref.WeakKeyDictionary[object, RankDevices]" = weakref.WeakKeyDictionary()
-
-
-def rank_devices(context, module: cst.Module) -> RankDevices:
-    """The rank-device analysis of ``module`` (the node ``leave_Module`` receives), once per file and pass."""
-    found = _CACHE.get(context)
-    if found is None or found.module is not module:
-        found = RankDevices(context, module)
-        _CACHE[context] = found
-    return found
+# The rank-device analysis of a module, once per file and pass.
+rank_devices = PerFileAnalysis(RankDevices)

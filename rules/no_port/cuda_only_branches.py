@@ -15,6 +15,7 @@ from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
 from neuron_port.rules.helpers.table_rule import covering_key
+from neuron_port.rules.helpers.per_file import PerFileAnalysis
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 # Qualified-name prefixes of code that runs on CUDA only -> (what it is, effort to port it).
@@ -209,19 +210,13 @@ def _qualified_cuda_only(context, node: cst.CSTNode) -> bool:
             and covering_key(context.qualname(node) or "", CUDA_ONLY) is not None)
 
 
-_CACHE: "weakref.WeakKeyDictionary[object, CudaOnlyGuards]" = weakref.WeakKeyDictionary()
 # context -> [whether a fully qualified CUDA-only name was seen], filled by NP720 during the batched pass
 # (so the analysis need not walk the module again when NP720 runs)
 _QUALIFIED_SEEN: "weakref.WeakKeyDictionary[object, list[bool]]" = weakref.WeakKeyDictionary()
 
 
-def cuda_only_guards(context, module: cst.Module) -> CudaOnlyGuards:
-    """The CUDA-only guards of ``module`` (the node ``leave_Module`` receives), once per file and pass."""
-    found = _CACHE.get(context)
-    if found is None or found.module is not module:
-        found = CudaOnlyGuards(context, module)
-        _CACHE[context] = found
-    return found
+# The CUDA-only guards of a module, once per file and pass.
+cuda_only_guards = PerFileAnalysis(CudaOnlyGuards)
 
 
 class CudaOnlyBranch(PythonRule):
