@@ -97,6 +97,8 @@ def user_site(frame=None) -> dict | None:
     thread = None
     f = _user_frame(frame if frame is not None else sys._getframe(1))
     if f is None and threading.current_thread() is not threading.main_thread():
+        global _device_backward_seen
+        _device_backward_seen = True
         main = sys._current_frames().get(threading.main_thread().ident)
         f = _user_frame(main)
         thread = "autograd" if f is not None else None
@@ -426,8 +428,13 @@ def _maybe_flush() -> None:
 
 
 # ---------------------------------------------------------------- process hooks
+_device_backward_seen = False  # an op ran in an autograd device thread (a backward on the neuron device)
+
+
 def _atexit() -> None:
     flush("exited" if _status == "running" else _status)
+    if _device_backward_seen:  # let autograd's device threads release the last graph while Python is alive:
+        time.sleep(0.05)  # finalizing under them aborts the process (pytorch/pytorch#190489, any non-CPU device)
 
 
 def _excepthook(exc_type, exc, tb):
