@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Pattern, Sequence
 
 import libcst as cst
-from libcst.metadata import PositionProvider
+from libcst.metadata import CodeRange, PositionProvider
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.errors import RewriteError  # noqa: F401 (raised here; callers import it from here too)
@@ -25,7 +26,8 @@ from neuron_port.rewrite.syntax import (
     parse_module,
 )
 from neuron_port.rewrite.suppression import is_suppressed, suppressions
-from neuron_port.rewrite.traversal import walk_batched
+from neuron_port.rewrite import traversal
+from neuron_port.rewrite.traversal import ancestors_of, walk_batched
 from neuron_port.rules.spec import PythonRule, RuleSpec
 from neuron_port.rules.context import FileContext, ImportTracker, Violation
 
@@ -70,15 +72,19 @@ def prefilter_for(rules: Iterable[type[RuleSpec]]) -> Optional[Pattern[str]]:
 
 class _ApplyReplacements(cst.CSTTransformer):
     """Swap reported nodes for their replacements; a replaced node's children are not visited, so of
-    two nested fixes the outer one wins in this pass and the inner one is found again in the next."""
+    two nested fixes the outer one wins in this pass and the inner one is found again in the next.
+    Only ``ancestors`` of replaced nodes are entered (all nodes when None): visiting a node rebuilds it,
+    and rebuilding the whole tree for a few fixes cost a third of a pass."""
 
-    def __init__(self, replacements: dict[cst.CSTNode, cst.CSTNode]) -> None:
+    def __init__(self, replacements: dict[cst.CSTNode, cst.CSTNode],
+                 ancestors: Optional[set[cst.CSTNode]] = None) -> None:
         super().__init__()
         self.replacements = replacements
+        self.ancestors = ancestors
         self.applied: set[cst.CSTNode] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        return node not in self.replacements
+        return node not in self.replacements and (self.ancestors is None or node in self.ancestors)
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         replacement = self.replacements.get(original_node)
@@ -86,6 +92,35 @@ class _ApplyReplacements(cst.CSTTransformer):
             return updated_node
         self.applied.add(original_node)
         return replacement
+
+
+class _PositionState(PositionProvidingCodegenState):
+    """PositionProvider's own codegen state (so the same positions), with a fast path for the tokens
+    without a line break (nearly all of them) instead of a regular-expression split per token."""
+
+    def _update_position(self, value: str) -> None:
+        if "\n" in value or "\r" in value:
+            super()._update_position(value)
+        else:
+            self.column += len(value)
+
+
+class _PositionSink:
+    """Where the codegen state records each node's range (it writes the provider's ``_computed``)."""
+
+    def __init__(self) -> None:
+        self._computed: dict[cst.CSTNode, CodeRange] = {}
+
+
+def node_positions(module: cst.Module) -> dict[cst.CSTNode, CodeRange]:
+    """Every node's PositionProvider range, from one render of ``module``. Resolving PositionProvider
+    through MetadataWrapper cost twice as much: it also ran a tree-rebuilding visit that computed nothing."""
+    if not traversal.FAST_WALK:  # an untested LibCST: its public API, whatever its internals
+        return dict(cst.MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
+    sink = _PositionSink()
+    module._codegen(_PositionState(default_indent=module.default_indent,
+                                   default_newline=module.default_newline, provider=sink))
+    return sink._computed
 
 
 def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: EngineOptions, path: str,
@@ -96,7 +131,7 @@ def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: E
     visitors.extend(rule(context) for rule in rules)
     walk_batched(wrapper, visitors)
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
-    positions = wrapper.resolve(PositionProvider) if context.violations and need_positions else None
+    positions = node_positions(module) if context.violations and need_positions else None
     return context.violations, positions
 
 
@@ -114,7 +149,7 @@ def _apply(module: cst.Module, reports: Sequence[Violation]) -> tuple[cst.Module
         if report.node in replacements:
             continue  # two rules fixing the same node: the first one wins this pass
         replacements[report.node] = report.replacement
-    applier = _ApplyReplacements(replacements)
+    applier = _ApplyReplacements(replacements, ancestors_of(module, replacements))
     new_module = module.visit(applier)
     for report in reports:
         if report.node in applier.applied:
