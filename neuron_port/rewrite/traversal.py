@@ -218,3 +218,35 @@ def walk_batched(wrapper: cst.MetadataWrapper, visitors: Sequence[cst.BatchableC
         FastBatchedWalk(visitors).walk(wrapper.module)
     else:  # a visitor that needs metadata (LibCST resolves it), or a LibCST the fast walk does not know
         wrapper.visit_batched(visitors)
+
+
+def ancestors_of(module: cst.Module, targets: Container[cst.CSTNode]) -> Optional[set[cst.CSTNode]]:
+    """Every node on the path from ``module`` down to one of ``targets`` (a target itself only when it
+    contains another), found in LibCST's field order and stopping once all targets are found; None when
+    the fast walk is not supported (the caller then rebuilds the whole tree, as LibCST would)."""
+    if not FAST_WALK:
+        return None
+    remaining = set(targets)
+    found: set[cst.CSTNode] = set()
+    path: list[cst.CSTNode] = []
+    node_type, sequence_types = cst.CSTNode, (tuple, list)
+
+    def walk(node: cst.CSTNode) -> bool:
+        """False once every target has been found (nothing left to look for)."""
+        if node in remaining:
+            remaining.discard(node)
+            found.update(path)
+        if not remaining:
+            return False
+        path.append(node)
+        for name in _child_fields(node):
+            value = getattr(node, name)
+            children = (value,) if isinstance(value, node_type) else value if isinstance(value, sequence_types) else ()
+            for child in children:
+                if not walk(child):
+                    return False
+        path.pop()
+        return True
+
+    walk(module)
+    return found

@@ -129,3 +129,27 @@ def test_field_order_does_not_depend_on_which_node_of_a_type_came_first(source):
     probe = subprocess.run([sys.executable, "-c", FIRST_NODE_PROBE, source], capture_output=True, text=True,
                            timeout=120)
     assert probe.returncode == 0, probe.stderr
+
+
+def test_ancestors_of_are_the_paths_down_to_the_targets():
+    module = cst.parse_module("a = f(x.cuda())\nb = 1\nif c:\n    d = g(y)\n")
+    call = module.body[0].body[0].value  # f(x.cuda())
+    inner = call.args[0].value  # x.cuda(): nested in the other target
+    y = module.body[2].body.body[0].body[0].value.args[0].value
+    found = traversal.ancestors_of(module, {call, inner, y})
+    # every node that contains a target, and no other (a target only when it contains another)
+    expected = set()
+    for target in (call, inner, y):
+        expected |= {node for node in _all_nodes(module) if node is not target and _contains(node, target)}
+    assert found == expected
+    assert module in found and call in found and inner not in found and module.body[1] not in found
+
+
+def _all_nodes(node):
+    yield node
+    for child in node.children:
+        yield from _all_nodes(child)
+
+
+def _contains(node, target):
+    return any(child is target or _contains(child, target) for child in node.children)
