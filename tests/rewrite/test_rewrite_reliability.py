@@ -122,12 +122,16 @@ def test_item05_interrupt_stops_cleanly(tmp_path, signum, code):
     no temporary file, every file old or new."""
     files = make_tree(tmp_path, 30)
     rng = random.Random(int(signum))
+    # how long an uninterrupted run takes here and now, so the signals land while it runs
+    began = time.monotonic()
+    start(tmp_path, "-j", "2").communicate(timeout=300)
+    whole = time.monotonic() - began
     outcomes = []
     for _round in range(4):
         for path, text in files.items():
             path.write_text(text)
         proc = start(tmp_path, "-j", "2")
-        time.sleep(rng.uniform(1.5, 6.0))
+        time.sleep(rng.uniform(0.3, 0.85) * whole)
         if proc.poll() is None:
             if signum == signal.SIGINT:
                 os.killpg(proc.pid, signal.SIGINT)
