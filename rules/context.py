@@ -46,6 +46,9 @@ class FileContext:
         # Name/Attribute nodes that are not uses of a binding (import statements, attribute names,
         # keywords, definitions): qualname() is None for them
         self.non_references: set[cst.CSTNode] = set()
+        # answers several rules of the pass compute about the same node at the same point of the walk
+        # (each under its own key): computed by the first rule that asks, reused by the others
+        self.shared: dict[str, dict] = {}
 
     def is_reference(self, node: cst.CSTNode) -> bool:
         """False for names that are part of an import, an attribute name, a keyword or a definition."""

@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '4630bb7dad538050872c75144bd4f04ff020b7e9bf8604ded889f672e4f7a33c'
+RULE_SOURCES_SHA256 = '0750af03c88e8e3c2af10a46436ae9de9728270f25a621fd86dd13ba3a06349d'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

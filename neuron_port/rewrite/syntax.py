@@ -93,8 +93,15 @@ def needs_newer_python(code: str, error: SyntaxError) -> Optional[str]:
     return f"needs Python {version[0]}.{version[1]} (running {RUNNING}): {what}"
 
 
+# The last text CPython accepted: the engine asks about a rewritten text twice (before re-parsing it with
+# LibCST and when checking the output), and on a long file each ast.parse costs half a LibCST parse.
+_last_accepted: list[str] = [""]
+
+
 def cpython_syntax_error(code: str) -> Optional[SyntaxError]:
     """CPython's SyntaxError for ``code`` (None when it parses). Deep nesting becomes NestingError."""
+    if code is _last_accepted[0] or code == _last_accepted[0]:
+        return None
     try:
         ast.parse(code)
     except (RecursionError, MemoryError):
@@ -105,6 +112,7 @@ def cpython_syntax_error(code: str) -> Optional[SyntaxError]:
         return exc
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
         return SyntaxError(str(exc))
+    _last_accepted[0] = code
     return None
 
 

@@ -4,6 +4,7 @@ text of a node, True / False / None / integer literals, names bound by a loop ta
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -73,20 +74,33 @@ def loop_target_names(target: cst.BaseExpression) -> set[str]:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_LIBCST_CLASS = re.compile(r"libcst\.[\w.]+")
+
+
+def _holds_only_whitespace(field: dataclasses.Field) -> bool:
+    """The field's declared type is whitespace, comments or blank lines (or MaybeSentinel) only."""
+    classes = _LIBCST_CLASS.findall(str(field.type))
+    return bool(classes) and all(name.startswith("libcst._nodes.whitespace.")
+                                 or name == "libcst._maybe_sentinel.MaybeSentinel" for name in classes)
+
+
+def _code_fields(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind) if not _holds_only_whitespace(f))
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node`` (itself first), parents before children, in dataclass field order (source
-    order except where LibCST declares a field late, e.g. decorators). Reads the fields directly:
-    about three times faster than ``CSTNode.children``, which the per-file analyses of whole modules
-    (rank devices, capability checks, CUDA-only guards) would otherwise pay on every large file."""
+    """Every node under ``node`` (itself first) except whitespace, comments and blank lines, parents before
+    children, in dataclass field order (source order except where LibCST declares a field late, e.g.
+    decorators). Reads the fields directly and skips the whitespace fields (about half of all nodes):
+    several times faster than ``CSTNode.children``, which the per-file analyses of whole modules (rank
+    devices, capability checks, CUDA-only guards) would otherwise pay on every large file."""
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
         names = _FIELDS.get(type(current))
         if names is None:
-            names = _FIELDS[type(current)] = tuple(f.name for f in dataclasses.fields(current))
+            names = _FIELDS[type(current)] = _code_fields(type(current))
         children: list[cst.CSTNode] = []
         for name in names:
             value = getattr(current, name)

@@ -2,7 +2,7 @@
 
 A per-file analysis (rank devices, capability checks, CUDA-only guards) is built the first time a rule's
 ``leave_Module`` asks for it and reused by every other rule of the same pass; a new pass (the engine
-re-parses after applying fixes) gets a new module node and so a new analysis.
+runs on the module the previous pass's fixes produced) gets a new module node and so a new analysis.
 """
 
 from __future__ import annotations

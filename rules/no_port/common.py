@@ -16,6 +16,7 @@ from neuron_port.rules.no_port.tables import AVAILABILITY_CALL_RE, AVAILABILITY_
 
 # Code with a fallback (a guarded import or availability test) is reported one severity lower.
 LOWER = {"error": "warning", "warning": "info", "info": "info"}
+_TEST_FACTS = "no_port.test_facts"  # key of the if-test answers in FileContext.shared
 
 
 def covers(qualname: str, prefixes: Iterable[str]) -> bool:
@@ -64,24 +65,34 @@ class GuardedRule(GuardedBlocks, QualifiedNameRule[str]):
                     return True
         return False
 
-    def _skip_test_references(self, test: cst.BaseExpression) -> None:
-        if any(isinstance(n, cst.Comparison) and any(is_none(c.comparator) for c in n.comparisons)
-               for n in walk(test)):
-            self.not_uses.update(n for n in walk(test) if isinstance(n, (cst.Name, cst.Attribute)))
+    def _test_facts(self, test: cst.BaseExpression) -> tuple[bool, tuple[cst.CSTNode, ...]]:
+        """Whether an if-test is an availability test, and the names it compares with None (not uses).
+        Every package rule of the pass asks about the same test at the same point of the walk (the same
+        imports seen): the answer is computed once per test and shared through the file context."""
+        memo = self.context.shared.setdefault(_TEST_FACTS, {})
+        facts = memo.get(test)
+        if facts is None:
+            compares_none = any(isinstance(n, cst.Comparison) and any(is_none(c.comparator) for c in n.comparisons)
+                                for n in walk(test))
+            names = tuple(n for n in walk(test) if isinstance(n, (cst.Name, cst.Attribute))) if compares_none else ()
+            facts = memo[test] = (self._is_availability_test(test), names)
+        return facts
 
     def visit_Try(self, node: cst.Try) -> None:
         if any(_catches_import_errors(h) for h in node.handlers):
             self._guarded_blocks.add(node.body)
 
     def visit_If(self, node: cst.If) -> None:
-        if self._is_availability_test(node.test):
+        availability, not_uses = self._test_facts(node.test)
+        if availability:
             self._guarded_blocks.add(node.body)
-        self._skip_test_references(node.test)
+        self.not_uses.update(not_uses)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        if self._is_availability_test(node.test):
+        availability, not_uses = self._test_facts(node.test)
+        if availability:
             self._guarded_nodes.update(walk(node.body))
-        self._skip_test_references(node.test)
+        self.not_uses.update(not_uses)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         # `bnb is not None` / `flash_attn is None` test for the package: not a use
