@@ -183,6 +183,13 @@ def _excluded(rel: str, name: str, patterns: Sequence[str]) -> bool:
     return False
 
 
+def excluded_file(given: str, exclude: Sequence[str], cwd: Optional[Path] = None) -> bool:
+    """Whether a file named on the command line (or as --stdin-filename) is excluded, as ``discover``
+    decides for a file given by name: the exclude patterns against its path and its name."""
+    path = Path(given)
+    return _excluded(_display(path, cwd or Path.cwd()), path.name, exclude)
+
+
 def _lexical_root(path: Path) -> Path:
     """The tree a path given on the command line belongs to, found without following symlinks: the
     nearest folder above it with ``.git`` or ``pyproject.toml`` (the project), else its own folder."""
