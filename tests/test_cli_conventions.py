@@ -47,6 +47,8 @@ def test_check_exit_zero_keeps_a_failed_command_non_zero(project, cli):
     assert cli(*base, "--", "python", "ok.py", cwd=project).returncode == 1  # s.py's findings
     assert cli(*base, "--exit-zero", "--", "python", "ok.py", cwd=project).returncode == 0
     assert cli(*base, "--exit-zero", "--", "python", "fails.py", cwd=project).returncode == 1
+    counted = cli(*base, "--statistics", "--", "python", "ok.py", cwd=project)
+    assert (counted.returncode, counted.stdout.splitlines()[0]) == (1, "2\tNP201\t[*] cuda-api-call")
 
 
 # -- --statistics ------------------------------------------------------------------------------------------
