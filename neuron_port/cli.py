@@ -3,7 +3,8 @@ that prints and decides exit codes.
 
 Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
 1 findings at or above it, pending changes under --check (neither with --exit-zero), files that could
-not be processed or, for `check`, a command that failed; 2 usage or configuration errors; 130 / 143 interrupted by SIGINT / SIGTERM.
+not be processed or, for `check`, a command that failed; 2 usage or configuration errors; 130 / 143
+interrupted by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -19,17 +20,18 @@ import typer
 from neuron_port import __version__, api, cli_reference
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.cli_check_args import CommandAfterDashes, command_after_dashes
-from neuron_port.cli_help import PlainHelpCommand
 from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
+from neuron_port.cli_help import PlainHelpCommand
 from neuron_port.cli_options import (
     CacheOption, CheckOption, CheckQuietOption, ConfigOption, DiffOption, ExcludeOption, ExitZeroOption,
     ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption, IgnoreOption,
     InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption, OutputFormat,
-    OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption, StatisticsOption, StdinFilenameOption,
-    TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption, exit_code, fail_usage)
+    OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
+    StatisticsOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
+    exit_code, fail_usage)
+from neuron_port.cli_statistics import render_report
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
-from neuron_port.cli_statistics import render_report
 from neuron_port.reporters import RenderContext, Streams
 from neuron_port.rewrite.runner import interrupts_as_exceptions
 

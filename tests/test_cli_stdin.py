@@ -49,7 +49,8 @@ def test_without_fix_only_the_findings(project):
     fixed_json = stdin_cli(SOURCE, "--fix", "--output-format", "json", "--stdin-filename", "t.py", "-", cwd=project)
     assert fixed_json.stdout == FIXED and json.loads(fixed_json.stderr)["summary"]["fixes_applied"] == 1
     stats = stdin_cli(SOURCE, "--statistics", "--exit-zero", "--stdin-filename", "t.py", "-", cwd=project)
-    assert (stats.returncode, stats.stdout) == (0, b"1\tNP103\t[*] cuda-method-call\n1\tNP202\t[ ] cuda-api-no-equivalent\n")
+    assert (stats.returncode, stats.stdout) == (
+        0, b"1\tNP103\t[*] cuda-method-call\n1\tNP202\t[ ] cuda-api-no-equivalent\n")
 
 
 def test_diff_prints_the_patch(project):
