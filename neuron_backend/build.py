@@ -3,7 +3,9 @@
 The extension is compiled on first use with ``torch.utils.cpp_extension.load`` into a cache folder
 per torch version and source hash::
 
-    ${NEURON_PORT_CACHE_DIR:-~/.cache/neuron-port}/torch-extensions/<torch version>-<hash>/
+    ${NEURON_PORT_CACHE_DIR:-<user cache>/neuron-port}/torch-extensions/<torch version>-<hash>/
+
+(the user cache as platformdirs finds it: ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, see ``cache_root``)
 
 Later imports load the cached ``.so`` directly (about 0.1 s). Concurrent first builds (several
 ranks) are serialised by torch's own file baton (``lock`` file in the build folder): one process
@@ -60,11 +62,17 @@ def source_hash() -> str:
 
 
 def cache_root() -> Path:
+    """``$NEURON_PORT_CACHE_DIR``, else neuron-port's folder in the user's cache as platformdirs places it
+    (Linux: ``$XDG_CACHE_HOME/neuron-port`` or ``~/.cache/neuron-port``; macOS: ``~/Library/Caches/neuron-port``;
+    Windows: ``%LOCALAPPDATA%\\neuron-port\\Cache``)."""
     root = os.environ.get("NEURON_PORT_CACHE_DIR")
     if root:
         return Path(root).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "neuron-port"
+    from platformdirs import user_cache_path
+
+    folder = user_cache_path("neuron-port", appauthor=False)
+    # a relative XDG_CACHE_HOME is ignored, as the XDG spec says (platformdirs would take it as it is)
+    return folder if folder.is_absolute() else Path.home() / ".cache" / "neuron-port"
 
 
 def build_dir() -> Path:

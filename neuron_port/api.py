@@ -80,13 +80,13 @@ def rewrite_source(
     """Rewrite one file's text: returns the new text and the findings (a finding's ``fix.applied`` says
     its fix is in the new text). ``path`` only names the file in findings and decides how it is read:
     ``.py`` (or anything else) is Python, ``.ipynb`` a notebook, ``.sh`` / Makefiles / ``.yaml`` /
-    ``.json`` / ``.toml`` launch files. Raises RewriteError (neuron_port.rewrite.engine) for text that
+    ``.json`` / ``.toml`` launch files; a name without a suffix goes by the text's shebang
+    (``#!/bin/bash``: a shell script). Raises RewriteError (neuron_port.rewrite.engine) for text that
     does not parse, UsageError for bad settings."""
     from neuron_port.rewrite.engine import EngineOptions, transform_source
     from neuron_port.rewrite.line_files import line_rules, transform_text
     from neuron_port.rewrite.notebooks import transform_notebook
-    from neuron_port.rewrite.sources import keep_final_cr
-    from neuron_port.rewrite.sources import file_kind
+    from neuron_port.rewrite.sources import SHEBANG_BYTES, file_kind, keep_final_cr
     from neuron_port.rules.instances import describe_cores
     from neuron_port.rules.registry import rule_by_code
     from neuron_port.rules.spec import LineOptions
@@ -94,7 +94,7 @@ def rewrite_source(
     settings = settings or Settings()
     options = run_options(settings, instance=instance, neuron_cores=neuron_cores)
     rules = [rule_by_code(code_) for code_ in options.rule_codes]
-    kind = file_kind(path)
+    kind = file_kind(path, head=code[:SHEBANG_BYTES])
     if kind in ("python", "notebook"):
         engine = EngineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes)
         transform = transform_notebook if kind == "notebook" else transform_source

@@ -2,8 +2,9 @@
 that prints and decides exit codes.
 
 Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
-1 findings at or above it, pending changes under --check, or files that could not be processed;
-2 usage or configuration errors; 130 / 143 interrupted by SIGINT / SIGTERM.
+1 findings at or above it, pending changes under --check (neither with --exit-zero), files that could
+not be processed or, for `check`, a command that failed; 2 usage or configuration errors; 130 / 143
+interrupted by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -11,24 +12,28 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
-from typing_extensions import Annotated
 
 from neuron_port import __version__, api, cli_reference
-from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
+from neuron_port.cli_check_args import CommandAfterDashes, command_after_dashes
+from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
+from neuron_port.cli_help import PlainHelpCommand
+from neuron_port.cli_options import (
+    CacheOption, CheckOption, CheckQuietOption, ConfigOption, DiffOption, ExcludeOption, ExitZeroOption,
+    ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption, IgnoreOption,
+    InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption, OutputFormat,
+    OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
+    StatisticsOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
+    exit_code, fail_usage)
+from neuron_port.cli_statistics import render_report
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
-from neuron_port.reporters import FORMATS, RenderContext, Streams, reporter
-from neuron_port.results import SEVERITY_RANK
-from neuron_port.report import Report
+from neuron_port.reporters import RenderContext, Streams
 from neuron_port.rewrite.runner import interrupts_as_exceptions
-from neuron_port.rules.instances import INSTANCE_HELP
-from neuron_port.rules.vocabulary import TARGETS
 
 app = typer.Typer(
     name="neuron-port",
@@ -39,46 +44,11 @@ app = typer.Typer(
         "recompiles, float64 demotion and unsupported features; `rules` and `explain` document every rule."
     ),
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-
-# The choices of --output-format, --target and --fail-on (str enums: typer lists and validates them).
-OutputFormat = Enum("OutputFormat", {name: name for name in FORMATS}, type=str)  # type: ignore[misc]
-TargetChoice = Enum("TargetChoice", {name: name for name in TARGETS}, type=str)  # type: ignore[misc]
-FailOn = Enum("FailOn", {name: name for name in ("error", "warning", "info", "never")}, type=str)  # type: ignore[misc]
-
-
-# -- options rewrite and check share --------------------------------------------------------------------
-SelectOption = Annotated[Optional[List[str]], typer.Option(
-    "--select", help="Only these rule codes, prefixes or names (NP1, NP201, ALL); comma-separated or repeated.")]
-IgnoreOption = Annotated[Optional[List[str]], typer.Option(
-    "--ignore", help="Skip these rule codes, prefixes or names; comma-separated or repeated.")]
-TargetOption = Annotated[Optional[TargetChoice], typer.Option(
-    "--target", help="neuron: rewrite to the 'neuron' device and torch.neuron (default). accelerator: rewrite to "
-                     "torch.accelerator, so the result runs on CUDA and Trainium alike.")]
-FormatOption = Annotated[OutputFormat, typer.Option(
-    "--output-format", help="text, json, sarif (SARIF 2.1.0) or github (Actions annotations); on stdout.")]
-FailOnOption = Annotated[Optional[FailOn], typer.Option(
-    "--fail-on", help="Lowest severity that makes the exit code 1 (error, warning, info, never). Default: error.")]
-ConfigOption = Annotated[Optional[Path], typer.Option(
-    "--config", help="pyproject.toml to read [tool.neuron-port] from (default: the closest one above the path "
-                     "with that table, up to the repository root or, outside one, the working directory).")]
-NoCacheOption = Annotated[bool, typer.Option(
-    "--no-cache", help="Do not read or write the result cache of the static scan (.neuron-port-cache/ in the "
-                       "project root); every file is processed.")]
-CacheOption = Annotated[Optional[bool], typer.Option(
-    "--cache/--no-cache", help="Use the result cache (.neuron-port-cache/ in each project root: the folder with "
-                               "pyproject.toml or .git). Default: on when writing files, off under --check "
-                               "and --diff (they write nothing); --cache turns it on there too.")]
-
-
-def _fail_usage(message: str) -> "typer.Exit":
-    err().print(f"neuron-port: error: {message}", style="bold red", markup=False)
-    return typer.Exit(2)
+PROG_NAME = "neuron-port"  # also names the completion scripts' variable (_NEURON_PORT_COMPLETE)
 
 
 def version_callback(value: bool) -> None:
@@ -99,74 +69,78 @@ def _settings(start: Path, config: Optional[Path], **cli) -> Settings:
     try:
         return load_settings(start, explicit=config).merged(**cli)
     except UsageError as exc:
-        raise _fail_usage(str(exc))
+        raise fail_usage(str(exc))
 
 
-def exit_code(report: Report, fail_on: str, pending_fails: bool) -> int:
-    if report.errors or (report.runtime is not None and not report.runtime.status.succeeded):
-        return 1
-    if pending_fails and any(r.changed for r in report.files):
-        return 1
-    if fail_on == "never":
-        return 0
-    threshold = SEVERITY_RANK[fail_on]
-    for f in report.findings:
-        if not f.fix.applied and SEVERITY_RANK[f.severity] >= threshold:
-            # under --check, a finding whose safe fix is merely pending still counts
-            return 1
-    return 0
-
-
-@app.command()
+@app.command(cls=PlainHelpCommand)
 def rewrite(
-    paths: List[Path] = typer.Argument(..., help="Files or folders to rewrite (.py files; .gitignore is honoured)."),
-    diff: bool = typer.Option(False, "--diff", help="Print a unified diff of the fixes to stdout; write nothing."),
-    check: bool = typer.Option(False, "--check",
-                               help="Write nothing; exit 1 if a file would change or a finding at or above "
-                                    "--fail-on remains."),
-    unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
-                                             help="Also apply fixes marked unsafe (they may change behaviour "
-                                                  "on CUDA, or need review)."),
+    paths: PathsArgument,
+    diff: DiffOption = False,
+    check: CheckOption = False,
+    fix: FixOption = False,
+    stdin_filename: StdinFilenameOption = None,
+    unsafe_fixes: UnsafeFixesOption = None,
     select: SelectOption = None,
     ignore: IgnoreOption = None,
+    extend_select: ExtendSelectOption = None,
+    extend_ignore: ExtendIgnoreOption = None,
     target: TargetOption = None,
     output_format: FormatOption = OutputFormat.text,
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
-    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Glob of paths to skip (repeatable)."),
+    statistics: StatisticsOption = False,
+    exit_zero: ExitZeroOption = False,
+    jobs: JobsOption = None,
+    exclude: ExcludeOption = None,
     fail_on: FailOnOption = None,
-    max_file_size: Optional[float] = typer.Option(None, "--max-file-size", min=0,
-                                                  help="Skip (and report) files larger than this many MB "
-                                                       "(at most 10000); 0 = no limit. Default: 2."),
+    max_file_size: MaxFileSizeOption = None,
     config: ConfigOption = None,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only findings and errors."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list fixed findings and skipped paths."),
-    instance: Optional[str] = typer.Option(None, "--instance", help=INSTANCE_HELP),
-    neuron_cores: Optional[int] = typer.Option(None, "--neuron-cores", min=1,
-                                               help="Logical NeuronCores per node, instead of --instance."),
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    instance: InstanceOption = None,
+    neuron_cores: NeuronCoresOption = None,
     cache: CacheOption = None,
 ) -> None:
     """Rewrite CUDA-specific code for Trainium in place and report what could not be rewritten.
 
     Findings are printed as `path:line:col CODE message`; `[*]` marks a fix that was not applied (use
     --unsafe-fixes for unsafe ones). Suppress a finding with `# neuron-port: ignore[NP101]` on its line.
+    `neuron-port rewrite --fix --stdin-filename x.py -` rewrites stdin to stdout (for editors).
     """
-    settings = _settings(paths[0] if paths else Path.cwd(), config, select=select,
-                         ignore=ignore, exclude=exclude, target=target.value if target else None,
+    stdin = [str(p) for p in paths] == ["-"]
+    if fix and (diff or check):
+        raise fail_usage("--fix cannot be combined with --diff or --check")
+    if not stdin and ("-" in map(str, paths) or stdin_filename is not None):
+        raise fail_usage("`-` (stdin) must be the only path" if stdin_filename is None
+                         else "--stdin-filename needs `-` as the only path")
+    if statistics and output_format.value not in ("text", "json"):
+        raise fail_usage(f"--statistics prints text or json, not {output_format.value}")
+    start = Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else paths[0]
+    settings = _settings(start, config, select=select, ignore=ignore, extend_select=extend_select,
+                         extend_ignore=extend_ignore, exclude=exclude, target=target.value if target else None,
                          unsafe_fixes=unsafe_fixes, fail_on=fail_on.value if fail_on else None,
                          max_file_size=max_file_size)
+    if stdin:
+        from neuron_port.cli_stdin import rewrite_stdin
+
+        try:
+            raise typer.Exit(rewrite_stdin(stdin_filename, settings, fix=fix, diff=diff, check=check,
+                                           output_format=output_format.value, statistics=statistics,
+                                           exit_zero=exit_zero, verbose=verbose, quiet=quiet, instance=instance,
+                                           neuron_cores=neuron_cores))
+        except UsageError as exc:
+            raise fail_usage(str(exc))
     try:  # SIGTERM stops the run like Ctrl-C (workers ended, each file old or new): exit 143
         with interrupts_as_exceptions(), \
                 scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
             report = api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs,
                                  use_cache=cache, instance=instance, neuron_cores=neuron_cores, **progress)
     except UsageError as exc:
-        raise _fail_usage(str(exc))
+        raise fail_usage(str(exc))
     except KeyboardInterrupt as exc:  # typer would exit 130 silently: 130 for SIGINT, 143 for SIGTERM
         signum = getattr(exc, "signum", 2)
         err().print(f"neuron-port: interrupted ({'SIGTERM' if signum == 15 else 'Ctrl-C'}); every file is either "
                     "unchanged or completely rewritten", markup=False, highlight=False)
         raise typer.Exit(128 + signum)
-    code = exit_code(report, settings.fail_on, pending_fails=check)
+    code = exit_code(report, settings.fail_on, pending_fails=check, exit_zero=exit_zero)
     stats = report.cache_stats
     for warning in stats.warnings if stats is not None else ():
         err().print(f"neuron-port: warning: {warning}", style="yellow", markup=False, highlight=False)
@@ -182,36 +156,33 @@ def rewrite(
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, diff=diff, verbose=verbose,
                             quiet=quiet)
     # with --diff, the text report goes to stderr (stdout carries the patch)
-    reporter(output_format.value)(report, context, Streams(out=err() if diff and not machine else out(),
-                                                           err=err()))
+    streams = Streams(out=err() if diff and not machine else out(), err=err())
+    render_report(report, output_format.value, context, streams, statistics)
     if patches and machine:
         sys.stderr.write(patches)
     raise typer.Exit(code)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=CommandAfterDashes, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def check(
     ctx: typer.Context,
-    path: Path = typer.Argument(..., help="The project folder; the command runs from here."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", min=1,
-                                        help="Run the command under torchrun with N processes (one per NeuronCore)."),
-    timeout: float = typer.Option(DEFAULT_TIMEOUT_SECONDS, "--timeout", min=1,
-                                  help="Seconds before the command is stopped (SIGTERM, then SIGKILL). "
-                                       f"Default: {DEFAULT_TIMEOUT_SECONDS} (30 minutes)."),
-    preview: bool = typer.Option(False, "--preview",
-                                 help="Run on a temporary rewritten copy (safe fixes applied); the project is "
-                                      "not changed. Without it the tree runs as it is."),
-    unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes",
-                                             help="With --preview: also apply unsafe fixes in the copy."),
+    path: FolderArgument,
+    nproc: NprocOption = None,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_SECONDS,
+    preview: PreviewOption = False,
+    unsafe_fixes: PreviewUnsafeFixesOption = None,
     output_format: FormatOption = OutputFormat.text,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
+    output: OutputOption = None,
     fail_on: FailOnOption = None,
+    statistics: StatisticsOption = False,
+    exit_zero: ExitZeroOption = False,
     select: SelectOption = None,
     ignore: IgnoreOption = None,
+    extend_select: ExtendSelectOption = None,
+    extend_ignore: ExtendIgnoreOption = None,
     target: TargetOption = None,
     config: ConfigOption = None,
-    quiet: bool = typer.Option(False, "--quiet", "-q",
-                               help="Hide the program's output and the tables: only the findings and one summary line."),
+    quiet: CheckQuietOption = False,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
@@ -219,26 +190,31 @@ def check(
     Usage: neuron-port check PATH [OPTIONS] -- python train.py --steps 4
 
     The command after `--` (or `check-command` from [tool.neuron-port]) runs from PATH with the simulator
-    switched on (`python` means the interpreter neuron-port runs in). The report lists CPU fallbacks,
-    shapes that recompile, torch.compile recompiles, float64 demotions, unsupported features and
-    distributed constraints, each at the user line that caused it, plus the static findings for PATH.
-    Exit code 0 when the command succeeded and nothing at or above --fail-on was found; 1 otherwise;
-    2 for usage errors; 130 / 143 when interrupted by SIGINT / SIGTERM (the command's processes are
-    ended and the report of what ran is still written).
+    switched on (`python` means the interpreter neuron-port runs in); a command not after `--` is an error.
+    The report lists CPU fallbacks, shapes that recompile, torch.compile recompiles, float64 demotions,
+    unsupported features and distributed constraints, each at the user line that caused it, plus the
+    static findings for PATH. Exit code 0 when the command succeeded and nothing at or above --fail-on
+    was found; 1 otherwise; 2 for usage errors; 130 / 143 when interrupted by SIGINT / SIGTERM (the
+    command's processes are ended and the report of what ran is still written).
     """
     if not path.is_dir():
-        raise _fail_usage(f"{path}: not a folder")
+        raise fail_usage(f"{path}: not a folder")
+    if statistics and output_format.value not in ("text", "json"):
+        raise fail_usage(f"--statistics prints text or json, not {output_format.value}")
     if output is not None:  # before the command runs, not after
         from neuron_port.atomic import check_writable
 
         try:
             check_writable(output)
         except OSError as exc:
-            raise _fail_usage(f"--output {output}: cannot write the report there: {exc.strerror or exc}")
-    settings = _settings(path, config, select=select, ignore=ignore,
-                         target=target.value if target else None, fail_on=fail_on.value if fail_on else None,
-                         unsafe_fixes=unsafe_fixes)
-    command = list(ctx.args) or (shlex.split(settings.check_command) if settings.check_command else [])
+            raise fail_usage(f"--output {output}: cannot write the report there: {exc.strerror or exc}")
+    settings = _settings(path, config, select=select, ignore=ignore, extend_select=extend_select,
+                         extend_ignore=extend_ignore, target=target.value if target else None,
+                         fail_on=fail_on.value if fail_on else None, unsafe_fixes=unsafe_fixes)
+    try:
+        command = command_after_dashes(ctx, settings.check_command)
+    except UsageError as exc:
+        raise fail_usage(str(exc))
     # the program's output shows as it would without `check`; stdout carries only the document of a
     # machine format, so there the program's stdout goes to stderr
     machine = output_format != OutputFormat.text
@@ -249,8 +225,8 @@ def check(
             report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
                                use_cache=not no_cache, on_output=on_output, **progress)
     except UsageError as exc:
-        raise _fail_usage(str(exc))
-    code = exit_code(report, settings.fail_on, pending_fails=False)
+        raise fail_usage(str(exc))
+    code = exit_code(report, settings.fail_on, pending_fails=False, exit_zero=exit_zero)
     if output is not None:
         from neuron_port.atomic import atomic_write
         from neuron_port.reporters.json_report import render
@@ -261,7 +237,7 @@ def check(
             err().print(f"neuron-port: cannot write {output}: {exc.strerror or exc}", style="bold red", markup=False)
             code = 2
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, folder=path, quiet=quiet)
-    reporter(output_format.value)(report, context, Streams(out=out(), err=err()))
+    render_report(report, output_format.value, context, Streams(out=out(), err=err()), statistics)
     interrupted = report.runtime.status.interrupted if report.runtime else None
     if interrupted:  # as a shell reports a program ended by the signal: 130 (SIGINT), 143 (SIGTERM)
         from neuron_port.check.interrupts import shell_exit_code
@@ -273,9 +249,9 @@ def check(
 
 
 # the reference commands: the registry as text, and what the simulator needs
-app.command("rules")(cli_reference.list_rules)
-app.command()(cli_reference.explain)
-app.command()(cli_reference.doctor)
+app.command("rules", cls=PlainHelpCommand)(cli_reference.list_rules)
+app.command(cls=PlainHelpCommand)(cli_reference.explain)
+app.command(cls=PlainHelpCommand)(cli_reference.doctor)
 
 
 def main() -> None:
@@ -283,7 +259,7 @@ def main() -> None:
         if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     try:
-        app()
+        app(prog_name=PROG_NAME)
     except KeyboardInterrupt:
         err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
         sys.exit(130)

@@ -17,7 +17,7 @@ ListFormat = Enum("ListFormat", {"text": "text", "json": "json"}, type=str)  # t
 
 
 def list_rules(
-    output_format: ListFormat = typer.Option("text", "--output-format", help="text or json."),
+    output_format: ListFormat = typer.Option("text", "--output-format", metavar="FORMAT", help="text or json."),
 ) -> None:
     """List every rule: code, name, severity, fix availability and safety, effort, scope."""
     from neuron_port.reporters import rule_docs
@@ -27,7 +27,7 @@ def list_rules(
     sys.stdout.write(render(all_rules()))
 
 
-def explain(code: str = typer.Argument(..., help="A rule code (NP101) or name.")) -> None:
+def explain(code: str = typer.Argument(..., metavar="CODE", help="A rule code (NP101) or name.")) -> None:
     """Print a rule's documentation: what it does, why, an example, fix safety, references."""
     from neuron_port.reporters import rule_docs
     from neuron_port.rules.registry import UnknownCodeError, rule_by_code

@@ -22,13 +22,14 @@ import stat
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
+from neuron_port.config_selection import Layer, resolve
 from neuron_port.errors import UsageError
 from neuron_port.rules.vocabulary import SEVERITIES, TARGETS
 
@@ -99,24 +100,42 @@ class Settings:
 
     def merged(self, **cli: Any) -> "Settings":
         """CLI values win where given (None = not given); --exclude extends the configured excludes;
-        --select / --ignore replace them and may be comma-separated (``--select NP1,NP201``)."""
+        --select / --ignore / --extend-select / --extend-ignore are a layer on top of the configured
+        selection, with ruff's precedence (neuron_port/config_selection.py), and may be comma-separated
+        (``--select NP1,NP201``)."""
         changes: dict[str, Any] = {}
+        rules = {key: cli.pop(key, None) for key in SELECTION_OPTIONS}
+        if any(value is not None for value in rules.values()):
+            changes["select"], changes["ignore"] = self._selection_with(**rules)
         for key, value in cli.items():
             if value is None:
                 continue
             if key in ("exclude",):
                 changes[key] = tuple(self.exclude) + tuple(value)
-            elif key in ("select", "ignore"):
-                changes[key] = tuple(v.strip() for item in value for v in item.split(",") if v.strip())
             elif key == "max_file_size":
                 changes[key] = check_max_file_size(value, "--max-file-size")
             else:
                 changes[key] = value
         return replace(self, **changes)
 
+    def _selection_with(self, **options: Optional[Sequence[str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        from neuron_port.rules.registry import UnknownCodeError, validate_patterns
 
-KEYS = {"select", "ignore", "exclude", "target", "fail-on", "unsafe-fixes", "check-command", "extend-exclude",
-        "max-file-size"}
+        split: dict[str, tuple[str, ...]] = {}
+        for key, value in options.items():
+            split[key] = tuple(v.strip() for item in value or () for v in item.split(",") if v.strip())
+            try:
+                validate_patterns(split[key])
+            except UnknownCodeError as exc:
+                raise ConfigError(f"--{key.replace('_', '-')}: {exc}") from None
+        layer = Layer(select=split["select"] or None, ignore=split["ignore"] + split["extend_ignore"],
+                      extend_select=split["extend_select"])
+        return resolve(self.select, self.ignore, layer)
+
+
+KEYS = {"select", "ignore", "extend-select", "extend-ignore", "exclude", "target", "fail-on", "unsafe-fixes",
+        "check-command", "extend-exclude", "max-file-size"}
+SELECTION_OPTIONS = ("select", "ignore", "extend_select", "extend_ignore")
 
 
 # -- which pyproject.toml -------------------------------------------------------------------------------
@@ -300,10 +319,11 @@ def settings_from_table(path: Path, text: str, table: dict) -> Settings:
         raise ConfigError(f"{at(path, line)}: unknown key(s) in {TABLE}: {', '.join(unknown)} "
                           f"(known: {', '.join(sorted(KEYS))})")
     values: dict[str, Any] = {}
-    if "select" in table:
-        values["select"] = check.rule_patterns("select")
-    if "ignore" in table:
-        values["ignore"] = check.rule_patterns("ignore")
+    rules = {key: check.rule_patterns(key) if key in table else () for key in
+             ("select", "ignore", "extend-select", "extend-ignore")}
+    layer = Layer(select=rules["select"] or None, ignore=rules["ignore"] + rules["extend-ignore"],
+                  extend_select=rules["extend-select"])
+    values["select"], values["ignore"] = resolve((), (), layer)
     excludes = tuple(p for key in ("exclude", "extend-exclude") if key in table for p in check.string_list(key))
     if excludes:
         values["exclude"] = excludes
@@ -321,12 +341,21 @@ def settings_from_table(path: Path, text: str, table: dict) -> Settings:
 
 
 def load_settings(start: Path, explicit: Optional[Path] = None, cwd: Optional[Path] = None) -> Settings:
-    """The settings for a run on ``start``: from ``explicit`` (--config) or the discovered pyproject.toml
-    (see the module docstring); defaults when there is none."""
+    """The settings for a run on ``start``: from ``explicit`` (--config, which must have the table) or the
+    discovered pyproject.toml (see the module docstring); defaults when there is none."""
     if explicit is not None:
         text = read_config_text(explicit)
-        table = _tool_table(_parse(text, explicit), text, explicit)
-        return Settings() if table is None else settings_from_table(explicit, text, table)
+        data = _parse(text, explicit)
+        table = _tool_table(data, text, explicit)
+        # a top-level key is a setting left outside the table (any, when there is no table at all)
+        stray = [key for key, value in data.items() if not isinstance(value, dict) and (table is None or key in KEYS)]
+        if stray:
+            raise ConfigError(f"{at(explicit, key_line(text, stray[0]))}: `{stray[0]}` is a top-level key; "
+                              f"--config reads only the {TABLE} table: put the settings under it")
+        if table is None:
+            raise ConfigError(f"{display(explicit)}: no {TABLE} table; --config needs a TOML file (a "
+                              "pyproject.toml or neuron-port.toml) with the settings under that table")
+        return settings_from_table(explicit, text, table)
     found = find_config(start, cwd)
     if found is None:
         return Settings()

@@ -174,12 +174,21 @@ class SafeFolder:
             self.fd = None
 
 
+def user_cache_folder() -> Path:
+    """neuron-port's folder in the user's cache, where platformdirs puts it on each platform: on Linux
+    ``$XDG_CACHE_HOME/neuron-port``, else ``~/.cache/neuron-port`` (a relative XDG_CACHE_HOME is ignored,
+    as the XDG spec says); ``~/Library/Caches/neuron-port`` on macOS; ``%LOCALAPPDATA%\\neuron-port\\Cache``
+    on Windows."""
+    from platformdirs import user_cache_path
+
+    folder = user_cache_path("neuron-port", appauthor=False)
+    # platformdirs takes a relative XDG_CACHE_HOME as it is: a key there would move with the working folder
+    return folder if folder.is_absolute() else Path.home() / ".cache" / "neuron-port"
+
+
 def secret_key_path() -> Path:
-    """``$XDG_CACHE_HOME/neuron-port/key`` (a relative XDG_CACHE_HOME is ignored, as the spec says), else
-    ``~/.cache/neuron-port/key``."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    folder = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return folder / "neuron-port" / "key"
+    """The per-user key: ``key`` in ``user_cache_folder()`` (``~/.cache/neuron-port/key`` by default)."""
+    return user_cache_folder() / "key"
 
 
 _secret_memo: dict[str, bytes] = {}

@@ -65,15 +65,15 @@ class _Gitignores:
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
-        self.specs: dict[Path, Optional[pathspec.GitIgnoreSpec]] = {}
-        self.repository_specs: dict[Path, list[pathspec.GitIgnoreSpec]] = {}
+        self.specs: dict[Path, Optional[IgnoreFile]] = {}
+        self.repository_specs: dict[Path, list[IgnoreFile]] = {}
 
-    def load(self, folder: Path) -> Optional[pathspec.GitIgnoreSpec]:
+    def load(self, folder: Path) -> Optional["IgnoreFile"]:
         if folder not in self.specs:
             self.specs[folder] = self._read(folder / ".gitignore")
         return self.specs[folder]
 
-    def repository(self, top: Path) -> list[pathspec.GitIgnoreSpec]:
+    def repository(self, top: Path) -> list["IgnoreFile"]:
         """The specs of the repository whose work tree is ``top``, lowest precedence first: the global
         excludes file, then ``info/exclude``."""
         if top not in self.repository_specs:
@@ -85,7 +85,7 @@ class _Gitignores:
             self.repository_specs[top] = specs
         return self.repository_specs[top]
 
-    def _read(self, ignore_file: Path) -> Optional[pathspec.GitIgnoreSpec]:
+    def _read(self, ignore_file: Path) -> Optional["IgnoreFile"]:
         try:
             if not stat.S_ISREG(ignore_file.stat().st_mode):
                 return None  # a FIFO named .gitignore is never opened
@@ -100,7 +100,37 @@ class _Gitignores:
                             problem)
             if readable is not None:
                 kept.append(readable)
-        return pathspec.GitIgnoreSpec.from_lines(kept)
+        return IgnoreFile(kept)
+
+
+class IgnoreFile:
+    """One ignore file's lines, applied as git applies them: the last line that matches the path itself
+    decides.
+
+    pathspec also matches a line against everything below a folder it matches (``/*`` matches
+    ``src/b.py`` through ``src``); git does not, and a file below an ignored folder is ignored only
+    because git never enters the folder (the walk does the same). So where pathspec's regex marks a
+    folder match (its ``ps_d`` group), only a match that ends with the path counts: ``/*`` with
+    ``!/src/`` keeps ``src/b.py``, and a nested ``!deep/`` re-includes the folder ``deep`` but not
+    ``deep/x.py`` that an outer ``*.py`` ignores, as ``git ls-files --others --exclude-standard`` says.
+    A regex without that group (``*``, or any line under pathspec before 1.0) is taken at its word."""
+
+    def __init__(self, lines: list[str]) -> None:
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        # the last line first; where pathspec marks a folder match, only a match of the whole path counts
+        self.lines = [(p.include, _whole_path(p.regex)) for p in reversed(spec.patterns)
+                      if p.include is not None and p.regex is not None]
+
+    def verdict(self, rel: str, is_dir: bool) -> Optional[bool]:
+        """True: ignored, False: re-included, None: no line of this file matches the path itself."""
+        path = rel + "/" if is_dir else rel
+        return next((include for include, regex in self.lines if regex.search(path)), None)
+
+
+def _whole_path(regex: "re.Pattern[str]") -> "re.Pattern[str]":
+    if "ps_d" not in regex.groupindex:
+        return regex
+    return re.compile(rf"(?:{regex.pattern})\Z", regex.flags)
 
 
 def _git_dir(top: Path) -> Optional[Path]:
@@ -181,6 +211,13 @@ def _excluded(rel: str, name: str, patterns: Sequence[str]) -> bool:
         if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(rel, f"{pattern}/*"):
             return True
     return False
+
+
+def excluded_file(given: str, exclude: Sequence[str], cwd: Optional[Path] = None) -> bool:
+    """Whether a file named on the command line (or as --stdin-filename) is excluded, as ``discover``
+    decides for a file given by name: the exclude patterns against its path and its name."""
+    path = Path(given)
+    return _excluded(_display(path, cwd or Path.cwd()), path.name, exclude)
 
 
 def _lexical_root(path: Path) -> Path:
@@ -288,7 +325,7 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
           gitignores: _Gitignores) -> Iterator[Path]:
     # Lowest precedence first: the repository's excludes files, then the .gitignore files of parent
     # folders inside the repository, then (pushed while walking) those of the walked folders.
-    ignores: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+    ignores: list[tuple[Path, IgnoreFile]] = []
     parent = root
     chain = []
     while True:
@@ -307,14 +344,21 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
     def ignored(path: Path, is_dir: bool) -> bool:
         # as git: the most precise source with a matching line decides (a deeper `!name` re-includes)
         for base, spec in reversed(ignores):
+            if base == path:
+                continue  # a folder's own .gitignore is about what is below it
             try:
                 rel = path.relative_to(base).as_posix()
             except ValueError:
                 continue
-            include = spec.check_file(rel + ("/" if is_dir else "")).include
+            include = spec.verdict(rel, is_dir)
             if include is not None:
                 return include
         return False
+
+    # a root inside an ignored folder (`rewrite build/` with `build/` ignored): git lists nothing below it
+    outer = chain[-1]  # the repository root (or the file system's, outside one)
+    if any(ignored(folder, True) for folder in [root, *root.parents] if outer in folder.parents):
+        return
 
     def walk(folder: Path) -> Iterator[Path]:
         spec = gitignores.load(folder)

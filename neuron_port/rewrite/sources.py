@@ -14,10 +14,12 @@ import codecs
 import difflib
 import io
 import os
+import re
 import stat
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 # Besides Python: notebooks, and the launch scripts and configs of neuron_port/rewrite/line_files.py. A name
 # matches when it ends with one of these (so "Makefile" matches the file Makefile).
@@ -29,9 +31,20 @@ LAUNCH_SUFFIXES: dict[str, str] = {
 SOURCE_SUFFIXES = (".py",) + NOTEBOOK_SUFFIXES + tuple(LAUNCH_SUFFIXES)
 
 
-def file_kind(name: str) -> str:
-    """"python", "notebook", or a launch/config kind ("shell", "make", "yaml", "json", "toml"). Anything
-    else is Python (a file given explicitly is taken as Python source whatever its name)."""
+# The interpreter of a shebang line (`#!/bin/bash`, `#!/usr/bin/env -S python3 -u`), for scripts without
+# a suffix; versions such as python3.12 or bash5 count.
+_SHEBANG_KINDS = {"python": "python", "sh": "shell", "bash": "shell", "zsh": "shell", "dash": "shell",
+                  "ksh": "shell", "make": "make"}
+_INTERPRETER = re.compile(r"([a-z]+?)[\d.]*")
+SHEBANG_BYTES = 256
+
+
+def file_kind(name: str, head: Optional[str] = None) -> str:
+    """"python", "notebook", or a launch/config kind ("shell", "make", "yaml", "json", "toml"), by the
+    name's suffix. A name without one (``bin/train``, as pre-commit hands over executable scripts) is read
+    by its shebang: ``head`` is the start of the text, or the first bytes of the file ``name`` are read
+    (a regular file only). Anything else is Python (a file given explicitly is taken as Python source
+    whatever its name)."""
     if name.endswith(".py"):
         return "python"
     if name.endswith(NOTEBOOK_SUFFIXES):
@@ -39,7 +52,32 @@ def file_kind(name: str) -> str:
     for suffix, kind in LAUNCH_SUFFIXES.items():
         if name.endswith(suffix):
             return kind
+    if "." not in os.path.basename(name):
+        return shebang_kind(_file_head(name) if head is None else head) or "python"
     return "python"
+
+
+def shebang_kind(head: str) -> Optional[str]:
+    """The kind a ``#!`` first line names (None: no shebang, or an interpreter neuron-port does not read)."""
+    first = head.split("\n", 1)[0]
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if words and os.path.basename(words[0]) == "env":  # env [-S] [-i] [NAME=value]... program
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    match = _INTERPRETER.fullmatch(os.path.basename(words[0])) if words else None
+    return _SHEBANG_KINDS.get(match.group(1)) if match else None
+
+
+def _file_head(name: str) -> str:
+    try:  # non-blocking and fstat-checked, as read_regular_bytes: a FIFO named `train` is never waited on
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return ""
+        return handle.read(SHEBANG_BYTES).decode("latin-1")
 
 
 class SourceError(Exception):
