@@ -18,7 +18,7 @@ from typing import List, Optional
 import typer
 from typing_extensions import Annotated
 
-from neuron_port import __version__, api, cli_reference
+from neuron_port import __version__, api, cli_html, cli_reference
 from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.config import Settings, load_settings
@@ -212,7 +212,7 @@ def check(
     config: ConfigOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q",
                                help="Hide the program's output and the tables: only the findings and one summary line."),
-    no_cache: NoCacheOption = False,
+    no_cache: NoCacheOption = False, html: cli_html.HtmlOption = None,  # one line: cli.py is at its cap
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
 
@@ -250,7 +250,7 @@ def check(
                                use_cache=not no_cache, on_output=on_output, **progress)
     except UsageError as exc:
         raise _fail_usage(str(exc))
-    code = exit_code(report, settings.fail_on, pending_fails=False)
+    code = cli_html.write_html(html, report, exit_code(report, settings.fail_on, pending_fails=False))
     if output is not None:
         from neuron_port.atomic import atomic_write
         from neuron_port.reporters.json_report import render
