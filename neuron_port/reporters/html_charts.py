@@ -155,28 +155,23 @@ def bars(chart: Chart, categories: Sequence[str], series: Sequence[Series], *, x
 def ranges(chart: Chart, categories: Sequence[str], lower: Sequence[Sequence[float]],
            expected: Sequence[Sequence[float]], labels: Sequence[str], *, unit: str,
            log_scale: bool = False) -> str:
-    """Horizontal ranges per category and series: a bar from ``lower`` to ``expected`` with a tick at
-    each end (an estimate as the span between a bound and a likely value)."""
-    figure = _figure(10.0, max(2.4, 0.45 * len(categories) * max(1, len(labels)) / 1.5 + 1.2))
+    """Horizontal bars per category and series up to ``expected``, with a tick at ``lower`` (an estimate:
+    the likely value, and the bound it cannot beat)."""
+    figure = _figure(10.0, max(2.4, 0.3 * len(categories) * max(1, len(labels)) + 1.2))
     axes = figure.add_subplot()
     _style_axes(axes)
     thickness = 0.8 / max(1, len(labels))
     for index, label in enumerate(labels):
-        colour = _SERIES[index % SERIES_COUNT]
         centres = [p - 0.4 + thickness * (index + 0.5) for p in range(len(categories))]
-        lows = [float(v[index]) for v in lower]
-        highs = [float(v[index]) for v in expected]
-        axes.barh(centres, [h - lo for lo, h in zip(lows, highs)], left=lows, height=thickness * 0.8,
-                  color=colour, label=label)
-        axes.scatter(lows, centres, marker="|", s=120, color=_FOREGROUND, zorder=3)
-        axes.scatter(highs, centres, marker="|", s=120, color=_FOREGROUND, zorder=3)
+        axes.barh(centres, [float(v[index]) for v in expected], height=thickness * 0.9,
+                  color=_SERIES[index % SERIES_COUNT], label=f"{label} (expected)")
+        axes.scatter([float(v[index]) for v in lower], centres, marker="|", s=160, linewidths=2,
+                     color=_FOREGROUND, zorder=3, label="lower bound" if index == 0 else None)
     axes.set_yticks(list(range(len(categories))), list(categories), fontsize=9)
     axes.invert_yaxis()
     axes.set_xlabel(unit)
     if log_scale:
         axes.set_xscale("log")
-    else:
-        axes.set_xlim(left=0)
     axes.xaxis.grid(True, color=_MUTED, linewidth=0.5, alpha=0.6)
-    _legend(figure, len(labels))
+    _legend(figure, len(labels) + 1)
     return _svg(figure, chart)

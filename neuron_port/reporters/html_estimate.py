@@ -21,6 +21,8 @@ def seconds(value: Optional[float]) -> str:
     if value is None:
         return "–"
     value = float(value)
+    if value == 0:
+        return "0 s"
     if value >= 120:
         return f"{value / 60:,.1f} min"
     if value >= 1:
@@ -99,18 +101,18 @@ def _eager_compiled(per_device: list[dict], names: dict[str, str]) -> str:
     compiled = [pair(e, "compiled_step_seconds") for e in per_device]
     highs = [v for p in eager + compiled for v in p if v > 0]
     chart = Chart("estimate-eager-compiled", "Estimated step time, eager against compiled",
-                  "Horizontal range chart per device: the estimated step time in milliseconds from the roofline "
-                  "lower bound to the expected value, in eager mode and with the model compiled.")
+                  "Horizontal bar chart per device: the expected step time in milliseconds in eager mode and "
+                  "with the model compiled, each with a tick at its roofline lower bound.")
     svg = html_charts.ranges(chart, devices, [[e[0], c[0]] for e, c in zip(eager, compiled)],
                              [[e[1], c[1]] for e, c in zip(eager, compiled)], ["eager", "torch.compile"],
-                             unit="estimated ms per step (lower bound .. expected)",
+                             unit="estimated ms per step",
                              log_scale=bool(highs) and max(highs) > 50 * min(highs))
     data = table(["device", "eager lower", "eager expected", "compiled lower", "compiled expected"],
                  [(name, seconds(e[0] / 1e3), seconds(e[1] / 1e3), seconds(c[0] / 1e3), seconds(c[1] / 1e3))
                   for name, e, c in zip(devices, eager, compiled)], numeric=(1, 2, 3, 4))
-    return figure(svg, "From the roofline bound (every op at peak FLOPs or bandwidth) to the expected time at "
-                       "the assumed achievable fraction of peak; compiled drops the per-op dispatch of ops "
-                       "inside compiled graphs.", data)
+    return figure(svg, "Bars: the expected time, at the assumed achievable fraction of peak; ticks: the roofline "
+                       "lower bound (every op at peak FLOPs or bandwidth). Compiled drops the per-op dispatch of "
+                       "ops inside compiled graphs.", data)
 
 
 def _memory(per_device: list[dict], names: dict[str, str]) -> str:
