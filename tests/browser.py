@@ -221,14 +221,15 @@ class Page:
                     found.append(f"network request: {requested}")
         return found
 
-    def screenshot(self, path: Path) -> Path:
-        """The whole page (not only the viewport) as a PNG at ``path``."""
-        metrics = self.browser.send("Page.getLayoutMetrics", session=self.session)
-        height = int(metrics["cssContentSize"]["height"]) + 1
-        self.browser.send("Emulation.setDeviceMetricsOverride",
-                          {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-                          session=self.session)
-        shot = self.browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
+    def screenshot(self, path: Path, full_page: bool = True) -> Path:
+        """The whole page (or only the viewport) as a PNG at ``path``."""
+        if full_page:
+            metrics = self.browser.send("Page.getLayoutMetrics", session=self.session)
+            height = int(metrics["cssContentSize"]["height"]) + 1
+            self.browser.send("Emulation.setDeviceMetricsOverride",
+                              {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                              session=self.session)
+        shot = self.browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": full_page},
                                  session=self.session)
         path.write_bytes(base64.b64decode(shot["data"]))
         return path

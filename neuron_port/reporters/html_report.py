@@ -158,11 +158,13 @@ def _shape_variance(runtime: dict) -> str:
                  numeric=(2, 3))
     body = figure(svg, "Each bar is one line whose op saw new shapes; the part after warm-up is what a padded "
                        "or bucketed input would remove.", data)
+    body += (f"<details><summary>What varies at each of the {len(entries):,} line(s), with padding buckets"
+             "</summary>")
     body += table(["op", "site", "kind", "signatures", "after warm-up", "what varies", "suggested buckets"],
                   [(e.get("op"), site_text(e.get("site")), e.get("kind"), e.get("signatures"),
                     e.get("after_warmup"), _varying_text(e),
                     ", ".join(str(b) for b in e.get("suggested_buckets") or []) or "–") for e in entries],
-                  numeric=(3, 4))
+                  numeric=(3, 4)) + "</details>"
     return section("shapes", "Shape variance per site", body)
 
 
