@@ -23,11 +23,9 @@ def site_text(site: Optional[dict]) -> str:
     return f"{site.get('path')}:{site.get('line')}"
 
 
-def number(value: Any, digits: int = 0) -> str:
+def number(value: Any) -> str:
     if value is None:
         return "–"
-    if isinstance(value, float) and digits:
-        return f"{value:,.{digits}f}"
     return f"{value:,}" if isinstance(value, int) else escape(value)
 
 

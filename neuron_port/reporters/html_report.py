@@ -18,6 +18,8 @@ from neuron_port.reporters.html_parts import Markup, code_cell, escape, figure, 
 from neuron_port.reporters.html_style import CONTENT_SECURITY_POLICY, STYLE
 
 MAX_CHART_SITES = 12
+MAX_TIMELINE_BARS = 60
+MAX_TIMELINE_ROWS = 200
 CLOCK_LABELS = {"optimizer": "optimizer step", "forward": "forward call of the outermost module",
                 "signatures": "k-th new signature at a line", "mixed": "step (processes differ in clock)"}
 
@@ -90,23 +92,38 @@ def new_signatures_per_step(runtime: dict) -> dict[int, int]:
     return per_step
 
 
+def timeline_bars(per_step: dict[int, int], warmup: int) -> tuple[list[str], list[int], list[int]]:
+    """Bar labels and (warm-up, steady) heights: one bar per step, or, past MAX_TIMELINE_BARS steps, the
+    warm-up steps one by one and the steady steps in equal groups (a long run stays a readable chart)."""
+    last = max(per_step)
+    width = max(1, -(-(last + 1 - warmup) // MAX_TIMELINE_BARS)) if last + 1 > MAX_TIMELINE_BARS else 1
+    groups = [(s, s) for s in range(min(warmup, last + 1))]
+    groups += [(s, min(s + width - 1, last)) for s in range(min(warmup, last + 1), last + 1, width)]
+    labels, warm, steady = [], [], []
+    for first, end in groups:
+        count = sum(per_step.get(s, 0) for s in range(first, end + 1))
+        labels.append(str(first) if first == end else f"{first}–{end}")
+        warm.append(count if first < warmup else 0)
+        steady.append(0 if first < warmup else count)
+    return labels, warm, steady
+
+
 def _timeline(runtime: dict) -> str:
     shapes = runtime.get("shapes") or {}
     per_step = new_signatures_per_step(runtime)
     if not per_step:
         return section("timeline", "Compile timeline", "<p>No eager compile was recorded.</p>")
     warmup = int(shapes.get("warmup_steps") or 0)
-    steps = list(range(0, max(per_step) + 1))
     clock = CLOCK_LABELS.get(shapes.get("clock"), "step")
-    warm = [per_step.get(s, 0) if s < warmup else 0 for s in steps]
-    steady = [per_step.get(s, 0) if s >= warmup else 0 for s in steps]
+    labels, warm, steady = timeline_bars(per_step, warmup)
     total = sum(per_step.values())
     chart = Chart("timeline", "New op signatures per step",
                   f"Bar chart of new eager op signatures (each an eager NEFF compile on a cold cache) per "
                   f"{clock}: {sum(warm):,} in the {warmup} warm-up step(s), {sum(steady):,} after.")
-    svg = html_charts.bars(chart, [str(s) for s in steps],
+    svg = html_charts.bars(chart, labels,
                            [Series(f"warm-up (steps < {warmup})", warm), Series("steady state", steady)],
-                           xlabel=clock, ylabel="new signatures")
+                           xlabel=clock if len(labels) > max(per_step) else f"{clock}s (grouped)",
+                           ylabel="new signatures")
     caption = (f"New signatures per {clock}. Warm-up: steps before {warmup}; a signature that first appears "
                f"later compiles again in steady state (NP902). {total:,} shown")
     first_run = shapes.get("first_run_compiles")
@@ -114,7 +131,7 @@ def _timeline(runtime: dict) -> str:
         caption += f" of {first_run:,} in the run (the report lists the sites with the most)"
     data = table(["step", "phase", "new signatures"],
                  [(s, "warm-up" if s < warmup else "steady", per_step[s]) for s in sorted(per_step)],
-                 numeric=(0, 2), limit=len(per_step))
+                 numeric=(0, 2), limit=MAX_TIMELINE_ROWS)
     late = sorted((e for e in runtime.get("eager_compiles") or [] if e.get("after_warmup")),
                   key=lambda e: -e["after_warmup"])
     body = figure(svg, caption + ".", data)

@@ -302,3 +302,28 @@ def test_the_page_is_old_or_new_when_the_writer_is_killed(gpt_run, tmp_path):
         assert content in (old, new), (seed, content[:200])
         outcomes.add(content == new)
     print(f"seed {seed}; render+write {duration:.2f} s; outcomes seen (True = new page): {sorted(outcomes)}")
+
+
+def test_long_runs_and_empty_figures_render_bounded(gpt_run):
+    """A 5,000-step run with a new shape every step, an estimate with zero memory and no per-family time:
+    the page renders, the timeline is grouped into at most about 60 bars, and the page stays small."""
+    from neuron_port.reporters.html_report import render
+
+    document = json.loads(gpt_run[2].read_text())
+    runtime = document["runtime"]
+    runtime["eager_compiles"][0]["first_seen"] = [{"step": s, "signatures": 1} for s in range(5000)]
+    runtime["shapes"]["warmup_steps"] = 2
+    estimate = json.loads(SAMPLE_ESTIMATE.read_text())
+    for entry in estimate["per_device"]:
+        entry["memory"]["peak_bytes"] = 0
+        entry["seconds_by_family"] = {}
+    document["estimate"] = estimate
+    page = render(document)
+    parts = PageParts()
+    parts.feed(page)
+    assert [a["data-chart"] for a in parts.of("svg")] == RUNTIME_CHARTS + ESTIMATE_CHARTS
+    timeline = page[page.index('data-chart="timeline"'):page.index("</svg>", page.index('data-chart="timeline"'))]
+    assert timeline.count("var(--series-1)") <= 70  # a path per group of steps (and the legend), not per step
+    assert "steps (grouped)" in timeline
+    assert "4,800 more row(s) are in the JSON report" in page  # the data table shows the first 200 steps
+    assert len(page) < 1_500_000
