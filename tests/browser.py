@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import queue
 import shutil
 import subprocess
 import threading
@@ -214,7 +213,8 @@ class Page:
                              f"{params['exceptionDetails'].get('exception', {}).get('description', '')}")
             elif method == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):
                 entry = params["entry"]
-                found.append(f"log {entry['level']} ({entry.get('source')}): {entry.get('text')} {entry.get('url', '')}")
+                found.append(f"log {entry['level']} ({entry.get('source')}): {entry.get('text')} "
+                             f"{entry.get('url', '')}")
             elif method == "Network.requestWillBeSent":
                 requested = params["request"]["url"]
                 if requested != self.url and not requested.startswith("data:"):

@@ -126,8 +126,9 @@ def _memory(per_device: list[dict], names: dict[str, str]) -> str:
                                             Series("HBM", [h / 2**20 for h in hbm])],
                            xlabel="device", ylabel="MiB (log scale)", horizontal=True, stacked=False,
                            log_scale=True)
-    rows = [(name, size(p), size(h), f"{p / h:.2%}" if h else "–",
-             "yes" if (e.get("memory") or {}).get("fits") else "no")
+    fits = {True: "yes", False: "no", None: "unknown"}
+    rows = [(name, size((e.get("memory") or {}).get("peak_bytes")), size(h), f"{p / h:.2%}" if h else "–",
+             fits.get((e.get("memory") or {}).get("fits"), "unknown"))
             for name, p, h, e in zip(devices, peak, hbm, per_device)]
     data = table(["device", "peak", "HBM", "share", "fits"], rows, numeric=(1, 2, 3))
     return figure(svg, "Peak memory per process on the simulated device against the HBM of the device.", data)
@@ -150,22 +151,29 @@ def _per_step(estimate: dict) -> str:
 
 
 def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: Any) -> str:
-    compile_rows = [(names.get(e.get("device"), e.get("device")), (e.get("compile") or {}).get("eager_neffs"),
-                     (e.get("compile") or {}).get("graphs"), seconds((e.get("compile") or {}).get("first_run_seconds")),
-                     seconds((e.get("compile") or {}).get("warm_cache_seconds"))) for e in per_device]
+    compiles = [(names.get(e.get("device"), e.get("device")), e.get("compile") or {}) for e in per_device]
+    compile_rows = [(name, c.get("eager_neffs"), c.get("graphs"), seconds(c.get("first_run_seconds")),
+                     seconds(c.get("warm_cache_seconds"))) for name, c in compiles]
     body = "<h3>Compile time</h3>" + table(
         ["device", "eager NEFFs", "graphs", "first run (cold cache)", "with a warm NEFF cache"], compile_rows,
         numeric=(1, 2, 3, 4))
     price_rows = []
     for e in per_device:
         price = e.get("price") or {}
-        origin = "third-party figure" if price.get("third_party") else "published price"
+        if price.get("per_chip_hour_usd") is None:
+            origin, source = "no published price: set one", None
+        else:
+            origin, source = "third-party figure" if price.get("third_party") else "price", price.get("source")
         price_rows.append((names.get(e.get("device"), e.get("device")), usd(price.get("per_chip_hour_usd")),
                            usd(price.get("per_step_usd")), usd(price.get("per_million_tokens_usd")),
-                           price.get("dated") or "–", Markup(f"{escape(origin)}: {link(price.get('source'), 'source').html}")))
+                           price.get("dated") or "–",
+                           Markup(escape(origin) + (f": {link(source, 'source').html}" if source else ""))))
     body += "<h3>Price</h3>" + table(
         ["device", "$ per chip-hour", "$ per step", "$ per million tokens", "dated", "source"], price_rows,
         numeric=(1, 2, 3))
+    if any((e.get("price") or {}).get("per_chip_hour_usd") is None for e in per_device):
+        body += ('<p class="muted">A device without a price has none published: set $ per chip-hour with '
+                 "<code>--price</code> or in <code>[tool.neuron-port]</code>.</p>")
     if tokens is None:
         body += ('<p class="muted">$ per million tokens needs the tokens per step: name them with '
                  "<code>--tokens-per-step</code> or in <code>[tool.neuron-port]</code>.</p>")

@@ -26,6 +26,8 @@ def site_text(site: Optional[dict]) -> str:
 def number(value: Any) -> str:
     if value is None:
         return "–"
+    if isinstance(value, float):  # counts averaged over steps
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.1f}"
     return f"{value:,}" if isinstance(value, int) else escape(value)
 
 
@@ -46,7 +48,12 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str
     for row in rows[:limit]:
         cells = []
         for i, cell in enumerate(row):
-            text = cell.html if isinstance(cell, Markup) else escape(cell)
+            if isinstance(cell, Markup):
+                text = cell.html
+            elif isinstance(cell, (int, float)) and not isinstance(cell, bool):
+                text = number(cell)
+            else:
+                text = escape(cell)
             classes = "num" if i in numeric else WIDTH_CLASSES.get(headers[i], "")
             cells.append(f'<td class="{classes}">{text}</td>' if classes else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -67,4 +74,5 @@ def figure(svg: str, caption: str, data_table: str) -> str:
 
 
 def section(anchor: str, title: str, body: str) -> str:
-    return f'<section id="{anchor}" aria-labelledby="{anchor}-h"><h2 id="{anchor}-h">{escape(title)}</h2>{body}</section>'
+    return (f'<section id="{anchor}" aria-labelledby="{anchor}-h"><h2 id="{anchor}-h">{escape(title)}</h2>'
+            f"{body}</section>")

@@ -192,6 +192,7 @@ def test_the_page_renders_in_headless_chromium_light_and_dark(gpt_run, estimate_
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
             if which == "with_estimate":  # the user's code is shown as text, never run or fetched
                 assert HOSTILE_CODE in facts["body"]
+                assert "no published price: set one" in facts["body"]  # the sample's Trainium3 rows
     assert contrast(backgrounds["light"], backgrounds["dark"]) > 10
     print(f"screenshots: {tmp_path}")
 
