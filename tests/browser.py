@@ -17,6 +17,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -78,8 +79,9 @@ class Browser:
             args.insert(1, "--no-sandbox")
         log_path = profile_dir / "chromium.log"
         with open(log_path, "wb") as log:
+            # its own process group: a browser that will not close is ended with its renderers
             process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                       pass_fds=(3, 4), preexec_fn=wire_pipe_fds)
+                                       pass_fds=(3, 4), preexec_fn=wire_pipe_fds, start_new_session=True)
         os.close(to_browser_read)
         os.close(from_browser_write)
         return cls(process, to_browser_write, from_browser_read, log_path)
@@ -169,7 +171,7 @@ class Browser:
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         for fd in (self._commands, self._answers):
             try:

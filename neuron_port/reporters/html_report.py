@@ -251,10 +251,11 @@ def _page(doc: dict) -> str:
         sections += [_fallbacks(runtime), _timeline(runtime), _shape_variance(runtime), _other_runtime(runtime)]
         nav += [("fallbacks", "CPU fallbacks"), ("timeline", "Compile timeline"), ("shapes", "Shape variance")]
     estimate = doc.get("estimate")
-    sections.append(section("estimate", "Estimate", html_estimate.render_estimate(estimate) if estimate else
-                            "<p>This report has no estimate (no op ran on the simulated device, or it was "
-                            "written by a neuron-port without the cost model).</p>"))
-    nav.append(("estimate", "Estimate"))
+    if estimate or runtime is not None:  # a static scan has nothing to estimate from
+        sections.append(section("estimate", "Estimate", html_estimate.render_estimate(estimate) if estimate else
+                                "<p>This report has no estimate (no op ran on the simulated device, or it was "
+                                "written by a neuron-port without the cost model).</p>"))
+        nav.append(("estimate", "Estimate"))
     sections.append(_findings(doc))
     nav.append(("findings", "Findings"))
     links = "".join(f'<li><a href="#{a}">{escape(t)}</a></li>' for a, t in nav)
@@ -266,12 +267,14 @@ def _page(doc: dict) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="color-scheme" content="light dark">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body><main>"
-        f"<header><h1>neuron-port check report</h1>"
+        f"<header><h1>{'neuron-port check report' if runtime is not None else 'neuron-port report'}</h1>"
         f"<p><code>{escape(command) or '(no command)'}</code> — "
         f'<span class="{"outcome-ok" if succeeded else "outcome-bad"}">{escape(outcome)}</span></p>'
         f'<nav aria-label="Sections"><ul>{links}</ul></nav></header>\n'
         + "\n".join(s for s in sections if s)
-        + f"\n<footer>Written by neuron-port {escape(version)} from a run on the simulated neuron device "
-        "(CPU-backed). Counts are what the run did; estimated times and prices are estimates, not "
-        "measurements of Trainium.</footer></main></body></html>\n"
+        + f"\n<footer>Written by neuron-port {escape(version)}"
+        + (" from a run on the simulated neuron device (CPU-backed). Counts are what the run did; estimated "
+           "times and prices are estimates, not measurements of Trainium." if runtime is not None else
+           " from a static scan.")
+        + "</footer></main></body></html>\n"
     )

@@ -269,6 +269,7 @@ def test_a_rewrite_report_and_a_partial_estimate_render(tmp_path):
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "rewrite.html").read_text()
     assert "not run (static scan only)" in text and "NP101" in text and "<svg" not in text
+    assert 'id="estimate"' not in text and "from a static scan" in text
     # an estimate with no per-device figures still shows its note and assumptions
     document = json.loads(rewrite.stdout)
     sample = json.loads(SAMPLE_ESTIMATE.read_text())
