@@ -73,14 +73,19 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@app.command()
 def render_saved(
     report: Path = typer.Argument(..., help="A JSON report written by `neuron-port check -o FILE` "
                                             "(or --output-format json)."),
-    html: HtmlOption = None,
+    html: Path = typer.Option(..., "--html", metavar="FILE", callback=_check_html_target,
+                              help="Write the page to this file (atomically). Needs matplotlib: "
+                                   "pip install 'neuron-port[html]'."),
 ) -> None:
     """Render a saved JSON report of `neuron-port check` as the HTML page `check --html` writes."""
-    if html is None:
-        raise _fail("--html FILE is required")
     from neuron_port.reporters.html_report import ReportInputError
 
     try:
@@ -100,7 +105,7 @@ def render_saved(
 
 
 def main() -> None:
-    typer.run(render_saved)
+    app(prog_name="python -m neuron_port.cli_html")
 
 
 if __name__ == "__main__":

@@ -329,3 +329,11 @@ def test_long_runs_and_empty_figures_render_bounded(gpt_run):
     assert "steps (grouped)" in timeline
     assert "4,800 more row(s) are in the JSON report" in page  # the data table shows the first 200 steps
     assert len(page) < 1_500_000
+
+
+def test_help_names_the_option_and_the_extra():
+    for result in (run_cli("check", "--help"),
+                   subprocess.run([sys.executable, "-m", "neuron_port.cli_html", "--help"], capture_output=True,
+                                  text=True, timeout=120)):
+        assert result.returncode == 0, result.stderr
+        assert "--html FILE" in result.stdout and "pip install 'neuron-port[html]'" in " ".join(result.stdout.split())
