@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from neuron_port import __version__, api, cli_reference
+from neuron_port import __version__, api, cli_html, cli_reference
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.cli_check_args import CommandAfterDashes, command_after_dashes
 from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
@@ -184,6 +184,7 @@ def check(
     config: ConfigOption = None,
     quiet: CheckQuietOption = False,
     no_cache: NoCacheOption = False,
+    html: cli_html.HtmlOption = None,
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
 
@@ -226,7 +227,8 @@ def check(
                                use_cache=not no_cache, on_output=on_output, **progress)
     except UsageError as exc:
         raise fail_usage(str(exc))
-    code = exit_code(report, settings.fail_on, pending_fails=False, exit_zero=exit_zero)
+    code = cli_html.write_html(html, report, exit_code(report, settings.fail_on, pending_fails=False,
+                                                       exit_zero=exit_zero))
     if output is not None:
         from neuron_port.atomic import atomic_write
         from neuron_port.reporters.json_report import render

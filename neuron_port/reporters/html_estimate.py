@@ -1,0 +1,218 @@
+"""The Estimate part of the HTML report, from the report's `estimate` section (contract:
+the JSON report's `estimate`, written by neuron_port/check/estimate/): where the estimated step time goes,
+eager against compiled, compile time, memory against HBM, the price table, and every assumption.
+
+Everything here is labelled an estimate: the figures come from the simulated run and the assumptions listed
+with them, never from a Trainium.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from neuron_port.reporters import html_charts
+from neuron_port.reporters.html_charts import Chart, Series
+from neuron_port.reporters.html_parts import Markup, escape, figure, number, table
+
+MAX_FAMILIES = html_charts.SERIES_COUNT
+
+
+def seconds(value: Optional[float]) -> str:
+    if value is None:
+        return "–"
+    value = float(value)
+    if value == 0:
+        return "0 s"
+    if value >= 120:
+        return f"{value / 60:,.1f} min"
+    if value >= 1:
+        return f"{value:,.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:,.2f} ms"
+    return f"{value * 1e6:,.1f} µs"
+
+
+def size(value: Optional[float]) -> str:
+    if value is None:
+        return "–"
+    value = float(value)
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return f"{value / scale:,.2f} {unit}"
+    return f"{value:,.0f} B"
+
+
+def usd(value: Optional[float]) -> str:
+    if value is None:
+        return "–"
+    value = float(value)
+    return f"${value:,.2f}" if value >= 0.01 else f"${value:.3g}"
+
+
+def link(url: Any, text: Optional[str] = None) -> Markup:
+    """A link for an http(s) URL; anything else is shown as text (a report cannot inject javascript: links)."""
+    if isinstance(url, str) and url.startswith(("https://", "http://")):
+        return Markup(f'<a href="{escape(url)}" rel="noreferrer">{escape(text or url)}</a>')
+    return Markup(escape(url if url is not None else "–"))
+
+
+def _device_names(estimate: dict) -> dict[str, str]:
+    return {d.get("id"): d.get("name") or d.get("id") for d in estimate.get("devices") or []}
+
+
+def _time_by_family(per_device: list[dict], names: dict[str, str]) -> str:
+    totals: dict[str, float] = {}
+    for entry in per_device:
+        for family, value in (entry.get("seconds_by_family") or {}).items():
+            totals[family] = totals.get(family, 0.0) + float(value or 0.0)
+    families = [f for f, v in sorted(totals.items(), key=lambda kv: -kv[1]) if v > 0]
+    if len(families) > MAX_FAMILIES:  # the smallest share one bar segment
+        families = families[:MAX_FAMILIES - 1] + ["rest"]
+    kept = set(families)
+
+    def share(entry: dict, family: str) -> float:
+        by_family = entry.get("seconds_by_family") or {}
+        if family == "rest":
+            return sum(float(v or 0) for f, v in by_family.items() if f not in kept)
+        return float(by_family.get(family) or 0.0)
+
+    devices = [names.get(e.get("device"), e.get("device")) for e in per_device]
+    series = [Series(family, [share(e, family) * 1e3 for e in per_device]) for family in families]
+    chart = Chart("estimate-families", "Where the estimated step time goes",
+                  "Stacked horizontal bar chart per device of the expected eager step time in milliseconds, "
+                  "split by op family, per-op dispatch and CPU fallbacks.")
+    svg = html_charts.bars(chart, devices, series, xlabel="device", ylabel="estimated ms per step (eager)",
+                           horizontal=True)
+    data = table(["device", *families],
+                 [(name, *(seconds(share(e, f)) for f in families)) for name, e in zip(devices, per_device)],
+                 numeric=tuple(range(1, len(families) + 1)))
+    return figure(svg, "Expected eager step time per device, by op family; `dispatch` is the per-op launch "
+                       "cost, `fallback` the host time and copies of ops that run on the CPU.", data)
+
+
+def _eager_compiled(per_device: list[dict], names: dict[str, str]) -> str:
+    devices = [names.get(e.get("device"), e.get("device")) for e in per_device]
+
+    def pair(entry: dict, key: str) -> tuple[float, float]:
+        span = entry.get(key) or {}
+        return float(span.get("lower") or 0.0) * 1e3, float(span.get("expected") or 0.0) * 1e3
+
+    eager = [pair(e, "step_seconds") for e in per_device]
+    compiled = [pair(e, "compiled_step_seconds") for e in per_device]
+    highs = [v for p in eager + compiled for v in p if v > 0]
+    chart = Chart("estimate-eager-compiled", "Estimated step time, eager against compiled",
+                  "Horizontal bar chart per device: the expected step time in milliseconds in eager mode and "
+                  "with the model compiled, each with a tick at its roofline lower bound.")
+    svg = html_charts.ranges(chart, devices, [[e[0], c[0]] for e, c in zip(eager, compiled)],
+                             [[e[1], c[1]] for e, c in zip(eager, compiled)], ["eager", "torch.compile"],
+                             unit="estimated ms per step",
+                             log_scale=bool(highs) and max(highs) > 50 * min(highs))
+    data = table(["device", "eager lower", "eager expected", "compiled lower", "compiled expected"],
+                 [(name, seconds(e[0] / 1e3), seconds(e[1] / 1e3), seconds(c[0] / 1e3), seconds(c[1] / 1e3))
+                  for name, e, c in zip(devices, eager, compiled)], numeric=(1, 2, 3, 4))
+    return figure(svg, "Bars: the expected time, at the assumed achievable fraction of peak; ticks: the roofline "
+                       "lower bound (every op at peak FLOPs or bandwidth). Compiled drops the per-op dispatch of "
+                       "ops inside compiled graphs.", data)
+
+
+def _memory(per_device: list[dict], names: dict[str, str]) -> str:
+    devices = [names.get(e.get("device"), e.get("device")) for e in per_device]
+    peak = [float((e.get("memory") or {}).get("peak_bytes") or 0) for e in per_device]
+    hbm = [float((e.get("memory") or {}).get("hbm_bytes") or 0) for e in per_device]
+    chart = Chart("estimate-memory", "Peak device memory against HBM",
+                  "Horizontal bar chart, logarithmic, per device: the peak bytes the run held on the simulated "
+                  "device next to the HBM capacity the estimate assumes.")
+    svg = html_charts.bars(chart, devices, [Series("peak of this run", [p / 2**20 for p in peak]),
+                                            Series("HBM", [h / 2**20 for h in hbm])],
+                           xlabel="device", ylabel="MiB (log scale)", horizontal=True, stacked=False,
+                           log_scale=True)
+    fits = {True: "yes", False: "no", None: "unknown"}
+    rows = [(name, size((e.get("memory") or {}).get("peak_bytes")), size(h), f"{p / h:.2%}" if h else "–",
+             fits.get((e.get("memory") or {}).get("fits"), "unknown"))
+            for name, p, h, e in zip(devices, peak, hbm, per_device)]
+    data = table(["device", "peak", "HBM", "share", "fits"], rows, numeric=(1, 2, 3))
+    return figure(svg, "Peak memory per process on the simulated device against the HBM of the device.", data)
+
+
+def _per_step(estimate: dict) -> str:
+    per_step = estimate.get("per_step") or {}
+    families = sorted(per_step.get("by_family") or [], key=lambda f: -(f.get("flops") or 0))
+    rows = [(f.get("family"), f.get("calls"), f"{float(f.get('flops') or 0) / 1e9:,.3f}",
+             size(f.get("bytes")), ", ".join(f"{k}: {float(v) / 1e9:,.3f}"
+                                            for k, v in (f.get("flops_by_dtype") or {}).items()) or "–")
+            for f in families]
+    fallback = per_step.get("fallback") or {}
+    text = (f"<p>One steady-state step: {number(per_step.get('ops'))} ops ({number(per_step.get('eager_ops'))} "
+            f"eager, {number(per_step.get('compiled_ops'))} in compiled graphs); CPU fallbacks: "
+            f"{number(fallback.get('calls'))} calls, {seconds(fallback.get('host_seconds'))} on the host, "
+            f"{size(fallback.get('copy_bytes'))} copied.</p>")
+    return text + table(["family", "calls", "GFLOP", "bytes moved", "GFLOP by dtype"], rows, numeric=(1, 2, 3),
+                        caption="The work of one steady-state step (mean over the steady steps)")
+
+
+def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: Any) -> str:
+    compiles = [(names.get(e.get("device"), e.get("device")), e.get("compile") or {}) for e in per_device]
+    compile_rows = [(name, c.get("eager_neffs"), c.get("graphs"), seconds(c.get("first_run_seconds")),
+                     seconds(c.get("warm_cache_seconds"))) for name, c in compiles]
+    body = "<h3>Compile time</h3>" + table(
+        ["device", "eager NEFFs", "graphs", "first run (cold cache)", "with a warm NEFF cache"], compile_rows,
+        numeric=(1, 2, 3, 4))
+    price_rows = []
+    for e in per_device:
+        price = e.get("price") or {}
+        if price.get("per_chip_hour_usd") is None:
+            origin, source = "no published price: set one", None
+        else:
+            origin, source = "third-party figure" if price.get("third_party") else "price", price.get("source")
+        price_rows.append((names.get(e.get("device"), e.get("device")), usd(price.get("per_chip_hour_usd")),
+                           usd(price.get("per_step_usd")), usd(price.get("per_million_tokens_usd")),
+                           price.get("dated") or "–",
+                           Markup(escape(origin) + (f": {link(source, 'source').html}" if source else ""))))
+    body += "<h3>Price</h3>" + table(
+        ["device", "$ per chip-hour", "$ per step", "$ per million tokens", "dated", "source"], price_rows,
+        numeric=(1, 2, 3))
+    if any((e.get("price") or {}).get("per_chip_hour_usd") is None for e in per_device):
+        body += ('<p class="muted">A device without a price has none published: set $ per chip-hour with '
+                 "<code>--price</code> or in <code>[tool.neuron-port]</code>.</p>")
+    if tokens is None:
+        body += ('<p class="muted">$ per million tokens needs the tokens per step: name them with '
+                 "<code>--tokens-per-step</code> or in <code>[tool.neuron-port]</code>.</p>")
+    return body
+
+
+def _devices_and_assumptions(estimate: dict) -> str:
+    devices = [(d.get("name") or d.get("id"), d.get("kind"),
+                ", ".join(f"{k}: {v:g}" for k, v in (d.get("peak_tflops") or {}).items()),
+                d.get("hbm_gbps"), d.get("hbm_gib"),
+                Markup(" ".join(link(u, f"[{i + 1}]").html for i, u in enumerate(d.get("sources") or []))))
+               for d in estimate.get("devices") or []]
+    body = "<h3>Devices</h3>" + table(["device", "kind", "peak TFLOPS", "HBM GB/s", "HBM GiB", "sources"], devices,
+                                      numeric=(3, 4))
+    assumptions = [(Markup(f"<code>{escape(a.get('name'))}</code>"), f"{a.get('value')} {a.get('unit') or ''}".strip(),
+                    a.get("doc"), link(a.get("source"), "source") if a.get("source") else "–",
+                    Markup(f"<code>{escape(a.get('configurable'))}</code>") if a.get("configurable") else "–")
+                   for a in estimate.get("assumptions") or []]
+    body += "<h3>Assumptions</h3>" + table(["name", "value", "meaning", "source", "set with"], assumptions,
+                                           limit=len(assumptions))
+    return body
+
+
+def render_estimate(estimate: dict) -> str:
+    """The body of the page's Estimate section."""
+    if not isinstance(estimate, dict):
+        raise ValueError("`estimate` is not an object")
+    steps = estimate.get("steps") or {}
+    per_device = [e for e in estimate.get("per_device") or [] if isinstance(e, dict)]
+    names = _device_names(estimate)
+    tokens = steps.get("tokens_per_step")
+    body = (f'<p class="note">{escape(estimate.get("note") or "Estimated from the simulated run; not a measurement.")}'
+            "</p>"
+            f"<p>Steps by {escape(steps.get('clock'))}: {number(steps.get('measured'))} measured, "
+            f"{number(steps.get('warmup'))} warm-up, {number(steps.get('steady'))} steady; tokens per step: "
+            f"{number(tokens)}; logical cores assumed: {number(estimate.get('cores'))}.</p>")
+    if per_device:
+        body += _time_by_family(per_device, names) + _eager_compiled(per_device, names)
+    body += _per_step(estimate)
+    if per_device:
+        body += _memory(per_device, names) + _compile_and_price(per_device, names, tokens)
+    return body + _devices_and_assumptions(estimate)

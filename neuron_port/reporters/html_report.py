@@ -1,0 +1,280 @@
+"""`check --html`: the check report as one self-contained HTML page.
+
+The page is rendered from the report document (the dict the JSON reporter writes, ``json_report.to_document``),
+so a saved JSON report renders the same way. It loads nothing (inline CSS, inline SVG charts, a content
+security policy that forbids every fetch) and shows: the summary and readiness, the CPU fallbacks, the
+compile timeline (new signatures per step, warm-up against steady state), shape variance per site, the
+estimate when the report has one (html_estimate.py), and every finding. Each chart is an
+``<svg role="img">`` inside a ``<figure>`` with a caption and its data as a table under ``<details>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from neuron_port.reporters import html_charts, html_estimate
+from neuron_port.reporters.html_charts import Chart, Series
+from neuron_port.reporters.html_parts import Markup, code_cell, escape, figure, number, section, site_text, table
+from neuron_port.reporters.html_style import CONTENT_SECURITY_POLICY, STYLE
+
+MAX_CHART_SITES = 12
+MAX_TIMELINE_BARS = 60
+MAX_TIMELINE_ROWS = 200
+CLOCK_LABELS = {"optimizer": "optimizer step", "forward": "forward call of the outermost module",
+                "signatures": "k-th new signature at a line", "mixed": "step (processes differ in clock)"}
+
+
+class ReportInputError(ValueError):
+    """The document is not a check report this renderer understands (the message says what is wrong)."""
+
+
+def _outcome(status: Optional[dict]) -> tuple[str, bool]:
+    if status is None:
+        return "not run (static scan only)", True
+    if status.get("error"):
+        return f"could not start: {status['error']}", False
+    if status.get("interrupted"):
+        return f"interrupted by {status['interrupted']} after {status.get('duration', 0):.1f} s", False
+    if status.get("timed_out"):
+        return f"timed out after {status.get('duration', 0):.1f} s", False
+    if status.get("signal"):
+        return f"killed by {status['signal']} after {status.get('duration', 0):.1f} s", False
+    code = status.get("exit_code")
+    return f"exit code {code} after {status.get('duration', 0):.1f} s", code == 0
+
+
+def _summary(doc: dict, runtime: Optional[dict]) -> str:
+    summary = doc.get("summary") or {}
+    severity = summary.get("by_severity") or {}
+    ops = (runtime or {}).get("ops") or {}
+    shapes = (runtime or {}).get("shapes") or {}
+    cells = [("findings", summary.get("findings")), ("errors", severity.get("error")),
+             ("warnings", severity.get("warning")), ("info", severity.get("info")),
+             ("files scanned", summary.get("files_scanned"))]
+    if runtime is not None:
+        cells[:0] = [("op calls", ops.get("calls")), ("CPU fallback calls", ops.get("fallback_calls")),
+                     ("eager compiles, cold cache", shapes.get("first_run_compiles")),
+                     ("new signatures after warm-up", shapes.get("after_warmup")),
+                     ("processes", (runtime.get("status") or {}).get("processes"))]
+    items = "".join(f"<div><dt>{escape(k)}</dt><dd>{number(v)}</dd></div>" for k, v in cells)
+    body = f'<dl class="numbers">{items}</dl>'
+    if runtime is not None:
+        readiness = ops.get("readiness")
+        if readiness is None:
+            body += "<h3>Readiness</h3><p>No op reached the neuron device.</p>"
+        else:
+            body += (f'<h3>Readiness</h3><p><meter min="0" max="1" value="{float(readiness):.4f}" '
+                     f'aria-label="readiness {readiness:.1%}"></meter></p>'
+                     f"<p><strong>{readiness:.1%}</strong> of {number(ops.get('calls'))} op calls ran natively on "
+                     f"the simulated neuron device; {number(ops.get('fallback_calls'))} fell back to the CPU. "
+                     f"{number(ops.get('unique_signatures'))} distinct op signatures.</p>")
+    return section("summary", "Summary", body)
+
+
+def _fallbacks(runtime: dict) -> str:
+    fallbacks = runtime.get("fallbacks") or []
+    if not fallbacks:
+        return section("fallbacks", "CPU fallbacks", "<p>No op fell back to the CPU.</p>")
+    rows = [(entry.get("op"), entry.get("calls"), site_text(site), code_cell(site))
+            for entry in sorted(fallbacks, key=lambda e: -(e.get("calls") or 0))
+            for site in (entry.get("sites") or [None])]
+    body = ("<p>Ops the neuron device does not run: each call runs on the host, with copies both ways "
+            "(NP901).</p>" + table(["op", "calls", "site", "code"], rows, numeric=(1,)))
+    return section("fallbacks", "CPU fallbacks", body)
+
+
+def new_signatures_per_step(runtime: dict) -> dict[int, int]:
+    """Step -> signatures first seen at that step, over every op and line of the report."""
+    per_step: dict[int, int] = {}
+    for entry in runtime.get("eager_compiles") or []:
+        for seen in entry.get("first_seen") or []:
+            per_step[int(seen["step"])] = per_step.get(int(seen["step"]), 0) + int(seen["signatures"])
+    return per_step
+
+
+def timeline_bars(per_step: dict[int, int], warmup: int) -> tuple[list[str], list[int], list[int]]:
+    """Bar labels and (warm-up, steady) heights: one bar per step, or, past MAX_TIMELINE_BARS steps, the
+    warm-up steps one by one and the steady steps in equal groups (a long run stays a readable chart)."""
+    last = max(per_step)
+    width = max(1, -(-(last + 1 - warmup) // MAX_TIMELINE_BARS)) if last + 1 > MAX_TIMELINE_BARS else 1
+    groups = [(s, s) for s in range(min(warmup, last + 1))]
+    groups += [(s, min(s + width - 1, last)) for s in range(min(warmup, last + 1), last + 1, width)]
+    labels, warm, steady = [], [], []
+    for first, end in groups:
+        count = sum(per_step.get(s, 0) for s in range(first, end + 1))
+        labels.append(str(first) if first == end else f"{first}–{end}")
+        warm.append(count if first < warmup else 0)
+        steady.append(0 if first < warmup else count)
+    return labels, warm, steady
+
+
+def _timeline(runtime: dict) -> str:
+    shapes = runtime.get("shapes") or {}
+    per_step = new_signatures_per_step(runtime)
+    if not per_step:
+        return section("timeline", "Compile timeline", "<p>No eager compile was recorded.</p>")
+    warmup = int(shapes.get("warmup_steps") or 0)
+    clock = CLOCK_LABELS.get(shapes.get("clock"), "step")
+    labels, warm, steady = timeline_bars(per_step, warmup)
+    total = sum(per_step.values())
+    chart = Chart("timeline", "New op signatures per step",
+                  f"Bar chart of new eager op signatures (each an eager NEFF compile on a cold cache) per "
+                  f"{clock}: {sum(warm):,} in the {warmup} warm-up step(s), {sum(steady):,} after.")
+    svg = html_charts.bars(chart, labels,
+                           [Series(f"warm-up (steps < {warmup})", warm), Series("steady state", steady)],
+                           xlabel=clock if len(labels) > max(per_step) else f"{clock}s (grouped)",
+                           ylabel="new signatures")
+    caption = (f"New signatures per {clock}. Warm-up: steps before {warmup}; a signature that first appears "
+               f"later compiles again in steady state (NP902). {total:,} shown")
+    first_run = shapes.get("first_run_compiles")
+    if isinstance(first_run, int) and first_run > total:
+        caption += f" of {first_run:,} in the run (the report lists the sites with the most)"
+    data = table(["step", "phase", "new signatures"],
+                 [(s, "warm-up" if s < warmup else "steady", per_step[s]) for s in sorted(per_step)],
+                 numeric=(0, 2), limit=MAX_TIMELINE_ROWS)
+    late = sorted((e for e in runtime.get("eager_compiles") or [] if e.get("after_warmup")),
+                  key=lambda e: -e["after_warmup"])
+    body = figure(svg, caption + ".", data)
+    if late:
+        body += (f"<details><summary>{len(late):,} line(s) still compile after warm-up, the most first</summary>"
+                 + table(
+            ["op", "site", "signatures", "after warm-up", "code"],
+            [(e.get("op"), site_text(e.get("site")), e.get("unique_signatures"), e.get("after_warmup"),
+              code_cell(e.get("site"))) for e in late], numeric=(2, 3)) + "</details>")
+    return section("timeline", "Compile timeline", body)
+
+
+def _varying_text(entry: dict) -> str:
+    parts = []
+    for position in entry.get("varying") or []:
+        values = position.get("values") or []
+        shown = ", ".join(str(v) for v in values[:8]) + (", …" if len(values) > 8 else "")
+        parts.append(f"{position.get('label') or 'dim ' + str(position.get('dim'))}: {shown}")
+    for batch in entry.get("partial_batches") or []:
+        parts.append(f"uneven last batch: {batch}")
+    return "; ".join(parts)
+
+
+def _shape_variance(runtime: dict) -> str:
+    entries = sorted(runtime.get("shape_variance") or [], key=lambda e: (-(e.get("after_warmup") or 0),
+                                                                        -(e.get("signatures") or 0)))
+    if not entries:
+        return section("shapes", "Shape variance per site",
+                       "<p>No line kept getting new shapes after warm-up.</p>")
+    shown = entries[:MAX_CHART_SITES]
+    labels = [f"{e.get('op', '').removeprefix('aten::')} @ {site_text(e.get('site'))}" for e in shown]
+    after = [int(e.get("after_warmup") or 0) for e in shown]
+    before = [max(0, int(e.get("signatures") or 0) - a) for e, a in zip(shown, after)]
+    chart = Chart("shape-variance", "Signatures per site with varying shapes",
+                  f"Horizontal bar chart of the {len(shown)} lines with the most new signatures after warm-up: "
+                  f"signatures seen in warm-up and after it, per op and line.")
+    svg = html_charts.bars(chart, labels, [Series("in warm-up", before), Series("after warm-up", after)],
+                           xlabel="op @ line", ylabel="distinct signatures", horizontal=True)
+    data = table(["op", "site", "in warm-up", "after warm-up"],
+                 [(e.get("op"), site_text(e.get("site")), b, a) for e, b, a in zip(shown, before, after)],
+                 numeric=(2, 3))
+    body = figure(svg, "Each bar is one line whose op saw new shapes; the part after warm-up is what a padded "
+                       "or bucketed input would remove.", data)
+    body += (f"<details><summary>What varies at each of the {len(entries):,} line(s), with padding buckets"
+             "</summary>")
+    body += table(["op", "site", "kind", "signatures", "after warm-up", "what varies", "suggested buckets"],
+                  [(e.get("op"), site_text(e.get("site")), e.get("kind"), e.get("signatures"),
+                    e.get("after_warmup"), _varying_text(e),
+                    ", ".join(str(b) for b in e.get("suggested_buckets") or []) or "–") for e in entries],
+                  numeric=(3, 4)) + "</details>"
+    return section("shapes", "Shape variance per site", body)
+
+
+def _other_runtime(runtime: dict) -> str:
+    parts = []
+    compiles = runtime.get("compiles") or []
+    if compiles:
+        parts.append("<h3>torch.compile</h3>" + table(
+            ["function", "site", "compiles", "recompile limit hits", "reasons"],
+            [(c.get("function"), site_text(c.get("site")), c.get("count"), c.get("recompile_limit_hits"),
+              "; ".join(str(r) for r in (c.get("reasons") or [])[:3])) for c in compiles], numeric=(2, 3)))
+    demotions = runtime.get("demotions") or []
+    if demotions:
+        parts.append("<h3>dtype demotions</h3>" + table(
+            ["dtype", "computed as", "op", "calls", "site"],
+            [(d.get("dtype"), d.get("computed_as", "–"), d.get("op"), d.get("calls"),
+              site_text(d.get("site") or (d.get("sites") or [None])[0])) for d in demotions], numeric=(3,)))
+    unsupported = runtime.get("unsupported") or []
+    if unsupported:
+        parts.append("<h3>Unsupported features</h3>" + table(
+            ["feature", "op", "count", "site", "message"],
+            [(u.get("feature"), u.get("op"), u.get("count"), site_text(u.get("site")), u.get("message"))
+             for u in unsupported], numeric=(2,)))
+    if not parts:
+        return ""
+    return section("runtime-other", "Other runtime observations", "".join(parts))
+
+
+def _findings(doc: dict) -> str:
+    findings = doc.get("findings") or []
+    if not findings:
+        return section("findings", "Findings", "<p>No findings.</p>")
+    rank = {"error": 0, "warning": 1, "info": 2}
+    rows = [(f.get("code"), Markup(f'<span class="sev-{escape(f.get("severity"))}">{escape(f.get("severity"))}'
+                                   f"</span>"), f"{f.get('path')}:{f.get('line')}", f.get("source"),
+             "applied" if (f.get("fix") or {}).get("applied") else
+             ((f.get("fix") or {}).get("safety") if (f.get("fix") or {}).get("available") else "manual"),
+             f.get("message"))
+            for f in sorted(findings, key=lambda f: (rank.get(f.get("severity"), 3), f.get("path") or "",
+                                                     f.get("line") or 0))]
+    body = (f"<details><summary>{len(findings):,} finding(s), errors first</summary>"
+            + table(["code", "severity", "site", "source", "fix", "message"], rows, limit=500) + "</details>")
+    return section("findings", "Findings", body)
+
+
+def render(doc: Any) -> str:
+    """The page for a report document; ReportInputError when ``doc`` is not a check report."""
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        raise ReportInputError("not a neuron-port report: no schema_version at the top level")
+    try:
+        return _page(doc)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ReportInputError(f"not a report this version can render ({type(exc).__name__}: {exc})") from exc
+
+
+def _page(doc: dict) -> str:
+    runtime = doc.get("runtime")
+    if runtime is not None and not isinstance(runtime, dict):
+        raise ReportInputError("`runtime` is not an object")
+    status = (runtime or {}).get("status")
+    outcome, succeeded = _outcome(status)
+    command = " ".join((status or {}).get("command") or [])
+    version = (doc.get("tool") or {}).get("version", "")
+    sections = [_summary(doc, runtime)]
+    nav = [("summary", "Summary")]
+    if runtime is not None:
+        sections += [_fallbacks(runtime), _timeline(runtime), _shape_variance(runtime), _other_runtime(runtime)]
+        nav += [("fallbacks", "CPU fallbacks"), ("timeline", "Compile timeline"), ("shapes", "Shape variance")]
+    estimate = doc.get("estimate")
+    if estimate or runtime is not None:  # a static scan has nothing to estimate from
+        sections.append(section("estimate", "Estimate", html_estimate.render_estimate(estimate) if estimate else
+                                "<p>This report has no estimate (no op ran on the simulated device, or it was "
+                                "written by a neuron-port without the cost model).</p>"))
+        nav.append(("estimate", "Estimate"))
+    sections.append(_findings(doc))
+    nav.append(("findings", "Findings"))
+    links = "".join(f'<li><a href="#{a}">{escape(t)}</a></li>' for a, t in nav)
+    title = f"neuron-port check: {command}" if command else "neuron-port report"
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="color-scheme" content="light dark">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body><main>"
+        f"<header><h1>{'neuron-port check report' if runtime is not None else 'neuron-port report'}</h1>"
+        f"<p><code>{escape(command) or '(no command)'}</code> — "
+        f'<span class="{"outcome-ok" if succeeded else "outcome-bad"}">{escape(outcome)}</span></p>'
+        f'<nav aria-label="Sections"><ul>{links}</ul></nav></header>\n'
+        + "\n".join(s for s in sections if s)
+        + f"\n<footer>Written by neuron-port {escape(version)}"
+        + (" from a run on the simulated neuron device (CPU-backed). Counts are what the run did; estimated "
+           "times and prices are estimates, not measurements of Trainium." if runtime is not None else
+           " from a static scan.")
+        + "</footer></main></body></html>\n"
+    )

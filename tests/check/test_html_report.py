@@ -1,0 +1,339 @@
+"""`check --html FILE`: the real CLI on the GPT trainer fixture writes a self-contained page, which a real
+headless Chromium (Debian's `chromium`, driven over the DevTools protocol by tests/browser.py) loads in light
+and dark: no console error, no network request, every chart drawn with a non-zero size and readable colours.
+
+The estimate parts are rendered from a sample `estimate` section that follows the contract
+(tests/check/data/estimate_sample.json) until the cost model writes one; the real run's own report renders
+without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from browser import Browser, find_chromium
+from conftest import FIXTURES, REPO, run_cli
+
+pytestmark = pytest.mark.slow
+
+SAMPLE_ESTIMATE = Path(__file__).parent / "data" / "estimate_sample.json"
+RUNTIME_CHARTS = ["timeline", "shape-variance"]
+ESTIMATE_CHARTS = ["estimate-families", "estimate-eager-compiled", "estimate-memory"]
+HOSTILE_CODE = "x = '</td><script>alert(1)</script><img src=http://127.0.0.1:9/leak.png>'"
+
+
+def needs_chromium() -> str:
+    """Chromium's path; the test is skipped without it, except in CI, where it must run."""
+    found = find_chromium()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed: scripts/setup.sh installs it (apt-get install chromium)")
+        pytest.skip("chromium is not installed (scripts/setup.sh installs it as root: apt-get install chromium)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def gpt_run(tmp_path_factory, sim_build):
+    """One real `check --preview --html` run of the GPT trainer, with its JSON report saved beside."""
+    root = tmp_path_factory.mktemp("html")
+    project = root / "gpt_trainer"
+    shutil.copytree(FIXTURES / "gpt_trainer", project)
+    page, report = root / "report.html", root / "report.json"
+    result = run_cli("check", str(project), "--preview", "-q", "--html", str(page), "-o", str(report),
+                     "--", "python", "train.py", "--steps", "6", "--variable-length")
+    assert result.returncode == 1, result.stderr  # the unrewritten tree keeps NP101 errors
+    return root, page, report
+
+
+def render_saved(report: Path, page: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "neuron_port.cli_html", str(report), "--html", str(page)],
+                          capture_output=True, text=True, timeout=300)
+
+
+class PageParts(HTMLParser):
+    """What a self-contained page must not have, and the parts the tests look at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def of(self, tag: str) -> list[dict]:
+        return [attrs for name, attrs in self.tags if name == tag]
+
+
+def parse(page: Path) -> PageParts:
+    parts = PageParts()
+    parts.feed(page.read_text(encoding="utf-8"))
+    return parts
+
+
+@pytest.fixture(scope="module")
+def estimate_page(gpt_run):
+    """The real run's report with the sample estimate and a hostile line of user code, rendered from JSON."""
+    root, _, report = gpt_run
+    document = json.loads(report.read_text())
+    document["estimate"] = json.loads(SAMPLE_ESTIMATE.read_text())
+    document["runtime"]["fallbacks"][0]["sites"][0]["code"] = HOSTILE_CODE
+    saved = root / "with_estimate.json"
+    saved.write_text(json.dumps(document))
+    page = root / "with_estimate.html"
+    result = render_saved(saved, page)
+    assert result.returncode == 0, result.stderr
+    return page
+
+
+def test_check_html_writes_a_self_contained_page_of_the_run(gpt_run):
+    root, page, report = gpt_run
+    document = json.loads(report.read_text())
+    parts = parse(page)
+    text = page.read_text(encoding="utf-8")
+    # loads nothing: no stylesheet or script files, no external images or frames, and a CSP that forbids them
+    assert not parts.of("link") and not parts.of("iframe") and not parts.of("object")
+    assert all("src" not in attrs for name, attrs in parts.tags if name in ("script", "img", "source"))
+    assert not [a for a in parts.of("a") if not a.get("href", "").startswith(("#", "https://", "http://"))]
+    [csp] = [m for m in parts.of("meta") if m.get("http-equiv") == "Content-Security-Policy"]
+    assert "default-src 'none'" in csp["content"]
+    ids = {attrs.get("id") for _, attrs in parts.tags}
+    assert {"summary", "fallbacks", "timeline", "shapes", "estimate", "findings"} <= ids
+    # what the page says is what the run recorded
+    runtime = document["runtime"]
+    assert f"{runtime['ops']['readiness']:.1%}" in text
+    assert "aten::multinomial" in text and "model.py:137" in text
+    charts = [attrs["data-chart"] for attrs in parts.of("svg") if attrs.get("role") == "img"]
+    if "estimate" in document:  # once the cost model writes one, its charts are there too
+        assert charts == RUNTIME_CHARTS + ESTIMATE_CHARTS
+    else:
+        assert charts == RUNTIME_CHARTS
+        assert "This report has no estimate" in text
+    # the same report saved as JSON renders to the same bytes: a second write changes nothing
+    again = root / "again.html"
+    result = render_saved(report, again)
+    assert result.returncode == 0, result.stderr
+    assert again.read_bytes() == page.read_bytes()
+
+
+def chart_facts(page) -> dict:
+    """Per chart: its box, accessible name, caption, data rows and the colours it was painted in."""
+    return page.evaluate("""(() => {
+      const rgb = c => (c.match(/[\\d.]+/g) || []).slice(0, 3).map(Number);
+      const charts = [...document.querySelectorAll('svg')].map(svg => {
+        const box = svg.getBoundingClientRect();
+        const figure = svg.closest('figure');
+        const text = svg.querySelector('text');
+        const series = [...svg.querySelectorAll('path, use')].filter(
+          e => (e.getAttribute('style') || '').includes('--series-'));
+        const seriesBoxes = series.map(e => e.getBBox()).filter(b => b.width > 0 && b.height > 0);
+        const fills = [...new Set(series.map(e => getComputedStyle(e).fill))].map(rgb);
+        return {
+          id: svg.dataset.chart, role: svg.getAttribute('role'), width: box.width, height: box.height,
+          name: (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || '',
+          caption: figure && figure.querySelector('figcaption') ? figure.querySelector('figcaption').textContent : '',
+          dataRows: figure ? figure.querySelectorAll('details table tbody tr').length : 0,
+          text: text ? rgb(getComputedStyle(text).fill) : null,
+          series: fills,
+          seriesDrawn: seriesBoxes.length,
+          panel: figure ? rgb(getComputedStyle(figure).backgroundColor) : null,
+        };
+      });
+      return {charts, background: rgb(getComputedStyle(document.body).backgroundColor),
+              scripts: document.scripts.length, body: document.body.textContent};
+    })()""")
+
+
+def contrast(a: list[float], b: list[float]) -> float:
+    """WCAG contrast ratio of two sRGB colours."""
+    def luminance(rgb):
+        linear = [(c / 255) / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("which", ["run", "with_estimate"])
+def test_the_page_renders_in_headless_chromium_light_and_dark(gpt_run, estimate_page, tmp_path, which):
+    needs_chromium()
+    page_file = gpt_run[1] if which == "run" else estimate_page
+    expected = RUNTIME_CHARTS + (ESTIMATE_CHARTS if which == "with_estimate" else [])
+    backgrounds = {}
+    with Browser.start(tmp_path / "profile") as browser:
+        for scheme in ("light", "dark"):
+            page = browser.open(page_file.as_uri(), color_scheme=scheme)
+            facts = chart_facts(page)
+            assert page.problems() == [], (scheme, page.problems())
+            if which == "run" and "estimate-families" in [c["id"] for c in facts["charts"]]:
+                expected = RUNTIME_CHARTS + ESTIMATE_CHARTS
+            assert [c["id"] for c in facts["charts"]] == expected
+            for chart in facts["charts"]:
+                where = (scheme, chart["id"])
+                assert chart["role"] == "img" and chart["name"] and chart["caption"], where
+                assert chart["width"] > 100 and chart["height"] > 100, where
+                assert chart["dataRows"] > 0 and chart["seriesDrawn"] > 0, where
+                # text and axes take the page's colour; every series colour keeps 3:1 against the panel
+                assert contrast(chart["text"], chart["panel"]) >= 4.5, where
+                assert chart["series"] and all(contrast(c, chart["panel"]) >= 3 for c in chart["series"]), where
+            assert facts["scripts"] == 0
+            backgrounds[scheme] = facts["background"]
+            shot = page.screenshot(tmp_path / f"{which}-{scheme}.png")
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+            if which == "with_estimate":  # the user's code is shown as text, never run or fetched
+                assert HOSTILE_CODE in facts["body"]
+                assert "no published price: set one" in facts["body"]  # the sample's Trainium3 rows
+    assert contrast(backgrounds["light"], backgrounds["dark"]) > 10
+    print(f"screenshots: {tmp_path}")
+
+
+def test_the_browser_check_sees_console_errors_and_network_requests(tmp_path):
+    """The checks above can fail: a page with an error and an outside image is caught."""
+    needs_chromium()
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><html><body><p>x</p><script>console.error('drawn wrong')</script>"
+                   "<img src='http://127.0.0.1:9/outside.png' alt=''></body></html>")
+    with Browser.start(tmp_path / "profile") as browser:
+        problems = browser.open(bad.as_uri()).problems()
+    assert any("drawn wrong" in p for p in problems), problems
+    assert any("network request: http://127.0.0.1:9/outside.png" in p for p in problems), problems
+
+
+def test_html_target_problems_stop_check_before_the_command_runs(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "touch.py").write_text("open('ran', 'w').close()\n")
+    (tmp_path / "folder.html").mkdir()
+    for target, says in ((tmp_path / "missing" / "page.html", "its folder does not exist"),
+                         (tmp_path / "folder.html", "is a folder")):
+        result = run_cli("check", str(project), "-q", "--html", str(target), "--", "python", "touch.py")
+        assert result.returncode == 2, result.stderr
+        assert str(target) in result.stderr and says in result.stderr
+        assert not (project / "ran").exists()
+
+
+def test_without_matplotlib_html_fails_clearly_and_check_never_imports_it(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "touch.py").write_text("open('ran', 'w').close()\n")
+    # matplotlib made unimportable the way a missing install is: ImportError at `import matplotlib`
+    shadow = tmp_path / "shadow" / "matplotlib"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError(\"No module named 'matplotlib'\")\n")
+    result = run_cli("check", str(project), "-q", "--html", str(tmp_path / "page.html"), "--", "python", "touch.py",
+                     env={"PYTHONPATH": os.pathsep.join([str(shadow.parent), str(REPO)])})
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'neuron-port[html]'" in result.stderr
+    assert not (project / "ran").exists() and not (tmp_path / "page.html").exists()
+    # without --html, check runs and never loads matplotlib
+    traced = subprocess.run([sys.executable, "-X", "importtime", "-m", "neuron_port", "check", str(project), "-q",
+                             "--", "python", "touch.py"], capture_output=True, text=True, timeout=300)
+    assert traced.returncode == 0, traced.stderr[-2000:]
+    assert (project / "ran").exists()
+    # the trace is there, the option's module with it, and no matplotlib
+    assert re.search(r"\|\s+neuron_port\.cli_html$", traced.stderr, re.M), traced.stderr[-2000:]
+    assert "matplotlib" not in traced.stderr
+
+
+def test_saved_report_errors_name_the_file(tmp_path):
+    page = tmp_path / "page.html"
+    cases = [("broken.json", '{"schema_version": 1,\n  "runtime": }', "broken.json:2:14: not valid JSON"),
+             ("list.json", "[1, 2]", "list.json: not a neuron-port report"),
+             ("missing.json", None, "missing.json: cannot read the report")]
+    for name, content, says in cases:
+        source = tmp_path / name
+        if content is not None:
+            source.write_text(content)
+        result = render_saved(source, page)
+        assert result.returncode == 2 and says in result.stderr, result.stderr
+        assert not page.exists()
+
+
+def test_a_rewrite_report_and_a_partial_estimate_render(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES / "gpt_trainer", project)
+    rewrite = run_cli("rewrite", str(project), "--check", "--output-format", "json")
+    saved = tmp_path / "rewrite.json"
+    saved.write_text(rewrite.stdout)
+    result = render_saved(saved, tmp_path / "rewrite.html")
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "rewrite.html").read_text()
+    assert "not run (static scan only)" in text and "NP101" in text and "<svg" not in text
+    assert 'id="estimate"' not in text and "from a static scan" in text
+    # an estimate with no per-device figures still shows its note and assumptions
+    document = json.loads(rewrite.stdout)
+    sample = json.loads(SAMPLE_ESTIMATE.read_text())
+    document["estimate"] = {"version": 1, "note": sample["note"], "assumptions": sample["assumptions"]}
+    saved.write_text(json.dumps(document))
+    result = render_saved(saved, tmp_path / "partial.html")
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "partial.html").read_text()
+    assert sample["note"] in text and "dispatch_seconds_per_op" in text
+
+
+def test_the_page_is_old_or_new_when_the_writer_is_killed(gpt_run, tmp_path):
+    """SIGKILL at random points of `cli_html` (render + atomic write): the page is always whole."""
+    _, page, report = gpt_run
+    target = tmp_path / "page.html"
+    started = time.monotonic()
+    assert render_saved(report, target).returncode == 0
+    duration = time.monotonic() - started
+    new = target.read_bytes()
+    old = b"<!DOCTYPE html><p>the previous page</p>\n"
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    outcomes = set()
+    for _ in range(8):
+        target.write_bytes(old)
+        process = subprocess.Popen([sys.executable, "-m", "neuron_port.cli_html", str(report), "--html",
+                                    str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 1.3) * duration)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        content = target.read_bytes()
+        assert content in (old, new), (seed, content[:200])
+        outcomes.add(content == new)
+    print(f"seed {seed}; render+write {duration:.2f} s; outcomes seen (True = new page): {sorted(outcomes)}")
+
+
+def test_long_runs_and_empty_figures_render_bounded(gpt_run):
+    """A 5,000-step run with a new shape every step, an estimate with zero memory and no per-family time:
+    the page renders, the timeline is grouped into at most about 60 bars, and the page stays small."""
+    from neuron_port.reporters.html_report import render
+
+    document = json.loads(gpt_run[2].read_text())
+    runtime = document["runtime"]
+    runtime["eager_compiles"][0]["first_seen"] = [{"step": s, "signatures": 1} for s in range(5000)]
+    runtime["shapes"]["warmup_steps"] = 2
+    estimate = json.loads(SAMPLE_ESTIMATE.read_text())
+    for entry in estimate["per_device"]:
+        entry["memory"]["peak_bytes"] = 0
+        entry["seconds_by_family"] = {}
+    document["estimate"] = estimate
+    page = render(document)
+    parts = PageParts()
+    parts.feed(page)
+    assert [a["data-chart"] for a in parts.of("svg")] == RUNTIME_CHARTS + ESTIMATE_CHARTS
+    timeline = page[page.index('data-chart="timeline"'):page.index("</svg>", page.index('data-chart="timeline"'))]
+    assert timeline.count("var(--series-1)") <= 70  # a path per group of steps (and the legend), not per step
+    assert "steps (grouped)" in timeline
+    assert "4,800 more row(s) are in the JSON report" in page  # the data table shows the first 200 steps
+    assert len(page) < 1_500_000
+
+
+def test_help_names_the_option_and_the_extra():
+    for result in (run_cli("check", "--help"),
+                   subprocess.run([sys.executable, "-m", "neuron_port.cli_html", "--help"], capture_output=True,
+                                  text=True, timeout=120)):
+        assert result.returncode == 0, result.stderr
+        assert "--html FILE" in result.stdout and "pip install 'neuron-port[html]'" in " ".join(result.stdout.split())
