@@ -18,7 +18,7 @@ from typing import List, Optional
 import typer
 from typing_extensions import Annotated
 
-from neuron_port import __version__, api, cli_reference
+from neuron_port import __version__, api, cli_estimate, cli_reference
 from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.config import Settings, load_settings
@@ -189,7 +189,7 @@ def rewrite(
     raise typer.Exit(code)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@cli_estimate.check_command(app, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def check(
     ctx: typer.Context,
     path: Path = typer.Argument(..., help="The project folder; the command runs from here."),
