@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 
 def seconds(value: Optional[float]) -> str:
@@ -55,27 +55,49 @@ def estimate_lines(section: dict[str, Any]) -> list[str]:
     ]
 
 
+def span(pair: dict[str, float]) -> str:
+    """``lower-expected unit`` in the unit of the expected time."""
+    expected = pair["expected"]
+    unit, scale = next(((u, k) for u, k in (("s", 1.0), ("ms", 1e-3)) if expected >= k), ("us", 1e-6))
+    return f"{pair['lower'] / scale:.3g}-{expected / scale:.3g} {unit}"
+
+
 def device_table(section: dict[str, Any]) -> Table:
-    table = Table(title="Estimated step time and price (lower bound .. expected)", title_justify="left",
+    table = Table(title="Estimated time and price of one step (lower bound-expected)", title_justify="left",
                   title_style="bold", header_style="bold", expand=False)
-    for column in ("device", "step", "compiled step", "peak memory / HBM", "$/chip-h", "$/step", "$/M tokens"):
-        table.add_column(column, overflow="fold")
-    chips = {d["id"]: d.get("price_device", d["id"]) for d in section["devices"]}
+    for column in ("device", "step", "compiled", "$/step", "$/M tokens"):
+        table.add_column(column, no_wrap=True)
     for row in section["per_device"]:
-        step, compiled, memory, price = (row["step_seconds"], row["compiled_step_seconds"], row["memory"],
-                                         row["price"])
-        fits = ("-" if memory["fits"] is None else
-                f"{quantity(memory['peak_bytes'], 'B')} / {quantity(memory['hbm_bytes'], 'B')}"
-                f" {'fits' if memory['fits'] else 'DOES NOT FIT'}")
-        hourly = usd(price["per_chip_hour_usd"])
-        if price["per_chip_hour_usd"] is not None and price.get("third_party"):
-            hourly += " (3rd party)"
-        elif price["per_chip_hour_usd"] is None:
-            hourly = "not set"
-        table.add_row(row["device"], f"{seconds(step['lower'])} .. {seconds(step['expected'])}",
-                      f"{seconds(compiled['lower'])} .. {seconds(compiled['expected'])}", fits, hourly,
+        price = row["price"]
+        table.add_row(row["device"], span(row["step_seconds"]), span(row["compiled_step_seconds"]),
                       usd(price["per_step_usd"]), usd(price["per_million_tokens_usd"]))
     return table
+
+
+def price_line(section: dict[str, Any]) -> str:
+    chips = {d["id"]: d.get("price_device", d["id"]) for d in section["devices"]}
+    seen: dict[str, str] = {}
+    for row in section["per_device"]:
+        chip, price = chips.get(row["device"], row["device"]), row["price"]
+        if chip in seen:
+            continue
+        if price["per_chip_hour_usd"] is None:
+            seen[chip] = f"{chip} not set (--price {chip}=USD)"
+        else:
+            origin = ("set by you" if price["source"] == "user" else
+                      f"{'third-party, ' if price['third_party'] else ''}{price['dated']}")
+            seen[chip] = f"{chip} {usd(price['per_chip_hour_usd'])} ({origin})"
+    return "price per chip-hour: " + "; ".join(seen.values())
+
+
+def memory_line(section: dict[str, Any]) -> str:
+    rows = section["per_device"]
+    peak = rows[0]["memory"]["peak_bytes"] if rows else None
+    if peak is None:
+        return "peak memory on the simulated device: not recorded"
+    short = [r["device"] for r in rows if r["memory"]["fits"] is False]
+    return (f"peak memory on the simulated device: {quantity(peak, 'B')} per process; "
+            + (f"does NOT fit the HBM of {', '.join(short)}" if short else "fits the HBM of every device"))
 
 
 def where_time_goes(row: dict[str, Any]) -> str:
@@ -89,7 +111,6 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
     if not section:
         return
     lines = estimate_lines(section)
-    chips = {d["id"]: d.get("price_device", d["id"]) for d in section["devices"]}
     first = section["per_device"][0] if section["per_device"] else None
     if first is not None:
         c = first["compile"]
@@ -98,12 +119,10 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
                      f"{duration(c['warm_cache_seconds'])}")
         core = next((r for r in section["per_device"] if r["device"].endswith("-core")), first)
         lines.append(where_time_goes(core))
+        lines.append(memory_line(section))
+        lines.append(price_line(section))
     named = [f"{a['name']}={a['value']:g}{a['unit'] and ' ' + a['unit']}" for a in section["assumptions"]]
-    lines.extend("assumptions: " * (i == 0) + "             " * (i > 0) + ", ".join(named[i:i + 3])
-                 for i in range(0, len(named), 3))
-    if any(r["price"]["per_chip_hour_usd"] is None for r in section["per_device"]):
-        unset = sorted({chips.get(r["device"], r["device"]) for r in section["per_device"]
-                        if r["price"]["per_chip_hour_usd"] is None})
-        lines.append("no published price for " + ", ".join(unset) + ": set one with --price DEVICE=USD_PER_CHIP_HOUR")
-    console.print(Panel(escape("\n".join(lines)), title="Estimate", expand=False))
+    lines.append("assumptions (docs/estimate.md): " + ", ".join(named))
+    # wrapped, whatever the console's soft_wrap: the panel would crop its lines
+    console.print(Panel(Text("\n".join(lines), no_wrap=False, overflow="fold"), title="Estimate", expand=False))
     console.print(device_table(section))
