@@ -101,3 +101,12 @@ def test_truncated_lists_count_the_omitted_items_at_the_mean():
 @pytest.mark.parametrize("op", ["aten::mm", "aten::convolution", "aten::embedding", "aten::nonsense_op"])
 def test_malformed_signatures_count_zero_not_crash(op):
     assert work(op, ["?", "None"]).flops == 0
+
+
+def test_convolution_backward_overrideable_has_no_bias_sizes():
+    # what the simulator records for PrivateUse1 (grad_output, input, weight, stride, padding, dilation,
+    # transposed, output_padding, groups, output_mask): the first layer needs no grad_input
+    sig = ["f32[16,32,32,32]", "f32[16,3,32,32]", "f32[32,3,3,3]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]",
+           "1", "[False, True, True]"]
+    forward = 2 * (16 * 32 * 32 * 32) * 3 * 9
+    assert work("aten::convolution_backward_overrideable", sig).flops == forward

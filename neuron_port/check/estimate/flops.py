@@ -253,15 +253,18 @@ def conv_flops(x: Tensor, w: Tensor, stride: list[int], padding: list[int], dila
 def _convolution(name: str, signature: Sequence[Any], in_bytes: float, dtype: str) -> Work:
     backward = name in CONVOLUTION_BACKWARD
     # forward: input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
-    # backward: grad_output, input, weight, bias_sizes, stride, ..., groups, output_mask
+    # backward: grad_output, input, weight, [bias_sizes,] stride, ..., groups, output_mask
     x = parse_tensor(signature[1] if backward else signature[0]) if len(signature) > 1 else None
     w = parse_tensor(signature[2] if backward else signature[1]) if len(signature) > 2 else None
     if x is None or w is None or len(w.shape) < 3:
         return Work("convolution", 0.0, in_bytes, dtype)
-    stride, padding, dilation, transposed, groups = _conv_args(signature, 4 if backward else 3)
+    # convolution_backward has bias_sizes after weight; convolution_backward_overrideable does not
+    first = 4 if name == "convolution_backward" else 3
+    stride, padding, dilation, transposed, groups = _conv_args(signature, first)
     flops, out_elems = conv_flops(x, w, stride, padding, dilation, transposed, groups)
     if backward:  # grad_input and grad_weight each cost one forward (output_mask says which ran)
-        mask = [m.strip() == "True" for m in (split_items(str(signature[10])) or [])] if len(signature) > 10 else []
+        at = first + 6
+        mask = [m.strip() == "True" for m in (split_items(str(signature[at])) or [])] if len(signature) > at else []
         passes = (mask[0] if mask else True) + (mask[1] if len(mask) > 1 else True)
         return Work("convolution", flops * passes, in_bytes + x.nbytes + w.nbytes, dtype)
     return Work("convolution", flops, in_bytes + out_elems * DTYPE_BYTES.get(x.dtype, 4), dtype)
