@@ -2,7 +2,7 @@
 "Validation"). Per workload of workloads.py:
 
 1. `neuron-port check` runs it on the simulated `neuron` device and saves the report (the per-step work);
-2. the same workload runs natively on the CPU and times its steps (mean of the steady steps);
+2. the same workload runs natively on the CPU and times its steps (median of the steady steps);
 3. a microbenchmark measures this CPU's peak float32 FLOP/s, copy bandwidth and per-op dispatch time;
 4. the model applied to the CPU (same formulas as for Trainium, the CPU's figures) predicts the step.
 
@@ -51,7 +51,7 @@ def measured_step(model: str, size: str, steps: int, folder: Path) -> float:
     subprocess.run([sys.executable, str(HERE / "workloads.py"), "--model", model, "--device", "cpu",
                     "--steps", str(steps), "--size", size, "--times", str(times)],
                    env=child_env(), check=True, timeout=1800)
-    return statistics.mean(json.loads(times.read_text())["step_seconds"][2:])
+    return statistics.median(json.loads(times.read_text())["step_seconds"][2:])  # load only slows a step
 
 
 def validate(models: list[str], size: str, steps: int) -> dict:
@@ -93,8 +93,8 @@ def main() -> None:
               f"{r['expected_seconds'] * 1e3:8.1f}ms {r['ratio']:18.2f}")
     c = result["rows"][0]["cpu"] if result["rows"] else {}
     if c:
-        print(f"CPU: {c['flops'] / 1e9:.1f} GFLOP/s fp32, {c['bytes_per_second'] / 1e9:.1f} GB/s copy, "
-              f"{c['dispatch_seconds'] * 1e6:.1f} us per op (1 thread)")
+        print(f"CPU: {c['flops'] / 1e9:.1f} GFLOP/s fp32 matmul, {c['conv_flops'] / 1e9:.1f} conv, "
+              f"{c['bytes_per_second'] / 1e9:.1f} GB/s copy, {c['dispatch_seconds'] * 1e6:.1f} us per op (1 thread)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 

@@ -45,11 +45,13 @@ class Device:
     price_device: str  # the chip whose price applies
     sources: tuple[str, ...] = ()
     price: Price = field(default_factory=lambda: Price(None, None, None, False))
+    # a measured peak for one op family (the host CPU's convolutions, docs/estimate.md "Validation")
+    family_peak_tflops: dict[str, float] = field(default_factory=dict)
 
-    def peak(self, dtype: str) -> float:
+    def peak(self, dtype: str, family: str = "") -> float:
         """FLOP/s of ``dtype`` (fp32 when the table has no figure for it)."""
         tflops = self.peak_tflops.get(dtype, self.peak_tflops.get("fp32", 0.0))
-        return tflops * 1e12
+        return max(tflops, self.family_peak_tflops.get(family, 0.0)) * 1e12
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "kind": self.kind, "per": self.per,

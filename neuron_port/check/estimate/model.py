@@ -30,7 +30,7 @@ class Roofline:
 
 def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, float]) -> Roofline:
     """Roofline time of ``share`` of one work item on ``device``."""
-    peak = device.peak(item.dtype)
+    peak = device.peak(item.dtype, item.family)
     bandwidth = device.hbm_gbps * 1e9
     compute = item.flops * share / peak if peak > 0 else 0.0
     memory = item.bytes * share / bandwidth if bandwidth > 0 else 0.0
