@@ -110,3 +110,9 @@ def test_convolution_backward_overrideable_has_no_bias_sizes():
            "1", "[False, True, True]"]
     forward = 2 * (16 * 32 * 32 * 32) * 3 * 9
     assert work("aten::convolution_backward_overrideable", sig).flops == forward
+
+
+def test_views_move_nothing():
+    for op, sig in (("aten::t", ["f32[512,256]"]), ("aten::view", ["f32[64,512]", "[32768]"]),
+                    ("aten::detach", ["f32[64,512]"]), ("aten::permute", ["f32[2,3,4]", "[2, 0, 1]"])):
+        assert (work(op, sig).bytes, work(op, sig).flops) == (0, 0), op

@@ -40,8 +40,11 @@ EMBEDDING = {"embedding", "embedding_dense_backward", "index_select", "gather", 
              "_embedding_bag", "scatter_add", "index_add"}
 COPY = {"_to_copy", "copy_", "clone", "cat", "stack", "fill_", "zero_", "index", "_index_put_impl_",
         "index_put_", "masked_fill_", "contiguous", "empty", "zeros", "ones", "full", "arange", "repeat",
-        "expand", "narrow", "slice", "select", "split", "transpose", "permute", "view", "reshape", "t",
         "constant_pad_nd", "flip", "roll", "where", "masked_scatter_"}
+# Views move no bytes (metadata only): in compiled graphs they appear as ops of their own.
+VIEWS = {"view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", "permute", "expand", "narrow",
+         "slice", "select", "split", "split_with_sizes", "unbind", "squeeze", "unsqueeze", "detach", "alias",
+         "as_strided", "unfold", "diagonal", "view_as_real", "view_as_complex", "_unsafe_split"}
 # FLOPs per output element of the other families (a norm: mean, variance, scale and shift).
 FLOPS_PER_ELEMENT = {"softmax": 5, "softmax_backward": 4, "norm": 8, "norm_backward": 12, "adam": 16}
 
@@ -173,6 +176,8 @@ def work(op: str, signature: Sequence[Any]) -> Work:
         return Work("reduction", float(out_elems), in_bytes + (small.nbytes if small else 0), dtype)
     if name in EMBEDDING:
         return _embedding(name, tensors, in_bytes, dtype)
+    if name in VIEWS:
+        return Work("copy/view", 0.0, 0.0, dtype)
     if name in COPY or name.startswith("_to_") or name.startswith("empty"):
         written = out_bytes if name in ("fill_", "zero_") else in_bytes + out_bytes
         return Work("copy/view", 0.0, float(written), dtype)

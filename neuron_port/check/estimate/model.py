@@ -117,8 +117,9 @@ def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[As
     """The report's ``estimate`` section (/work schema: docs/estimate.md, "JSON")."""
     a = values(assumptions)
     prices = dict(prices or {})
-    ops = sum(i.calls for i in work.items)
+    ops = sum(i.calls for i in work.items)  # CPU fallbacks included; they are neither eager nor compiled ops
     compiled_ops = sum(i.calls for i in work.items if i.compiled and i.family != "fallback")
+    eager_ops = sum(i.calls for i in work.items if not i.compiled and i.family != "fallback")
     per_device = []
     for device in devices:
         price = device.price
@@ -131,7 +132,7 @@ def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[As
         "assumptions": [x.to_json() for x in assumptions],
         "steps": {"clock": work.clock, "measured": work.measured, "warmup": work.warmup, "steady": work.steady,
                   "tokens_per_step": tokens_per_step},
-        "per_step": {"ops": ops, "eager_ops": ops - compiled_ops, "compiled_ops": compiled_ops,
+        "per_step": {"ops": ops, "eager_ops": eager_ops, "compiled_ops": compiled_ops,
                      "by_family": by_family(work),
                      "fallback": {"calls": work.fallback_calls, "host_seconds": work.fallback_host_seconds,
                                   "copy_bytes": work.fallback_copy_bytes}},

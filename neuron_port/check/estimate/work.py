@@ -24,6 +24,7 @@ from neuron_port.check.events import (
     EagerCompileTruncatedEvent,
     FallbackEvent,
     FirstSeen,
+    GraphWorkEvent,
     OpEvent,
     ProcessEvents,
 )
@@ -183,6 +184,10 @@ def step_work(processes: Iterable[ProcessEvents]) -> StepWork:
             elif isinstance(event, OpEvent) and event.policy == "native_no_neff":
                 # views, copies, allocation: dispatched, shapes not recorded (no signature lines)
                 add(event.op, Work("copy/view", 0.0, 0.0, "fp32"), event.calls / measured)
+            elif isinstance(event, GraphWorkEvent):  # ops inside a torch.compile graph: no dispatch each
+                runs = per_step_calls(event.runs, _first_step(clock, event.first_seen), measured)
+                for graph_op in event.ops:
+                    add(graph_op.op, work(graph_op.op, graph_op.signature), runs * graph_op.count, compiled=True)
             elif isinstance(event, CompileEvent) and event.status == "compiled":
                 for graph in event.graphs:
                     graphs.add(graph.get("key") if isinstance(graph, dict) else repr(graph))
