@@ -56,13 +56,13 @@ def _extra_parameters() -> list[inspect.Parameter]:
 def with_estimate_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Adds --price, --cores and --tokens-per-step to ``command`` (`check`); the run reads them from
     ``CLI_OPTIONS`` while the command runs."""
-    from neuron_port.check.estimate.options import CLI_OPTIONS
-
     extra = _extra_parameters()
 
     @functools.wraps(command)
     def wrapper(*args: Any, price: Optional[List[str]] = None, cores: Optional[int] = None,
                 tokens_per_step: Optional[float] = None, **kwargs: Any) -> Any:
+        from neuron_port.check.estimate.options import CLI_OPTIONS  # not at import: `rewrite` never needs it
+
         token = CLI_OPTIONS.set(flag_options(price, cores, tokens_per_step))
         try:
             return command(*args, **kwargs)
