@@ -354,7 +354,7 @@ def _lower_rng_hops(g) -> int:
 
 
 def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
-    from . import neff_cache
+    from . import graph_work, neff_cache
 
     bad = _unlowerable_ops(g)
     if bad:
@@ -375,7 +375,7 @@ def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
     info = neff_cache.compiled_graph(kind, text, {"function": fn.get("name"), "ops": ops})
     info["ops"] = ops
     ev["graphs"].append(info)
-    return _runner(g)
+    return graph_work.track(g, info, _runner(g))  # its ops and runs, for the cost model
 
 
 def _runner(g):

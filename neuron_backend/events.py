@@ -22,6 +22,7 @@ from typing import Any
 
 from . import records as durable  # the crash-proof records (records() below is the public API)
 from . import steps
+from .cost_fields import fallback_fields, summary_fields
 
 SCHEMA_VERSION = 1
 FLUSH_INTERVAL_S = 1.0  # at most one snapshot per second while new signatures appear
@@ -270,7 +271,7 @@ def snapshot() -> dict:
             for c, seq, _flags, _u, _d in sigs:
                 sid = _site_index(seq)
                 per_site[sid] = per_site.get(sid, 0) + c
-            fallbacks.append({"kind": "fallback", "op": name, "calls": calls,
+            fallbacks.append({"kind": "fallback", "op": name, "calls": calls, **fallback_fields(_C, name, sigs, _first_seen),
                               "sites": [{"site": _sites[s] if s >= 0 else None, "calls": c}
                                         for s, c in sorted(per_site.items(), key=lambda kv: -kv[1])]})
         if policy == "native":
@@ -341,7 +342,7 @@ def _summary(ops, compiles, fallbacks) -> dict:
         "fallback_ops": len(fallbacks),
         "eager_compiles": sum(o["unique_signatures"] for o in ops if o["policy"] == "native"),
         "eager_cache_hits": sum(o["calls"] - o["unique_signatures"] for o in ops if o["policy"] == "native"),
-        **steps.totals(),
+        **steps.totals(), **summary_fields(_C),
     }
 
 

@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from neuron_port import __version__, api, cli_html, cli_reference
+from neuron_port import __version__, api, cli_estimate, cli_html, cli_reference
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.cli_check_args import CommandAfterDashes, command_after_dashes
 from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
@@ -163,7 +163,8 @@ def rewrite(
     raise typer.Exit(code)
 
 
-@app.command(cls=CommandAfterDashes, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@cli_estimate.check_command(app, cls=CommandAfterDashes,
+                             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def check(
     ctx: typer.Context,
     path: FolderArgument,

@@ -137,6 +137,10 @@ KEYS = {"select", "ignore", "extend-select", "extend-ignore", "exclude", "target
         "check-command", "extend-exclude", "max-file-size"}
 SELECTION_OPTIONS = ("select", "ignore", "extend_select", "extend_ignore")
 
+# -- issue 14 (estimate): [tool.neuron-port.estimate] is a sub-table read and checked by
+# neuron_port/check/estimate/options.py from Settings.source; here it is only a known key.
+KEYS |= {"estimate"}
+
 
 # -- which pyproject.toml -------------------------------------------------------------------------------
 def _is_regular(path: Path) -> bool:

@@ -79,6 +79,7 @@ class RuntimeSection:
     distributed: tuple[DistributedEntry, ...]
     neff_cache: NeffCacheTotals
     failures: tuple[ProcessFailure, ...] = ()  # processes that ended with an uncaught exception
+    estimate: Optional[dict[str, Any]] = None  # the report's top-level `estimate` (check/estimate/), not in to_json
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -12,12 +12,14 @@ from __future__ import annotations
 import shlex
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
 from neuron_port.check.interrupts import Interrupted, InterruptGuard
 from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, run_from_original
 from neuron_port.check.runner import PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
+from neuron_port.check.estimate import build_estimate, estimate_options
 from neuron_port.check.events import read_events
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
@@ -98,6 +100,7 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         processes = read_events(events_dir, token=status.events_token)
         status.processes = len(processes)  # with those that died before writing a snapshot
         runtime, findings = build_runtime(processes, status, SiteMapper(path, tree))
+        runtime = replace(runtime, estimate=build_estimate(processes, estimate_options(settings.source)))
     except (CommandError, PreviewError) as exc:
         raise UsageError(str(exc)) from None
     finally:

@@ -16,6 +16,7 @@ from rich.table import Table
 from neuron_port.check.aggregate.demotions import Float64DemotionEntry
 from neuron_port.check.sites import UserSite
 from neuron_port.report import Report
+from neuron_port.reporters.estimate_text import render_estimate
 
 MAX_ROWS = 15
 
@@ -159,6 +160,8 @@ def render_check(console: Console, report: Report) -> None:
             table.add_row(_site(d.site), str(d.op), str(d.count), ",".join(map(str, d.ranks)), str(d.message or ""))
         console.print(table)
         _more(console, len(distributed))
+
+    render_estimate(console, runtime.estimate)
 
     for failure in runtime.failures:
         where = f" at {_site(failure.site)}" if failure.site else ""

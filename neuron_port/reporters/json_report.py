@@ -52,6 +52,8 @@ def to_document(report: Report) -> dict[str, Any]:
     }
     if report.runtime is not None:
         doc["runtime"] = report.runtime.to_json()
+        if report.runtime.estimate is not None:
+            doc["estimate"] = report.runtime.estimate
     return doc
 
 

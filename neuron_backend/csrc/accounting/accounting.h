@@ -77,6 +77,8 @@ using SigStats = std::tuple<int64_t, int, uint32_t, std::string, std::vector<std
 using OpStats = std::tuple<std::string, int, int64_t, std::vector<SigStats>>;
 std::vector<OpStats> op_stats();
 std::vector<std::pair<std::string, int64_t>> explicit_counts();  // in ExplicitOp order
+// (op, ns) of the fallback ops whose kernels ran on the host, in order of first use
+std::vector<std::pair<std::string, int64_t>> fallback_host_ns();
 void reset_stats();
 
 }  // namespace neuron_sim

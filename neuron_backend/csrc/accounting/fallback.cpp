@@ -23,6 +23,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <chrono>
 #include <sstream>
 
 namespace neuron_sim {
@@ -291,12 +292,20 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
   if (o->gen_arg >= 0 && (*stack)[begin + o->gen_arg].isNone())
     (*stack)[begin + o->gen_arg] = c10::IValue(cpu_generator_of(default_generator(dev)));
 
+  // A CPU-fallback op's kernel time is what it costs on Trainium's host too (the cost model): one
+  // steady clock read before and after, for fallback ops only.
+  const bool timed = o->policy == kFallback && accounting_on();
+  const auto started = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (runner) {
     runner(stack);
   } else if ((d.mode & (kModeDecided | kModeUpcast)) == kModeDecided) {  // the usual case
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   } else {
     run_cold(op, stack, o, d);
+  }
+  if (timed) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+    o->fallback_host_ns.fetch_add(ns.count(), std::memory_order_relaxed);
   }
 
   // Results back to neuron.

@@ -209,10 +209,21 @@ std::vector<std::pair<std::string, int64_t>> explicit_counts() {
   return out;
 }
 
+std::vector<std::pair<std::string, int64_t>> fallback_host_ns() {
+  std::vector<std::pair<std::string, int64_t>> out;
+  std::lock_guard<std::mutex> l(g_ops_mu);
+  for (auto* o : g_op_list) {
+    const int64_t ns = o->fallback_host_ns.load(std::memory_order_relaxed);
+    if (ns > 0) out.emplace_back(o->name, ns);
+  }
+  return out;
+}
+
 void reset_stats() {
   std::lock_guard<std::mutex> l(g_ops_mu);
   for (auto* o : g_op_list) {
     o->calls = 0;
+    o->fallback_host_ns.store(0, std::memory_order_relaxed);
     for (auto& kv : o->sigs) *kv.second.calls = 0;  // their slots are not reused
     o->sigs.clear();
   }

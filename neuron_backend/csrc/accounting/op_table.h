@@ -55,6 +55,8 @@ struct OpInfo {
   std::vector<int> writable_args;  // Tensor(a!) arguments (in-place self, out=)
   std::vector<int> index_args;     // integer index arguments (index, indices, ...): never upcast
   int mha_mask = -1, mha_need_weights = -1, mha_avg = -1, mha_mask_type = -1;
+  // Host time of this op's CPU-fallback kernel runs (ns): the cost model's fallback time (EVENTS.md).
+  std::atomic<int64_t> fallback_host_ns{0};
 };
 
 extern std::mutex g_ops_mu;

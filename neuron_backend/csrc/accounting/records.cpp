@@ -171,6 +171,15 @@ void records_set_clock(int64_t optimizer_step, int64_t forward) {
   }
 }
 
+void records_note_peak(int64_t bytes) {
+  if (RecordsHeader* h = g_header) {
+    int64_t cur = __atomic_load_n(&h->peak_allocated, __ATOMIC_RELAXED);
+    while (bytes > cur &&
+           !__atomic_compare_exchange_n(&h->peak_allocated, &cur, bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+  }
+}
+
 void records_append(const std::string& line) {
   int fd = g_journal_fd.load(std::memory_order_relaxed);
   if (fd < 0) return;

@@ -25,7 +25,8 @@ struct RecordsHeader {
   int64_t slots_per_chunk;
   int64_t optimizer_step;  // the step clock (neuron_backend/steps.py), set from Python
   int64_t forward;
-  int64_t reserved[2];
+  int64_t peak_allocated;  // the most bytes allocated at once on the simulated device (any device)
+  int64_t reserved[1];
   char token[kTokenBytes];                    // the run's NEURON_PORT_EVENTS_TOKEN, NUL-padded
   std::atomic<int64_t> explicit_ops[kMaxExplicit];  // explicit kernel calls, in ExplicitOp order
 };
@@ -43,6 +44,8 @@ void records_add(int64_t slot, int64_t n);
 // The explicit-op counters (in the file header when open).
 std::atomic<int64_t>* records_explicit();
 void records_set_clock(int64_t optimizer_step, int64_t forward);
+// Raise the header's peak allocated bytes to `bytes` (called by the allocator when its peak rises).
+void records_note_peak(int64_t bytes);
 // Append one line (a JSON object, no newline) to the journal with one write(); nothing when closed.
 void records_append(const std::string& line);
 // A JSON string literal of `s` (quotes and escapes).

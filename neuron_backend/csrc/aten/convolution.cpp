@@ -1,8 +1,11 @@
 // Convolutions on PrivateUse1 go through convolution_overrideable / convolution_backward_overrideable.
+// They run through the accounting fallback with a runner (like SDPA): each call is counted per signature
+// (its shapes feed the cost model and the NEFF count), the CPU convolution runs on zero-copy aliases.
 #include "accounting/accounting.h"
 #include "accounting/alias.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <torch/library.h>
@@ -13,35 +16,46 @@
 
 namespace neuron_sim {
 
-// convolution_overrideable / convolution_backward_overrideable: the backend-specific entry points
-// PyTorch uses for PrivateUse1 convolutions; run the CPU convolution on zero-copy aliases.
-static at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
-                                           const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
-                                           c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-                                           c10::IntArrayRef output_padding, int64_t groups) {
+// convolution_overrideable(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+static void convolution_runner(torch::jit::Stack* s) {
   count_explicit(kOpConvolution);
-  std::optional<at::Tensor> b;
-  if (bias.has_value() && bias->defined()) b = as_cpu(*bias);
-  auto out = at::convolution(as_cpu(input), as_cpu(weight), b, stride, padding, dilation, transposed,
-                             output_padding, groups);
-  return wrap_cpu_result(out, input.device().index());
+  auto a = torch::jit::last(*s, 9);
+  std::optional<at::Tensor> bias;
+  if (a[2].isTensor() && a[2].toTensor().defined()) bias = a[2].toTensor();
+  auto out = at::convolution(a[0].toTensor(), a[1].toTensor(), bias, a[3].toIntVector(), a[4].toIntVector(),
+                             a[5].toIntVector(), a[6].toBool(), a[7].toIntVector(), a[8].toInt());
+  torch::jit::drop(*s, 9);
+  torch::jit::push(*s, out);
 }
-static std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
-    int64_t groups, std::array<bool, 3> output_mask) {
+
+// convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed,
+// output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias)
+static void convolution_backward_runner(torch::jit::Stack* s) {
   count_explicit(kOpConvolutionBackward);
+  auto a = torch::jit::last(*s, 10);
+  const at::Tensor weight = a[2].toTensor();
+  const bool transposed = a[6].toBool();
+  const int64_t groups = a[8].toInt();
+  auto mask_list = a[9].toBoolList();
+  std::array<bool, 3> mask{mask_list.get(0), mask_list.get(1), mask_list.get(2)};
   std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
-  auto res = at::convolution_backward(as_cpu(grad_output), as_cpu(input), as_cpu(weight), bias_sizes, stride,
-                                      padding, dilation, transposed, output_padding, groups, output_mask);
-  auto d = input.device().index();
-  auto w = [d](const at::Tensor& t) { return t.defined() ? wrap_cpu_result(t, d) : t; };
-  return {w(std::get<0>(res)), w(std::get<1>(res)), w(std::get<2>(res))};
+  auto res = at::convolution_backward(a[0].toTensor(), a[1].toTensor(), weight, bias_sizes, a[3].toIntVector(),
+                                      a[4].toIntVector(), a[5].toIntVector(), transposed, a[7].toIntVector(), groups,
+                                      mask);
+  torch::jit::drop(*s, 10);
+  torch::jit::push(*s, std::get<0>(res), std::get<1>(res), std::get<2>(res));
+}
+
+static void convolution_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  neuron_fallback_with_runner(op, stack, &convolution_runner);
+}
+static void convolution_backward_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  neuron_fallback_with_runner(op, stack, &convolution_backward_runner);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
-  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&convolution_boxed>());
+  m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&convolution_backward_boxed>());
 }
 
 }  // namespace neuron_sim

@@ -56,6 +56,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     for (const auto& kv : explicit_counts()) d[py::str(kv.first)] = kv.second;
     return d;
   });
+  m.def("fallback_host_ns", &fallback_host_ns);
   m.def("reset_stats", &reset_stats);
   // Crash-proof records (accounting/records.h, EVENTS.md "Records").
   m.def("records_open", &records_open, py::arg("counters_path"), py::arg("journal_path"), py::arg("token"));

@@ -1,6 +1,8 @@
 // Per-device memory statistics, modelled on the Neuron caching allocator.
 #include "runtime/memory_stats.h"
 
+#include "accounting/records.h"
+
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -30,16 +32,19 @@ static int64_t round_size(size_t n) {
   if (n < (16u << 20)) return static_cast<int64_t>((n + (2u << 20) - 1) / (2u << 20) * (2u << 20));
   return static_cast<int64_t>(n);
 }
-static void atomic_max(std::atomic<int64_t>& a, int64_t v) {
+// True when `v` became the new maximum.
+static bool atomic_max(std::atomic<int64_t>& a, int64_t v) {
   int64_t cur = a.load(std::memory_order_relaxed);
-  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  while (v > cur) {
+    if (a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) return true;
   }
+  return false;
 }
 void mem_on_alloc(int dev, size_t n) {
   if (dev < 0 || dev >= kMaxDevices) dev = 0;
   auto& m = g_mem[dev];
   int64_t a = m.allocated.fetch_add(n, std::memory_order_relaxed) + n;
-  atomic_max(m.peak_allocated, a);
+  if (atomic_max(m.peak_allocated, a)) records_note_peak(a);  // crash-proof: kept if the process is killed
   int64_t r = m.rounded.fetch_add(round_size(n), std::memory_order_relaxed) + round_size(n);
   atomic_max(m.reserved, r);
   atomic_max(m.peak_reserved, m.reserved.load(std::memory_order_relaxed));

@@ -40,6 +40,8 @@ from neuron_port.check.events.records import (
     CompileInput,
     DistributedEvent,
     FunctionRef,
+    GraphOp,
+    GraphWorkEvent,
     NeffCacheCounts,
     NeffCacheEvent,
 )
@@ -47,7 +49,7 @@ from neuron_port.check.events.records import (
 __all__ = [
     "CompileEvent", "CompileInput", "DemotionEvent", "DistributedEvent", "EagerCompileEvent",
     "EagerCompileTruncatedEvent", "Event", "EVENT_TYPES", "ExceptionInfo", "ExplicitOpsEvent", "FallbackEvent",
-    "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
+    "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "GraphOp", "GraphWorkEvent", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
     "ProcessEvent", "ProcessEvents", "Site", "SummaryEvent", "UnsupportedEvent", "parse_event",
     "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV", "EVENTS_TOKEN_ENV",
 ]
@@ -64,10 +66,11 @@ def run_environment(events_dir: Path) -> tuple[dict[str, str], str]:
     return {EVENTS_DIR_ENV: str(events_dir), EVENTS_TOKEN_ENV: token}, token
 
 Event = Union[ProcessEvent, OpEvent, FallbackEvent, EagerCompileEvent, EagerCompileTruncatedEvent, DemotionEvent,
-              UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, SummaryEvent]
+              UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, GraphWorkEvent,
+              SummaryEvent]
 EVENT_TYPES: dict[str, type[Event]] = {event_type.KIND: event_type for event_type in (
     ProcessEvent, OpEvent, FallbackEvent, EagerCompileEvent, EagerCompileTruncatedEvent, DemotionEvent,
-    UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, SummaryEvent)}
+    UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, GraphWorkEvent, SummaryEvent)}
 
 
 @dataclass(frozen=True)

@@ -30,16 +30,29 @@ class FallbackSite:
 
 
 @dataclass(frozen=True)
+class FallbackSignature:
+    signature: tuple[Any, ...] = ()
+    calls: int = 0
+    first_seen: Optional[FirstSeen] = None
+
+
+@dataclass(frozen=True)
 class FallbackEvent:
     KIND: ClassVar[str] = "fallback"
     op: str
     calls: int = 0
     sites: tuple[FallbackSite, ...] = ()  # where each signature was first seen, most calls first
+    host_seconds: Optional[float] = None  # the kernel's host time over the run (None: an older simulator)
+    signatures: tuple[FallbackSignature, ...] = ()  # the most-called ones (the cost model's copy bytes)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> FallbackEvent:
         sites = tuple(FallbackSite(site_field(s), s.integer("calls")) for s in f.objects("sites"))
-        return cls(op=f.required_text("op"), calls=f.integer("calls"), sites=sites)
+        signatures = tuple(FallbackSignature(tuple(s.array("signature") or ()), s.integer("calls"),
+                                             FirstSeen.from_fields(s.nested("first_seen")))
+                           for s in f.objects("signatures"))
+        return cls(op=f.required_text("op"), calls=f.integer("calls"), sites=sites,
+                   host_seconds=f.number("host_seconds"), signatures=signatures)
 
 
 @dataclass(frozen=True)

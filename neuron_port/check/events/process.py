@@ -62,6 +62,7 @@ class SummaryEvent:
     complete: bool = False  # false: the snapshot was not written at exit, exception or SIGTERM
     optimizer_steps: Optional[int] = None  # the step clock at the end (None: a simulator without one)
     forwards: Optional[int] = None
+    peak_allocated_bytes: Optional[int] = None  # on the simulated device (None: an older simulator)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> SummaryEvent:
@@ -69,4 +70,5 @@ class SummaryEvent:
                    fallback_calls=f.integer("fallback_calls"), fallback_ops=f.integer("fallback_ops"),
                    eager_compiles=f.integer("eager_compiles"), eager_cache_hits=f.integer("eager_cache_hits"),
                    complete=bool(f.flag("complete")), optimizer_steps=f.optional_integer("optimizer_steps"),
-                   forwards=f.optional_integer("forwards"))
+                   forwards=f.optional_integer("forwards"),
+                   peak_allocated_bytes=f.optional_integer("peak_allocated_bytes"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional, Union
 
+from neuron_port.check.events.ops import FirstSeen
 from neuron_port.check.events.fields import EventFields, MalformedEvent, Site, is_integer, site_field
 
 
@@ -141,3 +142,29 @@ class NeffCacheEvent:
         return cls(dir=f.text("dir"), enabled=f.flag("enabled"), eager=NeffCacheCounts.from_fields(f.nested("eager")),
                    compiled=NeffCacheCounts.from_fields(f.nested("compiled")), hits=f.integer("hits"),
                    misses=f.integer("misses"), site=site_field(f), time=f.number("time"))
+
+
+@dataclass(frozen=True)
+class GraphOp:
+    op: str
+    signature: tuple[Any, ...] = ()
+    count: int = 1  # calls of this signature in one run of the graph
+
+
+@dataclass(frozen=True)
+class GraphWorkEvent:
+    """One torch.compile graph that ran: its ops (the cost model's compiled work) and its runs."""
+
+    KIND: ClassVar[str] = "graph_work"
+    graph: Optional[str] = None  # forward | backward | inference
+    key: Optional[str] = None  # its NEFF cache key
+    runs: int = 0
+    ops: tuple[GraphOp, ...] = ()
+    first_seen: Optional[FirstSeen] = None  # the step clock when it was compiled
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> GraphWorkEvent:
+        ops = tuple(GraphOp(op=o.required_text("op"), signature=tuple(o.array("signature") or ()),
+                            count=o.integer("count", 1)) for o in f.objects("ops"))
+        return cls(graph=f.text("graph"), key=f.text("key"), runs=f.integer("runs"), ops=ops,
+                   first_seen=FirstSeen.from_fields(f.nested("first_seen")))

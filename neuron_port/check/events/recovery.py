@@ -49,6 +49,7 @@ class Counters:
     forward: Optional[int] = None
     explicit: tuple[int, ...] = ()
     slots: tuple[int, ...] = ()
+    peak_allocated: Optional[int] = None  # 0 in the file: none recorded (or a simulator before the field)
 
     def slot(self, index: Any) -> Optional[int]:
         return self.slots[index] if isinstance(index, int) and 0 <= index < len(self.slots) else None
@@ -68,12 +69,12 @@ def read_counters(path: Path, notes: list[str]) -> Optional[Counters]:
     if fmt != RECORDS_FORMAT:
         notes.append(f"{path.name}: ignored: counters format {fmt}, this reader knows {RECORDS_FORMAT}")
         return None
-    optimizer_step, forward = struct.unpack_from("<qq", data, 32)
+    optimizer_step, forward, peak = struct.unpack_from("<qqq", data, 32)
     token = data[64:128].split(b"\0", 1)[0].decode("utf-8", "replace")
     explicit = struct.unpack_from(f"<{MAX_EXPLICIT}q", data, EXPLICIT_OFFSET)
     body = data[HEADER_BYTES:]
     slots = struct.unpack_from(f"<{len(body) // 8}q", body)
-    return Counters(token, optimizer_step, forward, explicit, slots)
+    return Counters(token, optimizer_step, forward, explicit, slots, peak or None)
 
 
 @dataclass
@@ -209,7 +210,8 @@ def _events(journal: _Journal, counters: Optional[Counters]) -> tuple[list[Any],
         fallback_calls=sum(o.calls for o in ops if o.policy == "fallback"), fallback_ops=len(fallbacks),
         eager_compiles=sum(o.unique_signatures for o in native),
         eager_cache_hits=sum(o.calls - o.unique_signatures for o in native), complete=False,
-        optimizer_steps=counters.optimizer_step if counters else None, forwards=counters.forward if counters else None)
+        optimizer_steps=counters.optimizer_step if counters else None, forwards=counters.forward if counters else None,
+        peak_allocated_bytes=counters.peak_allocated if counters else None)
     return [*ops, *fallbacks, *compiles, *truncated, *demotions, *unsupported, *records, explicit], summary
 
 

@@ -1,0 +1,37 @@
+"""Fields of the events file that feed the cost model (neuron_port/check/estimate, docs/estimate.md):
+the host time and signatures of the CPU-fallback ops, and the peak bytes allocated on the simulated
+device. Read when a snapshot is written, never per op (the host time is summed in C++)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+MAX_FALLBACK_SIGNATURES = 50  # per op, the most-called: their inputs give the device/host copy bytes
+
+
+def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[int], Any]) -> dict:
+    """``host_seconds`` (the kernel runs on the host, summed in C++) and ``signatures`` of one fallback op."""
+    host_ns = dict(c_module.fallback_host_ns()) if c_module is not None else {}
+    ranked = sorted(sigs, key=lambda g: -g[0])[:MAX_FALLBACK_SIGNATURES]
+    signatures = []
+    for calls, seq, _flags, _unsupported, desc in ranked:
+        line: dict[str, Any] = {"signature": desc, "calls": calls}
+        first = first_seen(seq)
+        if first is not None:
+            line["first_seen"] = first
+        signatures.append(line)
+    return {"host_seconds": host_ns.get(name, 0) / 1e9, "signatures": signatures}
+
+
+def summary_fields(c_module: Any) -> dict:
+    """``peak_allocated_bytes``: the most bytes allocated at once on any simulated device of the process
+    (since start, or since the user's last ``reset_peak_memory_stats``)."""
+    if c_module is None:
+        return {}
+    peaks = []
+    for device in range(c_module.device_count()):
+        try:
+            peaks.append(int(c_module.memory_stats(device)["allocated_bytes.all.peak"]))
+        except (RuntimeError, ValueError, IndexError):  # a core this process may not use
+            continue
+    return {"peak_allocated_bytes": max(peaks)} if peaks else {}

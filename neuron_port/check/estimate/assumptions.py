@@ -1,0 +1,68 @@
+"""Every assumed constant of the cost model: name, value, unit, what it means, its source (None: an
+assumption of ours, stated in docs/estimate.md) and where the user sets it (``[tool.neuron-port.estimate]``
+key, same name with dashes, or a flag). The order is the order of docs/estimate.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Optional
+
+NEURON_RT_3P = "third-party measurement (report id 70174336605, torch-neuronx 2.14.3)"
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: float
+    unit: str
+    doc: str
+    source: Optional[str] = None
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("_", "-")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "doc": self.doc, "source": self.source,
+                "configurable": f"[tool.neuron-port.estimate] {self.key}"}
+
+
+DEFAULTS: tuple[Assumption, ...] = (
+    Assumption("dispatch_seconds_per_op", 2e-05, "s",
+               "Host time to issue one eager op (look up its cached NEFF, launch it); ops inside a compiled graph "
+               "pay none. No published Trainium figure; PyTorch's CPU-side cost per eager op on an H100 is put "
+               "at 5-25 us (third-party), and the same value serves the GPU row.",
+               "https://jiahuanglin.xyz/all_lessons/gpu_kernel_serving/18_pytorch_to_kernel.html"),
+    Assumption("compute_fraction", 0.5, "",
+               "Achievable fraction of peak FLOP/s for the 'expected' time (the 'lower' time assumes peak)."),
+    Assumption("memory_fraction", 0.7, "",
+               "Achievable fraction of peak HBM bandwidth for the 'expected' time."),
+    Assumption("host_link_gbps", 16.0, "GB/s",
+               "Device<->host copy bandwidth for the inputs and results of a CPU-fallback op."),
+    Assumption("host_transfer_seconds", 0.0007, "s",
+               "Fixed cost of one host<->device round trip of a CPU-fallback op (the low end of 0.7-3.5 ms "
+               "measured on trn2 with torch-neuronx 2.14.3).", NEURON_RT_3P),
+    Assumption("eager_neff_compile_seconds", 3.0, "s",
+               "neuronx-cc time for one eager NEFF (one new op signature) on a cold cache. No published figure."),
+    Assumption("graph_compile_minutes", 5.0, "min",
+               "neuronx-cc time for one torch.compile graph on a cold cache ('minutes per graph'; large models "
+               "report 13-50 min)."),
+    Assumption("neff_load_seconds", 0.05, "s",
+               "Time to load one NEFF from a warm shared cache instead of compiling it."),
+)
+
+
+def assumptions(overrides: Optional[Mapping[str, float]] = None) -> tuple[Assumption, ...]:
+    """The defaults with the user's values (keys with dashes or underscores); unknown keys raise KeyError."""
+    by_name = {a.name: a for a in DEFAULTS}
+    out = dict(by_name)
+    for key, value in (overrides or {}).items():
+        name = key.replace("-", "_")
+        if name not in by_name:
+            raise KeyError(key)
+        out[name] = replace(by_name[name], value=float(value))
+    return tuple(out[a.name] for a in DEFAULTS)
+
+
+def values(items: Iterable[Assumption]) -> dict[str, float]:
+    return {a.name: a.value for a in items}

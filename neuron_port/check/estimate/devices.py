@@ -1,0 +1,117 @@
+"""The device table of the cost model: ``rules/devices.toml`` (installed as ``neuron_port.rules``), each
+figure with its source URL, and the dated per-chip-hour prices the user may override."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEVICES_FILE = "devices.toml"
+
+
+class DeviceTableError(ValueError):
+    """devices.toml is missing a figure or has one of the wrong type (the message names the file)."""
+
+
+@dataclass(frozen=True)
+class Price:
+    usd: Optional[float]  # per chip-hour (per GPU-hour); None: no published price, the user sets one
+    dated: Optional[str]
+    source: Optional[str]
+    third_party: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"per_chip_hour_usd": self.usd, "source": self.source, "dated": self.dated,
+                "third_party": self.third_party}
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str
+    name: str
+    kind: str  # trainium | gpu | cpu
+    per: str  # core (a logical core, a 1/chip_cores share of a chip) | chip
+    peak_tflops: dict[str, float]
+    hbm_gbps: float
+    hbm_gib: float
+    chip_cores: int  # logical cores of the chip this device is (or is part of)
+    price_device: str  # the chip whose price applies
+    sources: tuple[str, ...] = ()
+    price: Price = field(default_factory=lambda: Price(None, None, None, False))
+    # a measured peak for one op family (the host CPU's convolutions, docs/estimate.md "Validation")
+    family_peak_tflops: dict[str, float] = field(default_factory=dict)
+
+    def peak(self, dtype: str, family: str = "") -> float:
+        """FLOP/s of ``dtype`` (fp32 when the table has no figure for it)."""
+        tflops = self.peak_tflops.get(dtype, self.peak_tflops.get("fp32", 0.0))
+        return max(tflops, self.family_peak_tflops.get(family, 0.0)) * 1e12
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "kind": self.kind, "per": self.per,
+                "peak_tflops": {("fp32" if k == "fp32" else k): v for k, v in self.peak_tflops.items()},
+                "hbm_gbps": self.hbm_gbps, "hbm_gib": self.hbm_gib, "sources": list(self.sources),
+                "chip_cores": self.chip_cores, "price_device": self.price_device}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], price: Price) -> Device:
+        return cls(id=data["id"], name=data["name"], kind=data["kind"], per=data.get("per", "chip"),
+                   peak_tflops={k: float(v) for k, v in data["peak_tflops"].items()},
+                   hbm_gbps=float(data["hbm_gbps"]), hbm_gib=float(data["hbm_gib"]),
+                   chip_cores=int(data.get("chip_cores", 1)), price_device=data.get("price_device", data["id"]),
+                   sources=tuple(data.get("sources", ())), price=price)
+
+
+def devices_path() -> Path:
+    import neuron_port.rules  # the registry package: imports nothing heavy
+
+    return Path(neuron_port.rules.__file__).resolve().parent / DEVICES_FILE
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DeviceTableError(f"{where}: expected a number, got {value!r}")
+    return float(value)
+
+
+def load_devices(path: Optional[Path] = None) -> list[Device]:
+    """Every device of the table, chips first as listed; a per-core device takes 1/chip_cores of its chip."""
+    path = path or devices_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise DeviceTableError(f"{path}: {exc}") from None
+    urls: dict[str, str] = data.get("sources", {})
+    prices: dict[str, Any] = data.get("prices", {})
+    raw: dict[str, Any] = data.get("devices", {})
+    out: list[Device] = []
+    for device_id, entry in raw.items():
+        where = f"{path}: devices.{device_id}"
+        chip_id = entry.get("chip", device_id)
+        chip = raw.get(chip_id)
+        if chip is None:
+            raise DeviceTableError(f"{where}: chip {chip_id!r} is not in the table")
+        share = 1.0 / int(chip.get("chip_cores", 1)) if entry.get("per") == "core" else 1.0
+        try:
+            peaks = {k: _number(v, f"{where}.peak_tflops.{k}") * share for k, v in chip["peak_tflops"].items()}
+            bandwidth = _number(chip["hbm_gbps"], f"{where}.hbm_gbps") * share
+            capacity = _number(chip["hbm_gib"], f"{where}.hbm_gib") * share
+        except KeyError as exc:
+            raise DeviceTableError(f"{where}: missing {exc.args[0]}") from None
+        price_entry = prices.get(chip_id, {})
+        usd = price_entry.get("usd")
+        source = price_entry.get("source")
+        price = Price(usd=None if usd is None else _number(usd, f"{path}: prices.{chip_id}.usd"),
+                      dated=price_entry.get("dated"), source=urls.get(source, source),
+                      third_party=bool(price_entry.get("third_party", False)))
+        out.append(Device(id=device_id, name=entry.get("name", device_id), kind=entry.get("kind", "trainium"),
+                          per=entry.get("per", "chip"), peak_tflops=peaks, hbm_gbps=bandwidth, hbm_gib=capacity,
+                          chip_cores=int(chip.get("chip_cores", 1)), price_device=chip_id,
+                          sources=tuple(urls.get(s, s) for s in chip.get("sources", ())), price=price))
+    return out

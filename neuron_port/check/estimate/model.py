@@ -1,0 +1,143 @@
+"""The cost model (docs/estimate.md): the per-step work of the run on each device of the table.
+
+Per work item (one op, dtype and family, summed over a step): roofline time ``max(FLOPs / peak(dtype),
+bytes / bandwidth)``, at peak for the lower bound and at the achievable fractions for the expected time;
+plus a dispatch cost per eager op (none for ops inside compiled graphs), plus the CPU-fallback ops at
+their measured host time and their device/host copies. ``cores`` logical cores share the step's work
+evenly (data parallel, one process per core, collectives not modelled); a chip device runs it on whole
+chips, ``ceil(cores / chip_cores)`` of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from neuron_port.check.estimate.assumptions import Assumption, values
+from neuron_port.check.estimate.devices import Device, Price
+from neuron_port.check.estimate.flops import FAMILIES
+from neuron_port.check.estimate.work import StepWork, WorkItem
+
+NOTE = "Estimated from the simulated run with the assumptions below; not a measurement of Trainium."
+
+
+@dataclass(frozen=True)
+class Roofline:
+    lower: float
+    expected: float
+
+
+def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, float]) -> Roofline:
+    """Roofline time of ``share`` of one work item on ``device``."""
+    peak = device.peak(item.dtype, item.family)
+    bandwidth = device.hbm_gbps * 1e9
+    compute = item.flops * share / peak if peak > 0 else 0.0
+    memory = item.bytes * share / bandwidth if bandwidth > 0 else 0.0
+    return Roofline(max(compute, memory),
+                    max(compute / a["compute_fraction"], memory / a["memory_fraction"]))
+
+
+def fallback_seconds(work: StepWork, share: float, a: Mapping[str, float]) -> float:
+    """Per step: the measured host time of the fallback ops and their round trips to the host."""
+    host = work.fallback_host_seconds or 0.0
+    copies = work.fallback_copy_bytes / (a["host_link_gbps"] * 1e9)
+    return (host + copies + work.fallback_calls * a["host_transfer_seconds"]) * share
+
+
+def layout(device: Device, cores: int) -> tuple[float, int, float]:
+    """(share of the step's work on one unit of the device, logical cores issuing ops in parallel per
+    unit, chips billed)."""
+    if device.per == "core":
+        return 1.0 / cores, 1, cores / device.chip_cores
+    chips = max(1, math.ceil(cores / device.chip_cores))
+    return 1.0 / chips, device.chip_cores, float(chips)
+
+
+def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, float],
+                    tokens_per_step: Optional[float], price: Price) -> dict[str, Any]:
+    share, issuers, chips = layout(device, cores)
+    by_family = {f: 0.0 for f in FAMILIES}
+    lower = expected = 0.0
+    eager_ops = 0.0
+    for item in work.items:
+        r = item_seconds(item, device, share, a)
+        lower += r.lower
+        expected += r.expected
+        by_family[item.family] = by_family.get(item.family, 0.0) + r.expected
+        if not item.compiled and item.family != "fallback":  # a fallback pays its host round trip
+            eager_ops += item.calls
+    dispatch = eager_ops * share / issuers * a["dispatch_seconds_per_op"]
+    fallback = fallback_seconds(work, share / issuers if device.per == "chip" else share, a)
+    by_family["fallback"] = fallback
+    by_family["dispatch"] = dispatch
+    step = Roofline(lower + dispatch + fallback, expected + dispatch + fallback)
+    compiled = Roofline(lower + fallback, expected + fallback)
+    hbm = int(device.hbm_gib * 2**30)
+    per_step_usd = None if price.usd is None else step.expected * price.usd / 3600.0 * chips
+    per_million = (None if per_step_usd is None or not tokens_per_step
+                   else per_step_usd / tokens_per_step * 1e6)
+    return {
+        "device": device.id,
+        "step_seconds": {"lower": step.lower, "expected": step.expected},
+        "compiled_step_seconds": {"lower": compiled.lower, "expected": compiled.expected},
+        "seconds_by_family": {k: v for k, v in by_family.items() if v > 0 or k in ("fallback", "dispatch")},
+        "compile": compile_estimate(work, a),
+        "memory": {"peak_bytes": work.peak_bytes, "hbm_bytes": hbm,
+                   "fits": None if work.peak_bytes is None else work.peak_bytes <= hbm},
+        "price": {**price.to_json(), "chips": chips, "per_step_usd": per_step_usd,
+                  "per_million_tokens_usd": per_million},
+    }
+
+
+def compile_estimate(work: StepWork, a: Mapping[str, float]) -> dict[str, Any]:
+    first = work.eager_neffs * a["eager_neff_compile_seconds"] + work.graphs * a["graph_compile_minutes"] * 60
+    warm = (work.eager_neffs + work.graphs) * a["neff_load_seconds"]
+    return {"eager_neffs": work.eager_neffs, "graphs": work.graphs, "first_run_seconds": first,
+            "warm_cache_seconds": warm}
+
+
+def by_family(work: StepWork) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for item in work.items:
+        row = rows.setdefault(item.family, {"family": item.family, "calls": 0.0, "flops": 0.0, "bytes": 0.0,
+                                            "flops_by_dtype": {}})
+        row["calls"] += item.calls
+        row["flops"] += item.flops
+        row["bytes"] += item.bytes
+        if item.flops:
+            row["flops_by_dtype"][item.dtype] = row["flops_by_dtype"].get(item.dtype, 0.0) + item.flops
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    return sorted(rows.values(), key=lambda r: order.get(r["family"], len(order)))
+
+
+def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[Assumption], *, cores: int,
+             tokens_per_step: Optional[float] = None,
+             prices: Optional[Mapping[str, float]] = None) -> dict[str, Any]:
+    """The report's ``estimate`` section (/work schema: docs/estimate.md, "JSON")."""
+    a = values(assumptions)
+    prices = dict(prices or {})
+    ops = sum(i.calls for i in work.items)  # CPU fallbacks included; they are neither eager nor compiled ops
+    compiled_ops = sum(i.calls for i in work.items if i.compiled and i.family != "fallback")
+    eager_ops = sum(i.calls for i in work.items if not i.compiled and i.family != "fallback")
+    per_device = []
+    for device in devices:
+        price = device.price
+        if device.price_device in prices:
+            price = Price(prices[device.price_device], None, "user", False)
+        per_device.append(device_estimate(work, device, cores, a, tokens_per_step, price))
+    return {
+        "version": 1,
+        "note": NOTE,
+        "assumptions": [x.to_json() for x in assumptions],
+        "steps": {"clock": work.clock, "measured": work.measured, "warmup": work.warmup, "steady": work.steady,
+                  "tokens_per_step": tokens_per_step},
+        "per_step": {"ops": ops, "eager_ops": eager_ops, "compiled_ops": compiled_ops,
+                     "by_family": by_family(work),
+                     "fallback": {"calls": work.fallback_calls, "host_seconds": work.fallback_host_seconds,
+                                  "copy_bytes": work.fallback_copy_bytes}},
+        "devices": [d.to_json() for d in devices],
+        "per_device": per_device,
+        "cores": cores,
+        "work": work.to_json(),
+    }

@@ -1,0 +1,137 @@
+"""The user's choices for the estimate: ``[tool.neuron-port.estimate]`` in pyproject.toml, then flags.
+
+    [tool.neuron-port.estimate]
+    tokens-per-step = 4096
+    cores = 4
+    prices = { trn2-chip = 1.50 }      # USD per chip-hour (H100: per GPU-hour)
+    dispatch-seconds-per-op = 3e-05    # any assumption of docs/estimate.md, by its name with dashes
+"""
+
+from __future__ import annotations
+
+import sys
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from neuron_port.check.estimate.assumptions import DEFAULTS
+from neuron_port.check.estimate.devices import load_devices
+from neuron_port.config import ConfigError, at, key_line
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TABLE = "[tool.neuron-port.estimate]"
+ASSUMPTION_KEYS = {a.key for a in DEFAULTS}
+KEYS = {"tokens-per-step", "cores", "prices"} | ASSUMPTION_KEYS
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    cores: Optional[int] = None  # None: one per process of the run
+    tokens_per_step: Optional[float] = None
+    prices: dict[str, float] = field(default_factory=dict)  # chip id -> USD per chip-hour
+    assumptions: dict[str, float] = field(default_factory=dict)  # name -> value
+
+    def updated(self, other: EstimateOptions) -> EstimateOptions:
+        """``other``'s values where it sets them."""
+        return replace(self, cores=other.cores or self.cores,
+                       tokens_per_step=other.tokens_per_step or self.tokens_per_step,
+                       prices={**self.prices, **other.prices}, assumptions={**self.assumptions, **other.assumptions})
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any]) -> EstimateOptions:
+        """The options a saved ``estimate`` section was made with."""
+        prices = {}
+        for row in section.get("per_device", []):
+            price = row.get("price", {})
+            if price.get("source") == "user" and price.get("per_chip_hour_usd") is not None:
+                device = next((d for d in section.get("devices", []) if d.get("id") == row.get("device")), {})
+                prices[device.get("price_device", row.get("device"))] = float(price["per_chip_hour_usd"])
+        return cls(cores=section.get("cores"), tokens_per_step=section.get("steps", {}).get("tokens_per_step"),
+                   prices=prices, assumptions={a["name"]: float(a["value"]) for a in section.get("assumptions", [])})
+
+
+def positive(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{what}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+def parse_price(text: str, chips: set[str]) -> tuple[str, float]:
+    """``DEVICE=USD_PER_CHIP_HOUR`` of ``--price``; ValueError says what is wrong."""
+    device, sep, usd = text.partition("=")
+    device = device.strip()
+    if not sep:
+        raise ValueError(f"--price {text!r}: expected DEVICE=USD_PER_CHIP_HOUR, e.g. trn2-chip=1.5")
+    if device not in chips:
+        raise ValueError(f"--price {text!r}: unknown device {device!r} (prices are per chip: "
+                         f"{', '.join(sorted(chips))})")
+    try:
+        value = float(usd)
+    except ValueError:
+        raise ValueError(f"--price {text!r}: {usd!r} is not a number") from None
+    return device, positive(value, f"--price {text!r}")
+
+
+def from_pyproject(source: Optional[str], chips: set[str]) -> EstimateOptions:
+    """The options of ``[tool.neuron-port.estimate]`` in ``source`` (the settings' pyproject.toml);
+    ConfigError names the file, line and key of a bad value."""
+    if not source:
+        return EstimateOptions()
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+        table = tomllib.loads(text).get("tool", {}).get("neuron-port", {}).get("estimate")
+    except (OSError, tomllib.TOMLDecodeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if table is None:
+        return EstimateOptions()
+
+    def fail(key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{at(path, key_line(text, key, after=TABLE))}: {TABLE} {key}: {problem}")
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: {TABLE} must be a table")
+    unknown = sorted(set(table) - KEYS)
+    if unknown:
+        raise fail(unknown[0], f"unknown key (known: {', '.join(sorted(KEYS))})")
+    options: dict[str, Any] = {"prices": {}, "assumptions": {}}
+    try:
+        for key, value in table.items():
+            if key == "cores":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"expected a positive integer, got {value!r}")
+                options["cores"] = value
+            elif key == "tokens-per-step":
+                options["tokens_per_step"] = positive(value, "value")
+            elif key == "prices":
+                if not isinstance(value, dict):
+                    raise ValueError("expected a table of DEVICE = USD_PER_CHIP_HOUR")
+                for device, usd in value.items():
+                    if device not in chips:
+                        raise ValueError(f"unknown device {device!r} (prices are per chip: {', '.join(sorted(chips))})")
+                    options["prices"][device] = positive(usd, device)
+            else:
+                options["assumptions"][key.replace("-", "_")] = positive(value, "value")
+    except ValueError as exc:
+        raise fail(key, str(exc)) from None
+    return EstimateOptions(**options)
+
+
+# The flags of `check` (neuron_port/cli_estimate.py sets them around the command; api callers leave it unset).
+CLI_OPTIONS: ContextVar[Optional[EstimateOptions]] = ContextVar("neuron_port_estimate_flags", default=None)
+
+
+def chip_ids() -> set[str]:
+    return {d.price_device for d in load_devices()}
+
+
+def estimate_options(source: Optional[str]) -> EstimateOptions:
+    """[tool.neuron-port.estimate] of the settings' pyproject.toml, with the flags of `check` over it."""
+    base = from_pyproject(source, chip_ids())
+    flags = CLI_OPTIONS.get()
+    return base.updated(flags) if flags is not None else base

@@ -1,0 +1,125 @@
+"""The estimate's command line (docs/estimate.md): the `--price`, `--cores` and `--tokens-per-step` options of
+`check` (``with_estimate_options`` adds them to the command and hands them to the run through
+``CLI_OPTIONS``), and `neuron-port estimate REPORT.json`, which recomputes the estimate of a saved report
+without running anything. Registered on the app by cli.py through ``check_command``."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import sys
+import typing
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import typer
+from neuron_port.cli_console import err, out
+from neuron_port.cli_help import PlainHelpCommand
+
+PRICE_HELP = ("USD per chip-hour (H100: per GPU-hour) for a device of the table, e.g. trn2-chip=1.50; "
+              "repeat for several. Overrides [tool.neuron-port.estimate] prices and the shipped defaults.")
+CORES_HELP = "Logical NeuronCores the step runs on (data parallel). Default: one per process of the run."
+TOKENS_HELP = "Tokens one step processes (all cores together), for the price per million tokens."
+
+
+def _fail(message: str) -> typer.Exit:
+    err().print(f"neuron-port: {message}", style="bold red", markup=False)
+    return typer.Exit(2)
+
+
+def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Optional[float]):
+    """EstimateOptions of the flags; typer.Exit(2) with the reason for a bad --price."""
+    from neuron_port.check.estimate.options import EstimateOptions, chip_ids, parse_price
+
+    parsed = {}
+    chips = chip_ids()
+    for text in prices or []:
+        try:
+            device, value = parse_price(text, chips)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        parsed[device] = value
+    return EstimateOptions(cores=cores, tokens_per_step=tokens, prices=parsed)
+
+
+def _extra_parameters() -> list[inspect.Parameter]:
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return [
+        inspect.Parameter("price", keyword, annotation=Optional[List[str]],
+                          default=typer.Option(None, "--price", metavar="DEVICE=USD", help=PRICE_HELP)),
+        inspect.Parameter("cores", keyword, annotation=Optional[int],
+                          default=typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP)),
+        inspect.Parameter("tokens_per_step", keyword, annotation=Optional[float],
+                          default=typer.Option(None, "--tokens-per-step", min=1, metavar="N", help=TOKENS_HELP)),
+    ]
+
+
+def with_estimate_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds --price, --cores and --tokens-per-step to ``command`` (`check`); the run reads them from
+    ``CLI_OPTIONS`` while the command runs."""
+    extra = _extra_parameters()
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, price: Optional[List[str]] = None, cores: Optional[int] = None,
+                tokens_per_step: Optional[float] = None, **kwargs: Any) -> Any:
+        from neuron_port.check.estimate.options import CLI_OPTIONS  # not at import: `rewrite` never needs it
+
+        token = CLI_OPTIONS.set(flag_options(price, cores, tokens_per_step))
+        try:
+            return command(*args, **kwargs)
+        finally:
+            CLI_OPTIONS.reset(token)
+
+    # the command's annotations resolved in its own module (cli.py's Annotated option types, written as
+    # strings there): typer would otherwise look the strings up in this module and lose their help texts
+    hints = typing.get_type_hints(command, include_extras=True)
+    signature = inspect.signature(command)
+    parameters = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
+    wrapper.__signature__ = signature.replace(parameters=[*parameters, *extra],  # type: ignore[attr-defined]
+                                              return_annotation=hints.get("return", signature.return_annotation))
+    wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in extra}}
+    return wrapper
+
+
+def check_command(app: typer.Typer, **settings: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``@app.command(**settings)`` for `check` with the estimate's options added, and the `estimate`
+    command registered on ``app`` beside it (one line in cli.py, which stays within its size limit)."""
+    def register(command: Callable[..., Any]) -> Any:
+        app.command("estimate", cls=PlainHelpCommand)(estimate)
+        return app.command(**settings)(with_estimate_options(command))
+    return register
+
+
+def estimate(
+    report: Path = typer.Argument(..., metavar="REPORT", help="A JSON report of `neuron-port check` (--output-format json or -o)."),
+    price: Optional[List[str]] = typer.Option(None, "--price", metavar="DEVICE=USD", help=PRICE_HELP),
+    cores: Optional[int] = typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP),
+    tokens_per_step: Optional[float] = typer.Option(None, "--tokens-per-step", min=1, metavar="N", help=TOKENS_HELP),
+    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help="text or json (the `estimate` section)."),
+) -> None:
+    """Recompute the estimate of a saved `check` report with other prices, core counts or tokens per step,
+    without running the project again. Options not given keep the report's values."""
+    from neuron_port.check.estimate import recompute
+    from neuron_port.reporters.estimate_text import render_estimate
+
+    if output_format not in ("text", "json"):
+        raise _fail(f"--format {output_format!r}: expected text or json")
+    try:
+        document = json.loads(report.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _fail(f"{report}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise _fail(f"{report}: not a JSON report: {exc}") from None
+    section = document.get("estimate") if isinstance(document, dict) else None
+    if not isinstance(section, dict) or not isinstance(section.get("work"), dict):
+        raise _fail(f"{report}: no `estimate` section with its per-step work (a `neuron-port check` JSON report "
+                    "of a run that reached the neuron device)")
+    try:
+        result = recompute(section, flag_options(price, cores, tokens_per_step))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _fail(f"{report}: the `estimate` section is damaged: {type(exc).__name__}: {exc}") from None
+    if output_format == "json":
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        render_estimate(out(), result)

@@ -1,0 +1,128 @@
+"""The "Estimate" panel of the text report (`check`, `neuron-port estimate`): per device the step time as a
+range, the compiled step, whether the peak memory fits, the price per step and per million tokens; then
+the first-run compile time and where the step's time goes. Rendered from the JSON ``estimate`` section
+only, so a saved report renders the same."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+
+def seconds(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if value >= scale or unit == "us":
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} s"
+
+
+def duration(value: float) -> str:
+    return f"{value / 3600:.3g} h" if value >= 3600 else f"{value / 60:.3g} min" if value >= 60 else seconds(value)
+
+
+def usd(value: Optional[float]) -> str:
+    return "-" if value is None else f"${value:.3g}"
+
+
+def quantity(value: float, unit: str) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def estimate_lines(section: dict[str, Any]) -> list[str]:
+    steps = section["steps"]
+    per_step = section["per_step"]
+    flops = sum(r["flops"] for r in per_step["by_family"])
+    nbytes = sum(r["bytes"] for r in per_step["by_family"])
+    tokens = steps.get("tokens_per_step")
+    fallback = per_step["fallback"]
+    return [
+        section["note"],
+        f"steps: {steps['measured']} measured ({steps['clock']} clock), {steps['warmup']} warm-up, "
+        f"{steps['steady']} steady; on {section['cores']} logical core(s)"
+        + (f"; {tokens:,.0f} tokens per step" if tokens else "; tokens per step: not set (--tokens-per-step)"),
+        f"one step: {per_step['ops']:,.0f} op calls ({per_step['eager_ops']:,.0f} eager), "
+        f"{quantity(flops, 'FLOP')}, {quantity(nbytes, 'B')} moved; CPU fallbacks {fallback['calls']:,.1f} "
+        f"call(s), {seconds(fallback['host_seconds'])} on the host",
+    ]
+
+
+def span(pair: dict[str, float]) -> str:
+    """``lower-expected unit`` in the unit of the expected time."""
+    expected = pair["expected"]
+    unit, scale = next(((u, k) for u, k in (("s", 1.0), ("ms", 1e-3)) if expected >= k), ("us", 1e-6))
+    return f"{pair['lower'] / scale:.3g}-{expected / scale:.3g} {unit}"
+
+
+def device_table(section: dict[str, Any]) -> Table:
+    table = Table(title="Estimated time and price of one step (lower bound-expected)", title_justify="left",
+                  title_style="bold", header_style="bold", expand=False)
+    for column in ("device", "step", "compiled", "$/step", "$/M tokens"):
+        table.add_column(column, no_wrap=True)
+    for row in section["per_device"]:
+        price = row["price"]
+        table.add_row(row["device"], span(row["step_seconds"]), span(row["compiled_step_seconds"]),
+                      usd(price["per_step_usd"]), usd(price["per_million_tokens_usd"]))
+    return table
+
+
+def price_line(section: dict[str, Any]) -> str:
+    chips = {d["id"]: d.get("price_device", d["id"]) for d in section["devices"]}
+    seen: dict[str, str] = {}
+    for row in section["per_device"]:
+        chip, price = chips.get(row["device"], row["device"]), row["price"]
+        if chip in seen:
+            continue
+        if price["per_chip_hour_usd"] is None:
+            seen[chip] = f"{chip} not set (--price {chip}=USD)"
+        else:
+            origin = ("set by you" if price["source"] == "user" else
+                      f"{'third-party, ' if price['third_party'] else ''}{price['dated']}")
+            seen[chip] = f"{chip} {usd(price['per_chip_hour_usd'])} ({origin})"
+    return "price per chip-hour: " + "; ".join(seen.values())
+
+
+def memory_line(section: dict[str, Any]) -> str:
+    rows = section["per_device"]
+    peak = rows[0]["memory"]["peak_bytes"] if rows else None
+    if peak is None:
+        return "peak memory on the simulated device: not recorded"
+    short = [r["device"] for r in rows if r["memory"]["fits"] is False]
+    return (f"peak memory on the simulated device: {quantity(peak, 'B')} per process; "
+            + (f"does NOT fit the HBM of {', '.join(short)}" if short else "fits the HBM of every device"))
+
+
+def where_time_goes(row: dict[str, Any]) -> str:
+    parts = sorted(row["seconds_by_family"].items(), key=lambda kv: -kv[1])
+    total = sum(v for _, v in parts) or 1.0
+    shown = [f"{name} {value / total:.0%}" for name, value in parts if value / total >= 0.01][:6]
+    return f"where the expected step time goes on {row['device']}: " + (", ".join(shown) or "-")
+
+
+def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None:
+    if not section:
+        return
+    lines = estimate_lines(section)
+    first = section["per_device"][0] if section["per_device"] else None
+    if first is not None:
+        c = first["compile"]
+        lines.append(f"first run: {c['eager_neffs']:,} eager NEFF compile(s) and {c['graphs']} graph compile(s), "
+                     f"about {duration(c['first_run_seconds'])}; with a warm shared NEFF cache "
+                     f"{duration(c['warm_cache_seconds'])}")
+        core = next((r for r in section["per_device"] if r["device"].endswith("-core")), first)
+        lines.append(where_time_goes(core))
+        lines.append(memory_line(section))
+        lines.append(price_line(section))
+    named = [f"{a['name']}={a['value']:g}{a['unit'] and ' ' + a['unit']}" for a in section["assumptions"]]
+    lines.append("assumptions (docs/estimate.md): " + ", ".join(named))
+    # wrapped, whatever the console's soft_wrap: the panel would crop its lines
+    console.print(Panel(Text("\n".join(lines), no_wrap=False, overflow="fold"), title="Estimate", expand=False))
+    console.print(device_table(section))
