@@ -155,3 +155,25 @@ def test_shipped_table_has_every_device_with_sources():
     assert all(d.sources and all(s.startswith("https://") for s in d.sources) for d in devices.values())
     assert devices["h100-sxm"].price.usd is not None and devices["h100-sxm"].price.dated
     assert devices["trn2-chip"].price.usd is None  # AWS publishes none: the user sets it
+
+
+def test_more_cores_shrink_the_work_not_the_per_op_costs(tmp_path, devices):
+    """Data parallel: every core runs one process's whole op stream on its share of the data, so dispatch
+    and host round trips stay per step whatever the core count; the compute halves on two cores, and a
+    two-core chip running one process's step costs what two logical cores do."""
+    work = step_work([parse_events_file(tmp_path / "e.jsonl", synthetic_run())])
+    a = assumptions({"dispatch_seconds_per_op": 1e-3, "compute_fraction": 1.0, "memory_fraction": 1.0,
+                     "host_link_gbps": 1.0, "host_transfer_seconds": 0.01})
+    one, two = (estimate(work, devices, a, cores=n) for n in (1, 2))
+
+    def row(section, device):
+        return next(r for r in section["per_device"] if r["device"] == device)
+
+    for section in (one, two):
+        for device in ("test-core", "test-chip"):
+            assert row(section, device)["seconds_by_family"]["dispatch"] == pytest.approx((2 + 10 / 8) * 1e-3)
+    assert row(two, "test-core")["seconds_by_family"]["matmul"] == pytest.approx(
+        row(one, "test-core")["seconds_by_family"]["matmul"] / 2)
+    # the fallback: half the host time and copies per core, every round trip
+    assert row(two, "test-core")["seconds_by_family"]["fallback"] == pytest.approx((0.1 + 8000 / 1e9) / 2 + 0.01)
+    assert row(one, "test-chip")["step_seconds"]["lower"] == pytest.approx(row(two, "test-core")["step_seconds"]["lower"])

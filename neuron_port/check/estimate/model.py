@@ -4,8 +4,9 @@ Per work item (one op, dtype and family, summed over a step): roofline time ``ma
 bytes / bandwidth)``, at peak for the lower bound and at the achievable fractions for the expected time;
 plus a dispatch cost per eager op (none for ops inside compiled graphs), plus the CPU-fallback ops at
 their measured host time and their device/host copies. ``cores`` logical cores share the step's work
-evenly (data parallel, one process per core, collectives not modelled); a chip device runs it on whole
-chips, ``ceil(cores / chip_cores)`` of them.
+evenly (data parallel, one process per core, collectives not modelled), while each core still
+dispatches the whole op stream of one process; a chip device runs it on whole chips,
+``ceil(cores / chip_cores)`` of them.
 """
 
 from __future__ import annotations
@@ -38,11 +39,14 @@ def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, f
                     max(compute / a["compute_fraction"], memory / a["memory_fraction"]))
 
 
-def fallback_seconds(work: StepWork, share: float, a: Mapping[str, float]) -> float:
-    """Per step: the measured host time of the fallback ops and their round trips to the host."""
+def fallback_seconds(work: StepWork, core_share: float, a: Mapping[str, float]) -> float:
+    """Per step on one core: its share of the measured host time and copies of the fallback ops (they
+    scale with the data), and a round trip per fallback call of one process's op stream (every
+    data-parallel process makes all of them)."""
     host = work.fallback_host_seconds or 0.0
     copies = work.fallback_copy_bytes / (a["host_link_gbps"] * 1e9)
-    return (host + copies + work.fallback_calls * a["host_transfer_seconds"]) * share
+    calls = work.fallback_calls / max(work.processes, 1)
+    return (host + copies) * core_share + calls * a["host_transfer_seconds"]
 
 
 def layout(device: Device, cores: int) -> tuple[float, int, float]:
@@ -67,8 +71,10 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
         by_family[item.family] = by_family.get(item.family, 0.0) + r.expected
         if not item.compiled and item.family != "fallback":  # a fallback pays its host round trip
             eager_ops += item.calls
-    dispatch = eager_ops * share / issuers * a["dispatch_seconds_per_op"]
-    fallback = fallback_seconds(work, share / issuers if device.per == "chip" else share, a)
+    # Data parallel: every core runs the whole op stream of one recorded process on its share of the
+    # data, so the per-op costs do not shrink with more cores (the compute and the bytes do)
+    dispatch = eager_ops / max(work.processes, 1) * a["dispatch_seconds_per_op"]
+    fallback = fallback_seconds(work, share / issuers, a)
     by_family["fallback"] = fallback
     by_family["dispatch"] = dispatch
     step = Roofline(lower + dispatch + fallback, expected + dispatch + fallback)
