@@ -20,7 +20,12 @@ from neuron_port.cli_help import PlainHelpCommand
 PRICE_HELP = ("USD per chip-hour (H100: per GPU-hour) for a device of the table, e.g. trn2-chip=1.50; "
               "repeat for several. Overrides [tool.neuron-port.estimate] prices and the shipped defaults.")
 CORES_HELP = "Logical NeuronCores the step runs on (data parallel). Default: one per process of the run."
-TOKENS_HELP = "Tokens one step processes (all cores together), for the price per million tokens."
+TOKENS_HELP = ("Tokens one step processes (all cores together), for the price per million tokens: a number, or "
+               "counted from the recorded shapes: `embedding` (the run's one embedding lookup), "
+               "`embedding@FILE:LINE` or `embedding@MODULE` (e.g. transformer.wte) for one of several; "
+               "the elements of its index tensor per steady step, summed over processes.")
+
+TOKENS_METAVAR = "N|embedding[@WHERE]"
 
 
 def _fail(message: str) -> typer.Exit:
@@ -28,9 +33,9 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Optional[float]):
-    """EstimateOptions of the flags; typer.Exit(2) with the reason for a bad --price."""
-    from neuron_port.check.estimate.options import EstimateOptions, chip_ids, parse_price
+def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Optional[str]):
+    """EstimateOptions of the flags; typer.Exit(2) with the reason for a bad --price or --tokens-per-step."""
+    from neuron_port.check.estimate.options import EstimateOptions, chip_ids, parse_price, parse_tokens
 
     parsed = {}
     chips = chip_ids()
@@ -40,7 +45,11 @@ def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Opti
         except ValueError as exc:
             raise _fail(str(exc)) from None
         parsed[device] = value
-    return EstimateOptions(cores=cores, tokens_per_step=tokens, prices=parsed)
+    try:
+        spec = None if tokens is None else parse_tokens(tokens)
+    except ValueError as exc:
+        raise _fail(f"--tokens-per-step: {exc}") from None
+    return EstimateOptions(cores=cores, tokens_per_step=spec, prices=parsed)
 
 
 def _extra_parameters() -> list[inspect.Parameter]:
@@ -50,8 +59,8 @@ def _extra_parameters() -> list[inspect.Parameter]:
                           default=typer.Option(None, "--price", metavar="DEVICE=USD", help=PRICE_HELP)),
         inspect.Parameter("cores", keyword, annotation=Optional[int],
                           default=typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP)),
-        inspect.Parameter("tokens_per_step", keyword, annotation=Optional[float],
-                          default=typer.Option(None, "--tokens-per-step", min=1, metavar="N", help=TOKENS_HELP)),
+        inspect.Parameter("tokens_per_step", keyword, annotation=Optional[str],
+                          default=typer.Option(None, "--tokens-per-step", metavar=TOKENS_METAVAR, help=TOKENS_HELP)),
     ]
 
 
@@ -62,7 +71,7 @@ def with_estimate_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, price: Optional[List[str]] = None, cores: Optional[int] = None,
-                tokens_per_step: Optional[float] = None, **kwargs: Any) -> Any:
+                tokens_per_step: Optional[str] = None, **kwargs: Any) -> Any:
         from neuron_port.check.estimate.options import CLI_OPTIONS  # not at import: `rewrite` never needs it
 
         token = CLI_OPTIONS.set(flag_options(price, cores, tokens_per_step))
@@ -95,12 +104,12 @@ def estimate(
     report: Path = typer.Argument(..., metavar="REPORT", help="A JSON report of `neuron-port check` (--output-format json or -o)."),
     price: Optional[List[str]] = typer.Option(None, "--price", metavar="DEVICE=USD", help=PRICE_HELP),
     cores: Optional[int] = typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP),
-    tokens_per_step: Optional[float] = typer.Option(None, "--tokens-per-step", min=1, metavar="N", help=TOKENS_HELP),
+    tokens_per_step: Optional[str] = typer.Option(None, "--tokens-per-step", metavar=TOKENS_METAVAR, help=TOKENS_HELP),
     output_format: str = typer.Option("text", "--format", metavar="FORMAT", help="text or json (the `estimate` section)."),
 ) -> None:
     """Recompute the estimate of a saved `check` report with other prices, core counts or tokens per step,
     without running the project again. Options not given keep the report's values."""
-    from neuron_port.check.estimate import recompute
+    from neuron_port.check.estimate import TokensError, recompute
     from neuron_port.reporters.estimate_text import render_estimate
 
     if output_format not in ("text", "json"):
@@ -117,6 +126,8 @@ def estimate(
                     "of a run that reached the neuron device)")
     try:
         result = recompute(section, flag_options(price, cores, tokens_per_step))
+    except TokensError as exc:
+        raise _fail(f"{report}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise _fail(f"{report}: the `estimate` section is damaged: {type(exc).__name__}: {exc}") from None
     if output_format == "json":

@@ -37,18 +37,31 @@ def quantity(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+def tokens_text(steps: dict[str, Any]) -> str:
+    """The tokens of the steps line: the number and, when counted from the shapes, the lookup it came from."""
+    tokens, source = steps.get("tokens_per_step"), steps.get("tokens_from")
+    if source and source.get("error"):
+        return f"; tokens per step: not set ({source['error']})"
+    if not tokens:
+        return "; tokens per step: not set (--tokens-per-step)"
+    if not source:
+        return f"; {tokens:,.0f} tokens per step"
+    module = f" in {source['module']}" if source.get("module") else ""
+    return (f"; {tokens:,.0f} tokens per step (the indices of {source['op']} at {source['site']}{module}, "
+            f"from `{source['spec']}`)")
+
+
 def estimate_lines(section: dict[str, Any]) -> list[str]:
     steps = section["steps"]
     per_step = section["per_step"]
     flops = sum(r["flops"] for r in per_step["by_family"])
     nbytes = sum(r["bytes"] for r in per_step["by_family"])
-    tokens = steps.get("tokens_per_step")
     fallback = per_step["fallback"]
     return [
         section["note"],
         f"steps: {steps['measured']} measured ({steps['clock']} clock), {steps['warmup']} warm-up, "
         f"{steps['steady']} steady; on {section['cores']} logical core(s)"
-        + (f"; {tokens:,.0f} tokens per step" if tokens else "; tokens per step: not set (--tokens-per-step)"),
+        + tokens_text(steps),
         f"one step: {per_step['ops']:,.0f} op calls ({per_step['eager_ops']:,.0f} eager), "
         f"{quantity(flops, 'FLOP')}, {quantity(nbytes, 'B')} moved; CPU fallbacks {fallback['calls']:,.1f} "
         f"call(s), {seconds(fallback['host_seconds'])} on the host",

@@ -1,7 +1,7 @@
 """The user's choices for the estimate: ``[tool.neuron-port.estimate]`` in pyproject.toml, then flags.
 
     [tool.neuron-port.estimate]
-    tokens-per-step = 4096
+    tokens-per-step = 4096             # or "embedding", "embedding@model.py:115", "embedding@transformer.wte"
     cores = 4
     prices = { trn2-chip = 1.50 }      # USD per chip-hour (H100: per GPU-hour)
     dispatch-seconds-per-op = 3e-05    # any assumption of docs/estimate.md, by its name with dashes
@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 from neuron_port.check.estimate.assumptions import DEFAULTS
 from neuron_port.check.estimate.devices import load_devices
@@ -27,12 +29,16 @@ else:  # pragma: no cover
 TABLE = "[tool.neuron-port.estimate]"
 ASSUMPTION_KEYS = {a.key for a in DEFAULTS}
 KEYS = {"tokens-per-step", "cores", "prices"} | ASSUMPTION_KEYS
+# counted from the recorded shapes: every embedding lookup, or the one at FILE:LINE or in MODULE
+TOKENS_SPEC = re.compile(r"^embedding(@(?P<where>[^@\s]+))?$")
+TOKENS_FORMS = "a positive number, embedding, embedding@FILE:LINE or embedding@MODULE"
+Tokens = Union[float, str]  # a number, or a spec resolved against the run's embedding lookups
 
 
 @dataclass(frozen=True)
 class EstimateOptions:
     cores: Optional[int] = None  # None: one per process of the run
-    tokens_per_step: Optional[float] = None
+    tokens_per_step: Optional[Tokens] = None
     prices: dict[str, float] = field(default_factory=dict)  # chip id -> USD per chip-hour
     assumptions: dict[str, float] = field(default_factory=dict)  # name -> value
 
@@ -51,13 +57,31 @@ class EstimateOptions:
             if price.get("source") == "user" and price.get("per_chip_hour_usd") is not None:
                 device = next((d for d in section.get("devices", []) if d.get("id") == row.get("device")), {})
                 prices[device.get("price_device", row.get("device"))] = float(price["per_chip_hour_usd"])
-        return cls(cores=section.get("cores"), tokens_per_step=section.get("steps", {}).get("tokens_per_step"),
+        steps = section.get("steps", {})
+        spec = (steps.get("tokens_from") or {}).get("spec")  # re-resolved: the same lookups, the same number
+        return cls(cores=section.get("cores"), tokens_per_step=spec or steps.get("tokens_per_step"),
                    prices=prices, assumptions={a["name"]: float(a["value"]) for a in section.get("assumptions", [])})
 
 
 def positive(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{what}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+def parse_tokens(value: Any) -> Tokens:
+    """A number of tokens per step (a positive number, or its text) or an ``embedding`` spec (module
+    docstring); ValueError says what is wrong."""
+    if isinstance(value, str):
+        text = value.strip()
+        if TOKENS_SPEC.match(text):
+            return text
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"expected {TOKENS_FORMS}, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        raise ValueError(f"expected {TOKENS_FORMS}, got {value!r}")
     return float(value)
 
 
@@ -107,7 +131,7 @@ def from_pyproject(source: Optional[str], chips: set[str]) -> EstimateOptions:
                     raise ValueError(f"expected a positive integer, got {value!r}")
                 options["cores"] = value
             elif key == "tokens-per-step":
-                options["tokens_per_step"] = positive(value, "value")
+                options["tokens_per_step"] = parse_tokens(value)
             elif key == "prices":
                 if not isinstance(value, dict):
                     raise ValueError("expected a table of DEVICE = USD_PER_CHIP_HOUR")

@@ -8,16 +8,20 @@ the steady state, and its calls spread evenly over the steps it ran in otherwise
 seen after the last step (evaluation, generation after training) is outside the steps: it is counted in
 ``outside_steps_calls``, not in the step. Without first sightings (fallbacks, truncated signatures, ops
 without a NEFF) the calls are spread over all measured steps: total / S.
+
+The tokens of a step can come from the same signatures: the index tensor of each embedding lookup
+(``token_sources``, one per op and site), which ``resolve_tokens`` picks from by the user's spec.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
-from neuron_port.check.estimate.flops import Work, work
+from neuron_port.check.estimate.flops import Work, base_name, parse_tensor, work
 from neuron_port.check.events import (
     CompileEvent,
     EagerCompileEvent,
@@ -27,7 +31,11 @@ from neuron_port.check.events import (
     GraphWorkEvent,
     OpEvent,
     ProcessEvents,
+    Site,
 )
+
+TOKEN_OPS = {"embedding", "embedding_bag", "_embedding_bag"}  # argument 1: the indices, one per token
+INTEGER_DTYPES = {"i64", "i32", "i16", "i8", "u8"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,25 @@ class WorkItem:
                    compiled=bool(data.get("compiled", False)))
 
 
+@dataclass(frozen=True)
+class TokenSource:
+    """An embedding lookup's site and the indices it looks up in a mean steady step, over all processes."""
+
+    op: str
+    site: str  # "model.py:115": the path relative to the process's working directory when under it
+    module: Optional[str]  # "transformer.wte": the module whose forward looked up (one line may hold several)
+    per_step: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "site": self.site, "module": self.module, "per_step": self.per_step}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TokenSource:
+        module = data.get("module")
+        return cls(op=str(data["op"]), site=str(data["site"]), module=None if module is None else str(module),
+                   per_step=float(data["per_step"]))
+
+
 @dataclass
 class StepWork:
     """What ``estimate`` needs, kept in the report so it can be recomputed without re-running."""
@@ -69,6 +96,7 @@ class StepWork:
     eager_neffs: int = 0  # distinct native signatures (the most of any process: ranks share a cache)
     graphs: int = 0  # distinct torch.compile graphs compiled
     peak_bytes: Optional[int] = None  # on the simulated device, the most of any process
+    token_sources: list[TokenSource] = field(default_factory=list)  # most tokens first
 
     @property
     def steady(self) -> int:
@@ -79,7 +107,8 @@ class StepWork:
                 "work": [i.to_json() for i in self.items], "fallback_calls": self.fallback_calls,
                 "fallback_host_seconds": self.fallback_host_seconds, "fallback_copy_bytes": self.fallback_copy_bytes,
                 "outside_steps_calls": self.outside_steps_calls, "eager_neffs": self.eager_neffs,
-                "graphs": self.graphs, "peak_bytes": self.peak_bytes}
+                "graphs": self.graphs, "peak_bytes": self.peak_bytes,
+                "token_sources": [t.to_json() for t in self.token_sources]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StepWork:
@@ -92,7 +121,25 @@ class StepWork:
                    fallback_copy_bytes=float(data.get("fallback_copy_bytes", 0.0)),
                    outside_steps_calls=int(data.get("outside_steps_calls", 0)),
                    eager_neffs=int(data["eager_neffs"]), graphs=int(data["graphs"]),
-                   peak_bytes=None if peak is None else int(peak))
+                   peak_bytes=None if peak is None else int(peak),
+                   token_sources=[TokenSource.from_json(t) for t in data.get("token_sources", [])])
+
+
+def site_name(site: Optional[Site], cwd: Optional[str]) -> str:
+    if site is None:
+        return "(no user frame)"
+    path = site.file
+    if cwd and os.path.isabs(path) and path.startswith(cwd.rstrip(os.sep) + os.sep):
+        path = os.path.relpath(path, cwd)
+    return f"{path}:{site.line}"
+
+
+def token_count(op: str, signature: tuple[Any, ...]) -> Optional[int]:
+    """The indices one call of an embedding lookup reads (None: not a lookup, or no integer index tensor)."""
+    if base_name(op) not in TOKEN_OPS or len(signature) < 2:
+        return None
+    indices = parse_tensor(signature[1])
+    return indices.numel if indices is not None and indices.dtype in INTEGER_DTYPES else None
 
 
 def _clock(process: ProcessEvents) -> tuple[str, int]:
@@ -148,6 +195,7 @@ def step_work(processes: Iterable[ProcessEvents]) -> StepWork:
     totals: dict[tuple[str, str, str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     clocks = []
     graphs: set[Any] = set()
+    tokens: dict[tuple[str, str, Optional[str]], float] = defaultdict(float)
 
     def add(op: str, w: Work, calls: float, compiled: bool = False) -> None:
         t = totals[(op, w.family, w.dtype, compiled)]
@@ -172,7 +220,13 @@ def step_work(processes: Iterable[ProcessEvents]) -> StepWork:
                 first = _first_step(clock, event.first_seen)
                 if first is not None and first >= measured and clock != "signature":
                     out.outside_steps_calls += event.calls
-                add(event.op, w, per_step_calls(event.calls, first, measured))
+                calls = per_step_calls(event.calls, first, measured)
+                add(event.op, w, calls)
+                count = token_count(event.op, event.signature)
+                if count is not None and calls > 0:
+                    cwd = process.process.cwd if process.process is not None else None
+                    module = event.site.module if event.site is not None else None
+                    tokens[(event.op, site_name(event.site, cwd), module)] += calls * count
             elif isinstance(event, EagerCompileTruncatedEvent):
                 native += event.omitted_signatures
                 shown = mean_work.get(event.op) or [Work("other", 0.0, 0.0, "fp32")]
@@ -199,4 +253,49 @@ def step_work(processes: Iterable[ProcessEvents]) -> StepWork:
     out.graphs = len(graphs)
     out.items = [WorkItem(op, family, dtype, calls, flops, nbytes, compiled)
                  for (op, family, dtype, compiled), (calls, flops, nbytes) in sorted(totals.items()) if calls > 0]
+    out.token_sources = [TokenSource(op, site, module, n)
+                         for (op, site, module), n in sorted(tokens.items(), key=lambda kv: (-kv[1], kv[0][1:]))]
     return out
+
+
+class TokensError(ValueError):
+    """A tokens-per-step spec that names not exactly one embedding lookup of the run."""
+
+
+def _matches(source: TokenSource, where: str) -> bool:
+    """``where`` (after the ``@`` of a spec): FILE:LINE, FILE the end of the site's path, or a module
+    path, the end of the source's module."""
+    file, sep, line = where.rpartition(":")
+    if sep and line.isdigit():
+        path, _, site_line = source.site.rpartition(":")
+        return site_line == line and (path == file or path.endswith("/" + file.lstrip("/")))
+    module = source.module or ""
+    return module == where or module.endswith("." + where)
+
+
+def source_spec(source: TokenSource, sources: list[TokenSource]) -> str:
+    """The shortest spec that picks ``source`` alone among ``sources``: by its site, else by its module."""
+    kind = base_name(source.op)
+    for where in (source.site, source.module):
+        if where and sum(_matches(s, where) for s in sources) == 1:
+            return f"{kind}@{where}"
+    return f"{kind}@{source.site}"
+
+
+def resolve_tokens(spec: str, sources: list[TokenSource]) -> TokenSource:
+    """The token source ``spec`` (``embedding``, ``embedding@FILE:LINE`` or ``embedding@MODULE``) names;
+    TokensError listing every candidate with its tokens per step unless it names exactly one."""
+    _, _, where = spec.partition("@")
+    matches = [s for s in sources if not where or _matches(s, where)]
+    if len(matches) == 1:
+        return matches[0]
+    if not sources:
+        raise TokensError(f"tokens-per-step {spec}: the run looked up no embedding (aten::embedding with "
+                         "integer indices) in its steps; give the tokens per step as a number")
+    if matches:
+        problem = f"{len(matches)} embedding lookups match" if where else f"{len(matches)} embedding lookups"
+    else:
+        problem = "no embedding lookup matches"
+    listed = "\n".join(f"  {source_spec(s, sources):<40} {s.per_step:>12,.0f} tokens per step  ({s.op} at "
+                       f"{s.site}{f' in {s.module}' if s.module else ''})" for s in sources)
+    raise TokensError(f"tokens-per-step {spec}: {problem}; pick one:\n{listed}")
