@@ -1,4 +1,4 @@
-"""``torch.compile(backend="neuron")`` on the simulated device (torchneuron.md section 3).
+"""``torch.compile(backend="neuron")`` on the simulated device.
 
 What it does, like TorchNeuron's Dynamo backend:
 

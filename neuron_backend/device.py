@@ -108,7 +108,7 @@ def _invalid_device(i: int, n: int) -> None:
     raise err
 
 
-# ---------------------------------------------------------------- runtime initialisation (torchneuron.md section 6)
+# ---------------------------------------------------------------- runtime initialisation
 # TorchNeuron starts the Neuron runtime lazily (torch_neuronx._lazy_init: nrt_init): with the first tensor on a
 # neuron device, torch.neuron.init() or get_device_properties(); init_process_group(backend="neuron") starts it
 # itself and asserts that it had not started before. set_device() and device_count() do not start it (April

@@ -1,4 +1,4 @@
-"""``torch.distributed`` with ``backend="neuron"`` on the simulated device (torchneuron.md section 6).
+"""``torch.distributed`` with ``backend="neuron"`` on the simulated device.
 
 * ``dist.init_process_group(backend="neuron")`` (torchrun, ``init_device_mesh("neuron", ...)``, DDP,
   FSDP2, DTensor) creates a gloo process group underneath. Simulated neuron tensors live in host

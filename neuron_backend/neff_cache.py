@@ -2,7 +2,7 @@
 
 On Trainium every new eager op signature and every ``torch.compile`` graph is compiled to a NEFF by
 neuronx-cc and stored in a persistent cache, so a second run of the same program loads NEFFs instead
-of compiling (torchneuron.md section 2.3). The simulator keeps the same bookkeeping without the
+of compiling. The simulator keeps the same bookkeeping without the
 NEFFs: one small file per cache key, so a second run reports cache hits where the first reported
 compiles.
 
