@@ -163,8 +163,8 @@ def rewrite(
     raise typer.Exit(code)
 
 
-@cli_estimate.check_command(app, cls=CommandAfterDashes,
-                             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=CommandAfterDashes, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@cli_estimate.with_estimate_options
 def check(
     ctx: typer.Context,
     path: FolderArgument,
@@ -255,6 +255,7 @@ def check(
 app.command("rules", cls=PlainHelpCommand)(cli_reference.list_rules)
 app.command(cls=PlainHelpCommand)(cli_reference.explain)
 app.command(cls=PlainHelpCommand)(cli_reference.doctor)
+app.command("estimate", cls=PlainHelpCommand)(cli_estimate.estimate)
 
 
 def main() -> None:

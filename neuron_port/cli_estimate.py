@@ -1,7 +1,7 @@
 """The estimate's command line (docs/estimate.md): the `--price`, `--cores` and `--tokens-per-step` options of
 `check` (``with_estimate_options`` adds them to the command and hands them to the run through
 ``CLI_OPTIONS``), and `neuron-port estimate REPORT.json`, which recomputes the estimate of a saved report
-without running anything. Registered on the app by cli.py through ``check_command``."""
+without running anything. cli.py registers both."""
 
 from __future__ import annotations
 
@@ -89,15 +89,6 @@ def with_estimate_options(command: Callable[..., Any]) -> Callable[..., Any]:
                                               return_annotation=hints.get("return", signature.return_annotation))
     wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in extra}}
     return wrapper
-
-
-def check_command(app: typer.Typer, **settings: Any) -> Callable[[Callable[..., Any]], Any]:
-    """``@app.command(**settings)`` for `check` with the estimate's options added, and the `estimate`
-    command registered on ``app`` beside it (one line in cli.py, which stays within its size limit)."""
-    def register(command: Callable[..., Any]) -> Any:
-        app.command("estimate", cls=PlainHelpCommand)(estimate)
-        return app.command(**settings)(with_estimate_options(command))
-    return register
 
 
 def estimate(
