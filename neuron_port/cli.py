@@ -1,5 +1,6 @@
-"""The `neuron-port` command line: options, rendering and exit codes over neuron_port.api. The only module
-that prints and decides exit codes.
+"""The `neuron-port` command line: options, rendering and exit codes over neuron_port.api. The one module
+that declares the commands; their pieces are in neuron_port/commands/ (options, `check`'s `--`, stdin, the
+reference commands, the estimate, --html, the consoles), the formats in neuron_port/reporters/.
 
 Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
 1 findings at or above it, pending changes under --check (neither with --exit-zero), files that could
@@ -17,22 +18,23 @@ from typing import Optional
 
 import typer
 
-from neuron_port import __version__, api, cli_estimate, cli_html, cli_reference
+from neuron_port import __version__, api
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
-from neuron_port.cli_check_args import CommandAfterDashes, command_after_dashes
-from neuron_port.cli_console import err, out, program_output, run_spinner, scan_progress
-from neuron_port.cli_help import PlainHelpCommand
-from neuron_port.cli_options import (
+from neuron_port.commands import estimate, reference
+from neuron_port.commands.check_args import CommandAfterDashes, command_after_dashes
+from neuron_port.commands.console import err, out, program_output, run_spinner, scan_progress
+from neuron_port.commands.help import PlainHelpCommand
+from neuron_port.commands.html import HtmlOption, write_html
+from neuron_port.commands.options import (
     CacheOption, CheckOption, CheckQuietOption, ConfigOption, DiffOption, ExcludeOption, ExitZeroOption,
     ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption, IgnoreOption,
     InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption, OutputFormat,
     OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
     StatisticsOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
     exit_code, fail_usage)
-from neuron_port.cli_statistics import render_report
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
-from neuron_port.reporters import RenderContext, Streams
+from neuron_port.reporters import RenderContext, Streams, render_report
 from neuron_port.rewrite.runner import interrupts_as_exceptions
 
 app = typer.Typer(
@@ -119,7 +121,7 @@ def rewrite(
                          unsafe_fixes=unsafe_fixes, fail_on=fail_on.value if fail_on else None,
                          max_file_size=max_file_size)
     if stdin:
-        from neuron_port.cli_stdin import rewrite_stdin
+        from neuron_port.commands.stdin import rewrite_stdin
 
         try:
             raise typer.Exit(rewrite_stdin(stdin_filename, settings, fix=fix, diff=diff, check=check,
@@ -164,7 +166,7 @@ def rewrite(
 
 
 @app.command(cls=CommandAfterDashes, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-@cli_estimate.with_estimate_options
+@estimate.with_estimate_options
 def check(
     ctx: typer.Context,
     path: FolderArgument,
@@ -185,7 +187,7 @@ def check(
     config: ConfigOption = None,
     quiet: CheckQuietOption = False,
     no_cache: NoCacheOption = False,
-    html: cli_html.HtmlOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
 
@@ -228,8 +230,7 @@ def check(
                                use_cache=not no_cache, on_output=on_output, **progress)
     except UsageError as exc:
         raise fail_usage(str(exc))
-    code = cli_html.write_html(html, report, exit_code(report, settings.fail_on, pending_fails=False,
-                                                       exit_zero=exit_zero))
+    code = write_html(html, report, exit_code(report, settings.fail_on, pending_fails=False, exit_zero=exit_zero))
     if output is not None:
         from neuron_port.atomic import atomic_write
         from neuron_port.reporters.json_report import render
@@ -252,10 +253,10 @@ def check(
 
 
 # the reference commands: the registry as text, and what the simulator needs
-app.command("rules", cls=PlainHelpCommand)(cli_reference.list_rules)
-app.command(cls=PlainHelpCommand)(cli_reference.explain)
-app.command(cls=PlainHelpCommand)(cli_reference.doctor)
-app.command("estimate", cls=PlainHelpCommand)(cli_estimate.estimate)
+app.command("rules", cls=PlainHelpCommand)(reference.list_rules)
+app.command(cls=PlainHelpCommand)(reference.explain)
+app.command(cls=PlainHelpCommand)(reference.doctor)
+app.command("estimate", cls=PlainHelpCommand)(estimate.estimate)
 
 
 def main() -> None:

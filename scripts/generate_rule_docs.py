@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's registry, also when another neuron-port is installed
 
 from neuron_port.atomic import atomic_write  # noqa: E402
-from neuron_port.reporters.rule_docs import explain_markdown  # noqa: E402
+from neuron_port.rules.docs import explain_markdown  # noqa: E402
 from neuron_port.rules.registry import all_rules  # noqa: E402
 
 DOCS = REPO / "docs" / "rules"

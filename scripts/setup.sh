@@ -3,7 +3,7 @@
 # the pinned transformers of the model-zoo sweep, whose 5-architecture subset runs in the test suite; html:
 # matplotlib for `check --html`). torch is pinned here: an unpinned torch would pull a multi-GB CUDA build.
 # As root with apt-get, it also installs Debian's chromium, the headless browser the HTML report's test
-# opens the page in (tests/check/test_html_report.py); NEURON_PORT_NO_APT=1 skips that.
+# opens the page in (tests/reporters/html/test_html_report.py); NEURON_PORT_NO_APT=1 skips that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"

@@ -1,23 +1,66 @@
-"""Reporters: one module per output format, one protocol, one dispatch table.
+"""Reporters: one module or package per output format, two kinds of format, one dispatch.
 
-Every reporter is ``emit(report, context, streams)``: it formats a Report (neuron_port.results) onto the
-streams it is given and decides nothing else (the CLI owns the streams and the exit code, which reaches
-the reporters only to be shown, as SARIF's ``exitCode``). Machine formats write one document to
-``streams.out``; the text reporter also writes errors to ``streams.err``.
+STREAM formats (``REPORTERS``, the choices of --output-format: text, json, sarif, github) are
+``emit(report, context, streams)``: each formats a Report (neuron_port.results) onto the streams it is
+given and decides nothing else (the CLI owns the streams and the exit code, which reaches the reporters
+only to be shown, as SARIF's ``exitCode``). Machine formats write one document to ``streams.out``; the
+text reporter (``text/``) also writes errors to ``streams.err``. ``render_report`` is the dispatch of the
+whole CLI: the format asked for, or with --statistics the counts per code (``text/statistics.py``).
+
+FILE formats (``FILE_REPORTERS``: html, the page `check --html FILE` writes) render the report's JSON
+document (``json_report.to_document``) to the whole text of a file, so a saved JSON report renders the same
+(`python -m neuron_port.commands.html REPORT.json --html FILE`); the CLI writes the file. A file format's
+modules are imported only when a file is written (``html/`` draws with matplotlib, the `html` extra).
+
+The rule pages (`rules`, `explain`, docs/rules/) are not a report: the registry renders them
+(neuron_port.rules.docs).
 """
 
 from __future__ import annotations
 
-from neuron_port.reporters import github, json_report, sarif, text
-from neuron_port.reporters.protocol import RenderContext, Reporter, Streams
+from typing import Any
 
-__all__ = ["FORMATS", "RenderContext", "Reporter", "Streams", "reporter"]
+from neuron_port.report import Report
+from neuron_port.reporters import github, json_report, sarif
+from neuron_port.reporters.protocol import FileReporter, RenderContext, Reporter, Streams
+from neuron_port.reporters.text import findings
+from neuron_port.reporters.text.statistics import render as render_statistics
 
-REPORTERS: dict[str, Reporter] = {"text": text.emit, "json": json_report.emit, "sarif": sarif.emit,
+__all__ = ["FILE_FORMATS", "FORMATS", "FileReporter", "RenderContext", "Reporter", "Streams", "file_reporter",
+           "render_report", "reporter"]
+
+REPORTERS: dict[str, Reporter] = {"text": findings.emit, "json": json_report.emit, "sarif": sarif.emit,
                                   "github": github.emit}
 FORMATS = tuple(REPORTERS)
+
+
+def html_page(document: dict[str, Any]) -> str:
+    """The HTML page of a report document (reporters/html/page.py, imported on the first page)."""
+    from neuron_port.reporters.html.page import render
+
+    return render(document)
+
+
+FILE_REPORTERS: dict[str, FileReporter] = {"html": html_page}
+FILE_FORMATS = tuple(FILE_REPORTERS)
 
 
 def reporter(name: str) -> Reporter:
     """The reporter for an --output-format name (text, json, sarif, github)."""
     return REPORTERS[name]
+
+
+def file_reporter(name: str) -> FileReporter:
+    """The renderer of a file format (html)."""
+    return FILE_REPORTERS[name]
+
+
+def render_report(report: Report, output_format: str, context: RenderContext, streams: Streams,
+                  statistics: bool) -> None:
+    """The report in ``output_format``, or with --statistics its counts per code (and, on stderr, the
+    files that could not be processed)."""
+    if not statistics:
+        return reporter(output_format)(report, context, streams)
+    streams.out.file.write(render_statistics(report, output_format, context.unsafe_fixes))
+    for error in report.errors:
+        streams.err.print(error.message, markup=False, highlight=False)

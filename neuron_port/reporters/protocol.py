@@ -1,5 +1,6 @@
-"""The reporters' protocol: ``emit(report, context, streams)`` formats a Report onto the streams it is given;
-the context carries what a format needs besides the report."""
+"""The reporters' protocols: a stream format's ``emit(report, context, streams)`` formats a Report onto the
+streams it is given (the context carries what a format needs besides the report); a file format renders
+the report's JSON document to the whole text of its file."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class Streams:
 
 
 Reporter = Callable[["Report", RenderContext, Streams], None]
+# the document is json_report.to_document's (made printable) or a saved JSON report, so both render the same
+FileReporter = Callable[[dict[str, Any]], str]
 
 
 # A file name that is not valid UTF-8 reaches Python with its bad bytes as lone surrogates

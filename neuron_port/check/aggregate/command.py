@@ -108,16 +108,32 @@ def process_failures(processes: Sequence[ProcessEvents], status: RunStatus,
 
 
 def describe_failure(status: RunStatus) -> str:
-    """What happened to the command, completing "the command ..."."""
+    """What happened to the command, completing "the command ..." (NP909's message)."""
+    return _ending(status, summary=False)
+
+
+def describe_outcome(status: Optional[RunStatus]) -> str:
+    """How the command ended, completing "the command ..." in the text report (the check panel's outcome and
+    the line of `check -q`), without markup; "not run" without a run."""
+    return "not run" if status is None else _ending(status, summary=True)
+
+
+def _ending(status: RunStatus, summary: bool) -> str:
+    # One wording of a run's status, in two registers: NP909's message names a failure; the summary also
+    # ends a success, and gives durations as the JSON report does (to the millisecond, then formatted).
+    duration = round(status.duration, 3) if summary else status.duration
     if status.error:
         return f"could not start: {status.error}"
     if status.timed_out:
-        return f"timed out after {status.duration:.0f} s"
+        return f"timed out after {duration:.0f} s"
     if status.interrupted:
-        return f"was stopped: check was interrupted ({status.interrupted})"
+        return (f"interrupted ({status.interrupted}) after {duration:.1f} s" if summary
+                else f"was stopped: check was interrupted ({status.interrupted})")
     if status.signal:
-        return f"was killed by {status.signal}"
-    return f"exited with code {status.exit_code}"
+        return f"killed by {status.signal}" if summary else f"was killed by {status.signal}"
+    if status.exit_code != 0 or not summary:
+        return f"exited with code {status.exit_code}"
+    return f"succeeded in {duration:.1f} s"
 
 
 def command_failed_finding(status: RunStatus, failures: Sequence[ProcessFailure] = ()) -> Optional[Finding]:

@@ -13,10 +13,11 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from neuron_port.check.aggregate.command import describe_outcome
 from neuron_port.check.aggregate.demotions import Float64DemotionEntry
 from neuron_port.check.sites import UserSite
 from neuron_port.report import Report
-from neuron_port.reporters.estimate_text import render_estimate
+from neuron_port.reporters.text.estimate import render_estimate
 
 MAX_ROWS = 15
 
@@ -51,22 +52,8 @@ def static_left_counts(report: Report) -> tuple[int, int, int, int]:
 
 
 def outcome_text(report: Report) -> str:
-    """How the command ended, without markup."""
-    status = report.runtime.status if report.runtime else None
-    if status is None:
-        return "not run"
-    duration = round(status.duration, 3)  # as the JSON report gives it
-    if status.error:
-        return f"could not start: {status.error}"
-    if status.timed_out:
-        return f"timed out after {duration:.0f} s"
-    if status.interrupted:
-        return f"interrupted ({status.interrupted}) after {duration:.1f} s"
-    if status.signal:
-        return f"killed by {status.signal}"
-    if status.exit_code != 0:
-        return f"exited with code {status.exit_code}"
-    return f"succeeded in {duration:.1f} s"
+    """How the command ended, without markup (worded with NP909's message, check/aggregate/command.py)."""
+    return describe_outcome(report.runtime.status if report.runtime else None)
 
 
 def summary_line(report: Report) -> str:

@@ -7,9 +7,9 @@ import sys
 from enum import Enum
 
 import typer
-from neuron_port.cli_console import err, out
+from neuron_port.commands.console import err, out
 
-# rule_docs and the registry's rule classes (LibCST, every rule module) are imported inside the commands:
+# rules/docs.py and the registry's rule classes (LibCST, every rule module) are imported inside the commands:
 # cli.py imports this module on every run, `rewrite` included.
 
 
@@ -20,20 +20,20 @@ def list_rules(
     output_format: ListFormat = typer.Option("text", "--output-format", metavar="FORMAT", help="text or json."),
 ) -> None:
     """List every rule: code, name, severity, fix availability and safety, effort, scope."""
-    from neuron_port.reporters import rule_docs
+    from neuron_port.rules import docs
     from neuron_port.rules.registry import all_rules
 
-    render = rule_docs.rules_json if output_format.value == "json" else rule_docs.rules_text
+    render = docs.rules_json if output_format.value == "json" else docs.rules_text
     sys.stdout.write(render(all_rules()))
 
 
 def explain(code: str = typer.Argument(..., metavar="CODE", help="A rule code (NP101) or name.")) -> None:
     """Print a rule's documentation: what it does, why, an example, fix safety, references."""
-    from neuron_port.reporters import rule_docs
+    from neuron_port.rules import docs
     from neuron_port.rules.registry import UnknownCodeError, rule_by_code
 
     try:
-        page = rule_docs.explain_markdown(rule_by_code(code))
+        page = docs.explain_markdown(rule_by_code(code))
     except UnknownCodeError as exc:
         err().print(f"neuron-port: error: {exc}", style="bold red", markup=False)
         raise typer.Exit(2)

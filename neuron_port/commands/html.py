@@ -1,5 +1,6 @@
 """The HTML report on the command line: `check --html FILE`, and a saved JSON report rendered again
-(`python -m neuron_port.cli_html REPORT.json --html FILE`).
+(`python -m neuron_port.commands.html REPORT.json --html FILE`). The page is the file format ``html`` of
+neuron_port/reporters/ (``FILE_REPORTERS``), rendered from the JSON report document.
 
 The option checks what it can before the command runs (matplotlib importable, the target writable), so a
 long run never ends in a page that cannot be written. The page is written atomically. matplotlib and the
@@ -15,7 +16,7 @@ from typing import Any, Optional
 import typer
 from typing_extensions import Annotated
 
-from neuron_port.cli_console import err
+from neuron_port.commands.console import err
 
 HTML_HELP = ("Also write the report as one self-contained HTML page (charts, no network needed) to this file. "
              "Needs matplotlib: pip install 'neuron-port[html]'.")
@@ -26,7 +27,7 @@ def _check_html_target(value: Optional[Path]) -> Optional[Path]:
     if value is None:
         return None
     from neuron_port.atomic import check_writable
-    from neuron_port.reporters.html_charts import ChartsUnavailable, require_matplotlib
+    from neuron_port.reporters.html.charts import ChartsUnavailable, require_matplotlib
 
     try:
         require_matplotlib()
@@ -48,9 +49,9 @@ HtmlOption = Annotated[Optional[Path], typer.Option("--html", metavar="FILE", he
 def write_page(path: Path, document: dict[str, Any]) -> None:
     """Render ``document`` (a JSON report) and write it to ``path`` in one atomic write."""
     from neuron_port.atomic import atomic_write
-    from neuron_port.reporters.html_report import render
+    from neuron_port.reporters import file_reporter
 
-    atomic_write(path, render(document).encode("utf-8"))
+    atomic_write(path, file_reporter("html")(document).encode("utf-8"))
 
 
 def write_html(path: Optional[Path], report, code: int) -> int:
@@ -86,7 +87,7 @@ def render_saved(
                                    "pip install 'neuron-port[html]'."),
 ) -> None:
     """Render a saved JSON report of `neuron-port check` as the HTML page `check --html` writes."""
-    from neuron_port.reporters.html_report import ReportInputError
+    from neuron_port.reporters.html.page import ReportInputError
 
     try:
         text = report.read_text(encoding="utf-8")
@@ -105,7 +106,7 @@ def render_saved(
 
 
 def main() -> None:
-    app(prog_name="python -m neuron_port.cli_html")
+    app(prog_name="python -m neuron_port.commands.html")
 
 
 if __name__ == "__main__":

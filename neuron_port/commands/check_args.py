@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Optional
 
-from neuron_port.cli_help import PlainHelpCommand
+from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.errors import UsageError
 
 ARGV_KEY = "neuron_port.argv"

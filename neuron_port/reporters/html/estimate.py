@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from neuron_port.reporters import html_charts
-from neuron_port.reporters.html_charts import Chart, Series
-from neuron_port.reporters.html_parts import Markup, escape, figure, number, table
+from neuron_port.reporters.html import charts
+from neuron_port.reporters.html.charts import Chart, Series
+from neuron_port.reporters.html.parts import Markup, escape, figure, number, table
 
-MAX_FAMILIES = html_charts.SERIES_COUNT
+MAX_FAMILIES = charts.SERIES_COUNT
 
 
 def seconds(value: Optional[float]) -> str:
@@ -81,7 +81,7 @@ def _time_by_family(per_device: list[dict], names: dict[str, str]) -> str:
     chart = Chart("estimate-families", "Where the estimated step time goes",
                   "Stacked horizontal bar chart per device of the expected eager step time in milliseconds, "
                   "split by op family, per-op dispatch and CPU fallbacks.")
-    svg = html_charts.bars(chart, devices, series, xlabel="device", ylabel="estimated ms per step (eager)",
+    svg = charts.bars(chart, devices, series, xlabel="device", ylabel="estimated ms per step (eager)",
                            horizontal=True)
     data = table(["device", *families],
                  [(name, *(seconds(share(e, f)) for f in families)) for name, e in zip(devices, per_device)],
@@ -103,7 +103,7 @@ def _eager_compiled(per_device: list[dict], names: dict[str, str]) -> str:
     chart = Chart("estimate-eager-compiled", "Estimated step time, eager against compiled",
                   "Horizontal bar chart per device: the expected step time in milliseconds in eager mode and "
                   "with the model compiled, each with a tick at its roofline lower bound.")
-    svg = html_charts.ranges(chart, devices, [[e[0], c[0]] for e, c in zip(eager, compiled)],
+    svg = charts.ranges(chart, devices, [[e[0], c[0]] for e, c in zip(eager, compiled)],
                              [[e[1], c[1]] for e, c in zip(eager, compiled)], ["eager", "torch.compile"],
                              unit="estimated ms per step",
                              log_scale=bool(highs) and max(highs) > 50 * min(highs))
@@ -122,7 +122,7 @@ def _memory(per_device: list[dict], names: dict[str, str]) -> str:
     chart = Chart("estimate-memory", "Peak device memory against HBM",
                   "Horizontal bar chart, logarithmic, per device: the peak bytes the run held on the simulated "
                   "device next to the HBM capacity the estimate assumes.")
-    svg = html_charts.bars(chart, devices, [Series("peak of this run", [p / 2**20 for p in peak]),
+    svg = charts.bars(chart, devices, [Series("peak of this run", [p / 2**20 for p in peak]),
                                             Series("HBM", [h / 2**20 for h in hbm])],
                            xlabel="device", ylabel="MiB (log scale)", horizontal=True, stacked=False,
                            log_scale=True)

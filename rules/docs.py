@@ -1,4 +1,5 @@
-"""The registry as text: the `rules` listing (text or JSON) and a rule's `explain` page."""
+"""The registry as text: the `rules` listing (text or JSON) and a rule's `explain` page, which
+scripts/generate_rule_docs.py also writes to docs/rules/ (installed as ``neuron_port.rules.docs``)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ headless Chromium (Debian's `chromium`, driven over the DevTools protocol by tes
 and dark: no console error, no network request, every chart drawn with a non-zero size and readable colours.
 
 The estimate parts are rendered from a sample `estimate` section that follows the contract
-(tests/check/data/estimate_sample.json) until the cost model writes one; the real run's own report renders
+(tests/reporters/html/data/estimate_sample.json) until the cost model writes one; the real run's own report renders
 without it.
 """
 
@@ -58,7 +58,7 @@ def gpt_run(tmp_path_factory, sim_build):
 
 
 def render_saved(report: Path, page: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "neuron_port.cli_html", str(report), "--html", str(page)],
+    return subprocess.run([sys.executable, "-m", "neuron_port.commands.html", str(report), "--html", str(page)],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -241,7 +241,7 @@ def test_without_matplotlib_html_fails_clearly_and_check_never_imports_it(tmp_pa
     assert traced.returncode == 0, traced.stderr[-2000:]
     assert (project / "ran").exists()
     # the trace is there, the option's module with it, and no matplotlib
-    assert re.search(r"\|\s+neuron_port\.cli_html$", traced.stderr, re.M), traced.stderr[-2000:]
+    assert re.search(r"\|\s+neuron_port\.commands\.html$", traced.stderr, re.M), traced.stderr[-2000:]
     assert "matplotlib" not in traced.stderr
 
 
@@ -282,7 +282,7 @@ def test_a_rewrite_report_and_a_partial_estimate_render(tmp_path):
 
 
 def test_the_page_is_old_or_new_when_the_writer_is_killed(gpt_run, tmp_path):
-    """SIGKILL at random points of `cli_html` (render + atomic write): the page is always whole."""
+    """SIGKILL at random points of `commands/html.py` (render + atomic write): the page is always whole."""
     _, page, report = gpt_run
     target = tmp_path / "page.html"
     started = time.monotonic()
@@ -295,7 +295,7 @@ def test_the_page_is_old_or_new_when_the_writer_is_killed(gpt_run, tmp_path):
     outcomes = set()
     for _ in range(8):
         target.write_bytes(old)
-        process = subprocess.Popen([sys.executable, "-m", "neuron_port.cli_html", str(report), "--html",
+        process = subprocess.Popen([sys.executable, "-m", "neuron_port.commands.html", str(report), "--html",
                                     str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.3, 1.3) * duration)
         process.send_signal(signal.SIGKILL)
@@ -309,7 +309,7 @@ def test_the_page_is_old_or_new_when_the_writer_is_killed(gpt_run, tmp_path):
 def test_long_runs_and_empty_figures_render_bounded(gpt_run):
     """A 5,000-step run with a new shape every step, an estimate with zero memory and no per-family time:
     the page renders, the timeline is grouped into at most about 60 bars, and the page stays small."""
-    from neuron_port.reporters.html_report import render
+    from neuron_port.reporters.html.page import render
 
     document = json.loads(gpt_run[2].read_text())
     runtime = document["runtime"]
@@ -333,7 +333,7 @@ def test_long_runs_and_empty_figures_render_bounded(gpt_run):
 
 def test_help_names_the_option_and_the_extra():
     for result in (run_cli("check", "--help"),
-                   subprocess.run([sys.executable, "-m", "neuron_port.cli_html", "--help"], capture_output=True,
+                   subprocess.run([sys.executable, "-m", "neuron_port.commands.html", "--help"], capture_output=True,
                                   text=True, timeout=120)):
         assert result.returncode == 0, result.stderr
         assert "--html FILE" in result.stdout and "pip install 'neuron-port[html]'" in " ".join(result.stdout.split())

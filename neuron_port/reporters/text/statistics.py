@@ -5,7 +5,8 @@ sorted by count (most first; equal counts by code). ``[*]`` marks a code whose e
 fix that this run would apply (a safe fix pending under --check/--diff, an unsafe one with
 --unsafe-fixes), ``[ ]`` one that has not; with no fixable code at all neither is printed. JSON: an
 array of ``{"code", "name", "count", "fixable"}`` in the same order. As ruff's printer does
-(astral-sh/ruff crates/ruff/src/printer.rs, ``write_statistics``).
+(astral-sh/ruff crates/ruff/src/printer.rs, ``write_statistics``). ``render_report``
+(neuron_port/reporters/__init__.py) prints them in place of the report.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 from dataclasses import dataclass
 
 from neuron_port.report import Report
-from neuron_port.reporters import RenderContext, Streams, reporter
 from neuron_port.results import Finding
 
 
@@ -62,13 +62,3 @@ def render(report: Report, output_format: str, unsafe_fixes: bool) -> str:
     counts = code_counts(report, unsafe_fixes)
     return render_json(counts) if output_format == "json" else render_text(counts)
 
-
-def render_report(report: Report, output_format: str, context: RenderContext, streams: Streams,
-                  statistics: bool) -> None:
-    """The report in ``output_format``, or with --statistics its counts per code (and, on stderr, the
-    files that could not be processed)."""
-    if not statistics:
-        return reporter(output_format)(report, context, streams)
-    streams.out.file.write(render(report, output_format, context.unsafe_fixes))
-    for error in report.errors:
-        streams.err.print(error.message, markup=False, highlight=False)

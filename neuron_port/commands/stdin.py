@@ -13,12 +13,11 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from neuron_port.cli_console import err, out
-from neuron_port.cli_options import exit_code
+from neuron_port.commands.console import err, out
+from neuron_port.commands.options import exit_code
 from neuron_port.config import Settings
 from neuron_port.report import Report
-from neuron_port.cli_statistics import render_report
-from neuron_port.reporters import RenderContext, Streams
+from neuron_port.reporters import RenderContext, Streams, render_report
 from neuron_port.results import FileError, FileResult
 from neuron_port.rewrite.discovery import excluded_file
 
@@ -31,7 +30,8 @@ def rewrite_stdin(name: Optional[str], settings: Settings, *, fix: bool, diff: b
     """Rewrite stdin as the file ``name`` (``-`` when not given); returns the exit code."""
     from neuron_port import api
     from neuron_port.rewrite.errors import RewriteError
-    from neuron_port.rewrite.sources import SourceError, decode_source, encode_source, unified_diff
+    from neuron_port.rewrite.sources import SourceError, decode_source, encode_source
+    from neuron_port.rewrite.writer import unified_diff
 
     display = name or STDIN
     raw = sys.stdin.buffer.read()

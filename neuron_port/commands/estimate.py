@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
-from neuron_port.cli_console import err, out
-from neuron_port.cli_help import PlainHelpCommand
+from neuron_port.commands.console import err, out
+from neuron_port.commands.help import PlainHelpCommand
 
 PRICE_HELP = ("USD per chip-hour (H100: per GPU-hour) for a device of the table, e.g. trn2-chip=1.50; "
               "repeat for several. Overrides [tool.neuron-port.estimate] prices and the shipped defaults.")
@@ -101,7 +101,7 @@ def estimate(
     """Recompute the estimate of a saved `check` report with other prices, core counts or tokens per step,
     without running the project again. Options not given keep the report's values."""
     from neuron_port.check.estimate import TokensError, recompute
-    from neuron_port.reporters.estimate_text import render_estimate
+    from neuron_port.reporters.text.estimate import render_estimate
 
     if output_format not in ("text", "json"):
         raise _fail(f"--format {output_format!r}: expected text or json")

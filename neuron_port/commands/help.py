@@ -3,7 +3,7 @@
 typer's own rendering of arguments changes between releases (``{paths}...``, ``PATH... <list[Path]>``
 in the usage line and the Arguments section); this class writes both from the metavar alone, so the help
 reads the same under every typer in the tested range. Options keep typer's rendering (their metavars
-are set in cli_options.py).
+are set in commands/options.py).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import typer
 from typing_extensions import Annotated
 
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
-from neuron_port.cli_console import err
+from neuron_port.commands.console import err
 from neuron_port.report import Report
 from neuron_port.reporters import FORMATS
 from neuron_port.results import SEVERITY_RANK

@@ -1,5 +1,5 @@
 """Console rendering of a report: findings as ``path:line:col CODE message``, then a summary; for
-`check`, the runtime tables first (check_text.py).
+`check`, the runtime tables first (check.py).
 
 Reporters only format onto the console they are given; the CLI owns the consoles and the exit code.
 """
@@ -113,7 +113,7 @@ def render_statistics(console: Console, report: Report, mode: str, verbose: bool
 def emit(report: Report, context: RenderContext, streams: Streams) -> None:
     render_errors(streams.err, report)
     if report.runtime is not None:
-        from neuron_port.reporters.check_text import render_check, summary_line
+        from neuron_port.reporters.text.check import render_check, summary_line
 
         if context.quiet:  # the findings and one line
             render_findings(streams.out, report)

@@ -4,7 +4,7 @@ The page is rendered from the report document (the dict the JSON reporter writes
 so a saved JSON report renders the same way. It loads nothing (inline CSS, inline SVG charts, a content
 security policy that forbids every fetch) and shows: the summary and readiness, the CPU fallbacks, the
 compile timeline (new signatures per step, warm-up against steady state), shape variance per site, the
-estimate when the report has one (html_estimate.py), and every finding. Each chart is an
+estimate when the report has one (estimate.py), and every finding. Each chart is an
 ``<svg role="img">`` inside a ``<figure>`` with a caption and its data as a table under ``<details>``.
 """
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from neuron_port.reporters import html_charts, html_estimate
-from neuron_port.reporters.html_charts import Chart, Series
-from neuron_port.reporters.html_parts import Markup, code_cell, escape, figure, number, section, site_text, table
-from neuron_port.reporters.html_style import CONTENT_SECURITY_POLICY, STYLE
+from neuron_port.reporters.html import charts
+from neuron_port.reporters.html.charts import Chart, Series
+from neuron_port.reporters.html.estimate import render_estimate
+from neuron_port.reporters.html.parts import Markup, code_cell, escape, figure, number, section, site_text, table
+from neuron_port.reporters.html.style import CONTENT_SECURITY_POLICY, STYLE
 
 MAX_CHART_SITES = 12
 MAX_TIMELINE_BARS = 60
@@ -120,7 +121,7 @@ def _timeline(runtime: dict) -> str:
     chart = Chart("timeline", "New op signatures per step",
                   f"Bar chart of new eager op signatures (each an eager NEFF compile on a cold cache) per "
                   f"{clock}: {sum(warm):,} in the {warmup} warm-up step(s), {sum(steady):,} after.")
-    svg = html_charts.bars(chart, labels,
+    svg = charts.bars(chart, labels,
                            [Series(f"warm-up (steps < {warmup})", warm), Series("steady state", steady)],
                            xlabel=clock if len(labels) > max(per_step) else f"{clock}s (grouped)",
                            ylabel="new signatures")
@@ -168,7 +169,7 @@ def _shape_variance(runtime: dict) -> str:
     chart = Chart("shape-variance", "Signatures per site with varying shapes",
                   f"Horizontal bar chart of the {len(shown)} lines with the most new signatures after warm-up: "
                   f"signatures seen in warm-up and after it, per op and line.")
-    svg = html_charts.bars(chart, labels, [Series("in warm-up", before), Series("after warm-up", after)],
+    svg = charts.bars(chart, labels, [Series("in warm-up", before), Series("after warm-up", after)],
                            xlabel="op @ line", ylabel="distinct signatures", horizontal=True)
     data = table(["op", "site", "in warm-up", "after warm-up"],
                  [(e.get("op"), site_text(e.get("site")), b, a) for e, b, a in zip(shown, before, after)],
@@ -252,7 +253,7 @@ def _page(doc: dict) -> str:
         nav += [("fallbacks", "CPU fallbacks"), ("timeline", "Compile timeline"), ("shapes", "Shape variance")]
     estimate = doc.get("estimate")
     if estimate or runtime is not None:  # a static scan has nothing to estimate from
-        sections.append(section("estimate", "Estimate", html_estimate.render_estimate(estimate) if estimate else
+        sections.append(section("estimate", "Estimate", render_estimate(estimate) if estimate else
                                 "<p>This report has no estimate (no op ran on the simulated device, or it was "
                                 "written by a neuron-port without the cost model).</p>"))
         nav.append(("estimate", "Estimate"))
