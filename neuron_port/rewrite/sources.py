@@ -1,5 +1,6 @@
-"""Source files as text: what kind a file is, decoding with its own encoding (BOM, PEP 263 cookie),
-encoding back the same way, the writable check before a write, and unified diffs.
+"""Source files as text: what kind a file is, reading its bytes (regular files only), decoding with its own
+encoding (BOM, PEP 263 cookie) and encoding back the same way. It only reads and decodes: the write step
+(the writable check, the atomic write, the diff shown instead of a write) is neuron_port/rewrite/writer.py.
 
 Nothing of the user's is lost: a file is read as bytes and decoded with its own encoding, and written
 back (by neuron_port/rewrite/writer.py through neuron_port/atomic.py) with the same encoding, BOM and
@@ -11,7 +12,6 @@ encoding changes bytes outside the edit) is never rewritten (``DecodedSource.rou
 from __future__ import annotations
 
 import codecs
-import difflib
 import io
 import os
 import re
@@ -170,24 +170,3 @@ def read_regular_bytes(path: Path, display: str) -> bytes:
 
 def read_source(path: Path, display: str) -> DecodedSource:
     return decode_source(read_regular_bytes(path, display), display)
-
-
-def check_writable(path: Path, display: str) -> None:
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise SourceError(f"{display}: cannot stat: {exc.strerror or exc}") from None
-    if not st.st_mode & stat.S_IWUSR:
-        raise SourceError(f"{display}: file is read-only; not rewritten (make it writable to apply fixes)")
-    if not os.access(path.parent, os.W_OK):
-        raise SourceError(f"{display}: its folder is not writable; not rewritten")
-
-
-def unified_diff(old: str, new: str, path: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"
-    )
-    out = []
-    for line in lines:
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)

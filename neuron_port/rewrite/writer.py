@@ -1,4 +1,4 @@
-"""The write loop: the one place that puts rewritten files on disk.
+"""The write step: the one place that puts rewritten files on disk, and the diff shown instead of a write.
 
 Workers only compute; the main process writes each changed file atomically (neuron_port/atomic.py),
 keeping its mode, owner and group, and records what happened once: a written result says so (its
@@ -14,9 +14,11 @@ temporary file that a killed earlier run left beside a file is removed when that
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import signal
+import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import replace
@@ -25,7 +27,7 @@ from typing import Iterator, Sequence
 
 from neuron_port.atomic import atomic_write, remove_stale_temp_files
 from neuron_port.results import FileError, FileResult
-from neuron_port.rewrite.sources import SourceError, check_writable, read_regular_bytes
+from neuron_port.rewrite.sources import SourceError, read_regular_bytes
 
 # real path -> sha256 of the bytes the latest scan computed its rewrite from (main process only)
 _read_digests: dict[str, bytes] = {}
@@ -34,6 +36,29 @@ _read_digests: dict[str, bytes] = {}
 def note_read(real_path: str, digest: bytes) -> None:
     """Record that the rewrite of ``real_path`` was computed from bytes with this sha256 digest."""
     _read_digests[real_path] = digest
+
+
+def check_writable(path: Path, display: str) -> None:
+    """Raise SourceError unless the file and its folder can be written (the rename needs the folder)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise SourceError(f"{display}: cannot stat: {exc.strerror or exc}") from None
+    if not st.st_mode & stat.S_IWUSR:
+        raise SourceError(f"{display}: file is read-only; not rewritten (make it writable to apply fixes)")
+    if not os.access(path.parent, os.W_OK):
+        raise SourceError(f"{display}: its folder is not writable; not rewritten")
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    """What `--diff` prints for one file instead of writing it (git's a/ b/ prefixes)."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"
+    )
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
 @contextmanager
