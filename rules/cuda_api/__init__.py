@@ -3,7 +3,8 @@
 Codes (stable), and the module that holds each:
 
 - NP201 ``cuda-api-call`` (``api_calls.py``): ``torch.cuda.<api>`` with a ``torch.neuron`` (or
-  ``torch.accelerator``) equivalent, renamed.
+  ``torch.accelerator``) equivalent, renamed (``api_renames.py``: the spelling on each target, a rank
+  device argument set to 0), except the references it keeps and says why (``kept_references.py``).
 - NP202 ``cuda-api-no-equivalent`` (``no_equivalent.py``): CUDA-only APIs with no Trainium equivalent,
   reported with advice.
 - NP210 ``cuda-capability-check`` (``capability.py``): compute-capability comparisons rewritten to what they

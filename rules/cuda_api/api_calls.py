@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.cuda_api.references import TorchCudaReference, cuda_api_key
-from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
+from neuron_port.rules.cuda_api.api_renames import rank_call, rename
 from neuron_port.rules.cuda_api.capability import CAPABILITY_CALLS, capability_checks
+from neuron_port.rules.cuda_api.kept_references import (
+    availability_guard_message,
+    availability_guards,
+    capability_guard_message,
+    capability_properties_message,
+)
+from neuron_port.rules.cuda_api.references import TorchCudaReference
+from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
 from neuron_port.rules.device_placement.ranks import rank_devices
-from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_CORE_PER_PROCESS
-from neuron_port.rules.helpers.calls import arg_named
-from neuron_port.rules.helpers.names import dotted_name, source_of
-from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
-from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
-from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards, is_cuda_availability_test
+from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS
 from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, Valid
 
 
@@ -358,6 +360,9 @@ class CudaApiCall(TorchCudaReference):
         self._references.append((node, qualname, key))  # decided per file, at the end (ranks, capabilities)
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        """Each reference, in order: kept (``kept_references.py``: capability reads and guards, availability
+        tests guarding CUDA-only code), renamed with a rank device set to 0, or renamed
+        (``api_renames.py``)."""
         if not self._references:
             return
         caps = capability_checks(self.context, original_node) if self._capability_calls else None
@@ -367,116 +372,23 @@ class CudaApiCall(TorchCudaReference):
             if caps is not None and node in caps.rewritten:
                 continue  # inside a capability comparison NP210 rewrites
             if caps is not None and node in caps.kept_guards:
-                self.report(
-                    node,
-                    f"`torch.cuda.{key}()` is kept: it guards `{caps.kept_guards[node]}`, a compute-capability read "
-                    "that has no Trainium equivalent, so on Trainium this test is False and the CUDA-only check is "
-                    "skipped; decide what the check is for (bf16 is always supported; flash-attn, TF32 and FP8 "
-                    "are not) and rewrite it, then this test can become torch.neuron.is_available()",
-                    effort="low",
-                )
+                self.report(node, capability_guard_message(key, caps.kept_guards[node]), effort="low")
                 continue
             if caps is not None and node in caps.kept_properties:
-                self.report(
-                    node,
-                    f"`torch.cuda.{key}(...)` is read for `.{caps.kept_properties[node]}`, which "
-                    "torch.neuron.get_device_properties does not have (only `name` and `total_memory`): not "
-                    "renamed; there is no compute capability on Trainium, branch on the feature instead (bf16 is "
-                    "always supported; flash-attn, TF32 and FP8 are not)",
-                    effort="low",
-                )
+                self.report(node, capability_properties_message(key, caps.kept_properties[node]), effort="low")
                 continue
             if key == "is_available":
                 if guarding is None:
-                    guarding = dict(cuda_only_guards(self.context, original_node).kept_availability)
-                    if self.context.target == "accelerator":
-                        guarding.update(self._guarding_unrenamed(original_node))
+                    guarding = availability_guards(self.context, original_node, self._references)
                 # a capability read is the capability analysis's to decide (NP210 may rewrite it)
                 if node in guarding and guarding[node][0].split(".")[-1] != "get_device_capability":
                     call, what, effort = guarding[node]
-                    self.report(
-                        node,
-                        f"`torch.cuda.is_available()` is kept: it guards {what} (`{call}`), which cannot run on "
-                        "Trainium, so there the test stays False and that code is skipped, as before; "
-                        "port it, then this test can become torch.neuron.is_available()",
-                        effort=effort,
-                    )
+                    self.report(node, availability_guard_message(call, what), effort=effort)
                     continue
             call = self._calls.get(node)
             if (self.context.target == "neuron" and call is not None and call.args
                     and (key == "set_device" or key in CUDA_API_DEVICE_ARGS)):
                 ranks = ranks or rank_devices(self.context, original_node)
-                if self._rank_call(node, key, call, ranks):
+                if rank_call(self, node, key, call, ranks):
                     continue
-            self._rename(node, key)
-
-    def _guarding_unrenamed(self, module: cst.Module) -> dict[cst.CSTNode, tuple[str, str, str]]:
-        """Accelerator target: the is_available references whose guarded code keeps a torch.cuda API that has
-        no torch.accelerator spelling (it stays torch.cuda, which raises where the renamed test is True)."""
-        left = {node: key for node, _, key in self._references if TORCH_CUDA_API[key].accelerator is None}
-        kept: dict[cst.CSTNode, tuple[str, str, str]] = {}
-        for atom, region in regions_where(module, lambda n: True if is_cuda_availability_test(n) else None) \
-                if left else ():
-            found = next((left[n] for n in nodes_in(region) if n in left), None)
-            if found is not None:
-                what = "a CUDA API with no torch.accelerator spelling"
-                kept.setdefault(atom.func, (f"torch.cuda.{found}", what, "low"))
-        return kept
-
-    def _rank_call(self, node: cst.BaseExpression, key: str, call: cst.Call, ranks) -> bool:
-        """``set_device(<rank>)`` is NP502's; ``torch.cuda.<api>(<rank>)`` is renamed with index 0 (the
-        process's only NeuronCore). True when handled here."""
-        position = 0 if key == "set_device" else CUDA_API_DEVICE_ARGS.get(key)
-        if position is None:
-            return False
-        arg = arg_named(call, "device", position)
-        if arg is None or arg.star or not ranks.is_rank(arg.value):
-            return False
-        if key == "set_device":
-            return True  # removed by NP502: torch.neuron.set_device(local_rank) raises on every rank but 0
-        renamed = self._renamed(node, key)
-        if renamed is None:
-            return False
-        new_func, imports = renamed
-        replacement = call.with_changes(func=new_func, args=[
-            a.with_changes(value=cst.Integer("0")) if a is arg else a for a in call.args])
-        self.report(
-            call,
-            self.MESSAGE.format(api=key, new=f"torch.neuron.{TORCH_CUDA_API[key].neuron}")
-            + f"; the rank `{source_of(arg.value)}` becomes 0: {ONE_CORE_PER_PROCESS}" + ranks.note(),
-            replacement=replacement, safety=ranks.safety, imports=imports,
-        )
-        return True
-
-    def _renamed(self, node: cst.BaseExpression, key: str):
-        """(the neuron spelling of the reference, imports) on the neuron target."""
-        mapping = TORCH_CUDA_API[key]
-        head = dotted_name(node)
-        if head is not None and head.split(".")[0] in self.context.torch_names and mapping.neuron == key:
-            # keep the user's spelling of torch: th.cuda.x -> th.neuron.x
-            replacement = replace_attr_chain_head(node, "cuda", "neuron")
-            if replacement is not None:
-                return replacement, ()
-        torch_name, imports = self.context.torch_module_name()
-        return expr(f"{torch_name}.neuron.{mapping.neuron}"), imports
-
-    def _rename(self, node: cst.BaseExpression, key: str) -> None:
-        mapping = TORCH_CUDA_API[key]
-        if self.context.target == "accelerator":
-            if mapping.accelerator is None:
-                self.report(
-                    node,
-                    f"`torch.cuda.{key}` has no torch.accelerator equivalent; it is `torch.neuron.{mapping.neuron}` "
-                    "on Trainium: guard it by device type",
-                    effort="low",
-                )
-                return
-            torch_name, imports = self.context.torch_module_name()
-            new = mapping.accelerator.replace("torch.", f"{torch_name}.", 1)
-            self.report(node, self.MESSAGE.format(api=key, new=mapping.accelerator),
-                        replacement=expr(new), imports=imports)
-            return
-        new_name = f"torch.neuron.{mapping.neuron}"
-        message = self.MESSAGE.format(api=key, new=new_name) + (f" ({mapping.note})" if mapping.note else "")
-        replacement, imports = self._renamed(node, key)
-        self.report(node, message, replacement=replacement, imports=imports)
+            rename(self, node, key)

@@ -107,16 +107,14 @@ class CudaNcclModule(QualifiedNameRule[str]):
                 return
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return
-        module = dotted_name(node.module)
-        if module is None:
+        # the import tracker (the first visitor of the batch) has already bound the names of this statement
+        # (all but relative and star imports): what each stands for is its alias in the file context
+        if node.relative or isinstance(node.names, cst.ImportStar):
             return
         for alias in node.names:
-            if not isinstance(alias.name, cst.Name):
-                continue
-            full = f"{module}.{alias.name.value}"
-            if full == NCCL_MODULE or full.startswith(NCCL_MODULE + "."):
+            local = alias.asname.name if alias.asname is not None else alias.name
+            full = self.context.aliases.get(local.value) if isinstance(local, cst.Name) else None
+            if full is not None and (full == NCCL_MODULE or full.startswith(NCCL_MODULE + ".")):
                 self._report_import(node, full)
                 return
 

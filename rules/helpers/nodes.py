@@ -35,11 +35,6 @@ def replace_string(node: cst.SimpleString, new_value: str) -> cst.SimpleString:
     return node.with_changes(value=f"{prefix}{quote}{new_value}{quote}")
 
 
-def string_literal(value: str, like: Optional[cst.SimpleString] = None) -> cst.SimpleString:
-    quote = like.quote if like is not None else '"'
-    return cst.SimpleString(f"{quote}{value}{quote}")
-
-
 def replace_attr_chain_head(node: cst.BaseExpression, old: str, new: str) -> Optional[cst.BaseExpression]:
     """In ``th.cuda.x`` replace the attribute ``cuda`` by ``neuron`` keeping the user's alias."""
     if isinstance(node, cst.Attribute):

@@ -15,9 +15,10 @@ Codes (stable) and the module that holds each:
 - NP302 ``autocast-without-dtype``: ``autocast_dtype.py``.
 - NP303 ``cuda-grad-scaler`` and NP304 ``grad-scaler-with-bf16``: ``grad_scaler.py``.
 - NP305 ``cuda-custom-fwd-bwd``: ``custom_fwd_bwd.py``.
-- NP306 ``cuda-amp-import``: ``amp_imports.py`` (with ``import_groups.py``, the import edits it makes):
-  ``torch.cuda.amp`` imports left behind once NP301/NP303/NP305 ported their uses (removed, or pointed
-  at ``torch.amp``, version-guarded ``try``/``if`` imports kept valid).
+- NP306 ``cuda-amp-import``: ``amp_imports.py`` (with ``import_groups.py``, the import edits it makes,
+  ``amp_import_decisions.py``, what becomes of each imported name, and ``amp_import_messages.py``, what
+  its findings say): ``torch.cuda.amp`` imports left behind once NP301/NP303/NP305 ported their uses
+  (removed, or pointed at ``torch.amp``, version-guarded ``try``/``if`` imports kept valid).
 
 ``common.py`` holds what several of them share: the qualified names of autocast and GradScaler, the
 port of ``torch.cuda.amp.autocast(...)`` to ``torch.autocast(...)`` and the device type (and fix safety)

@@ -11,6 +11,13 @@ import libcst as cst
 
 from neuron_port.rules.helpers.names import walk
 from neuron_port.rules.helpers.statements import has_comment_above
+from neuron_port.rules.mixed_precision.amp_import_decisions import (
+    covering_fixes,
+    decide,
+    import_edits,
+    is_amp_binding,
+)
+from neuron_port.rules.mixed_precision.amp_import_messages import import_message, skip_note
 from neuron_port.rules.mixed_precision.import_groups import (
     Binding,
     bindings_of,
@@ -18,31 +25,10 @@ from neuron_port.rules.mixed_precision.import_groups import (
     edit_line,
     elif_nodes,
     group_blocks,
-    head_names,
 )
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
-AMP = "torch.cuda.amp"
-# the device-generic class or function a torch.cuda.amp name stands for
-GENERIC = {"GradScaler": "torch.amp", "autocast": "torch.amp", "custom_fwd": "torch.amp", "custom_bwd": "torch.amp"}
-GENERIC_QUALNAMES = {
-    "GradScaler": {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.GradScaler"},
-    "autocast": {"torch.amp.autocast", "torch.amp.autocast_mode.autocast", "torch.autocast"},
-    "custom_fwd": {"torch.amp.custom_fwd", "torch.amp.autocast_mode.custom_fwd"},
-    "custom_bwd": {"torch.amp.custom_bwd", "torch.amp.autocast_mode.custom_bwd"},
-}
 _ORDER = {None: 0, "safe": 0, "unsafe": 1}
-
-
-def is_amp_binding(qualname: str) -> bool:
-    """``torch.cuda.amp`` itself or a name in it (or in one of its modules)."""
-    return qualname == AMP or qualname.startswith(AMP + ".")
-
-
-def amp_name(qualname: str) -> Optional[str]:
-    """``GradScaler`` for ``torch.cuda.amp.GradScaler`` / ``torch.cuda.amp.grad_scaler.GradScaler``."""
-    last = qualname.rsplit(".", 1)[-1]
-    return last if last in GENERIC and is_amp_binding(qualname) else None
 
 
 class CudaAmpImport(PythonRule):
@@ -289,61 +275,13 @@ class CudaAmpImport(PythonRule):
             self._exported.update(_strings(node.value))
 
     # -- decisions -------------------------------------------------------------------------------
-    def _covering(self) -> dict[cst.Name, list]:
-        """For each watched use: the other rules' fixes (this pass) whose node contains it."""
-        uses = {n for nodes in self._uses.values() for n in nodes}
-        out: dict[cst.Name, list] = {}
-        if self._skip or not uses:
-            return out
-        for violation in self.context.violations:
-            if violation.replacement is None or violation.rule is type(self):
-                continue
-            for node in walk(violation.node):
-                if node in uses:
-                    out.setdefault(node, []).append(violation)  # type: ignore[arg-type]
-        return out
-
-    def _decide(self, binding: Binding, covering: dict) -> None:
-        uses = self._uses.get(binding.local, [])
-        left, safety = [], "safe"
-        for use in uses:
-            found = covering.get(use, [])
-            if not found or any(binding.local in head_names(v.replacement) for v in found):
-                left.append(use)
-            elif not any(v.safety == "safe" for v in found):
-                safety = "unsafe"
-        binding.left = left
-        if binding.local in self._exported:
-            binding.reason = "exported"
-            return
-        if not left:
-            binding.action = "remove"
-            if uses:
-                binding.safety, binding.reason = safety, "ported"
-            elif binding.scope == "function":
-                binding.safety, binding.reason = "safe", "unused"
-            else:
-                binding.safety, binding.reason = "unsafe", "unused-module"
-            return
-        name = amp_name(binding.qualname)
-        if name is None or not isinstance(binding.small, cst.ImportFrom):
-            binding.reason = "used"
-            return
-        if binding.group is not None and any(
-                other.local == binding.local and other.qualname in GENERIC_QUALNAMES[name]
-                for other in self._bindings if other.group is binding.group):
-            binding.action, binding.safety, binding.reason = "repoint", "safe", "guarded"
-        elif name == "GradScaler" and all(use in self._annotation_uses for use in left):
-            binding.action, binding.safety, binding.reason = "repoint", "safe", "annotation"
-        else:
-            binding.reason = "used"
-
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self._active or not self._bindings:
             return
-        covering = self._covering()
+        covering = covering_fixes(self._uses, self.context.violations, type(self), self._skip)
         for binding in self._bindings:
-            self._decide(binding, covering)
+            decide(binding, self._uses.get(binding.local, []), covering, self._exported, self._annotation_uses,
+                   self._bindings)
         by_line: dict[cst.SimpleStatementLine, list[Binding]] = {}
         for binding in self._bindings:
             by_line.setdefault(binding.line, []).append(binding)
@@ -362,25 +300,13 @@ class CudaAmpImport(PythonRule):
                 self._report_line(binding.line, by_line[binding.line])
 
     # -- reports ---------------------------------------------------------------------------------
-    def _edits(self, bindings: list[Binding]):
-        """(removed aliases, repointed imports) for the amp bindings among ``bindings``; a repoint
-        happens only when every alias left in that import is repointed."""
-        removed = {b.alias for b in bindings if is_amp_binding(b.qualname) and b.action == "remove"}
-        repoint = {}
-        for b in bindings:
-            if b.action == "repoint" and isinstance(b.small, cst.ImportFrom):
-                kept = [o for o in bindings if o.small is b.small and o.alias not in removed]
-                if all(o.action == "repoint" for o in kept):
-                    repoint[b.small] = GENERIC[amp_name(b.qualname) or "GradScaler"]
-        return removed, repoint
-
     def _report_line(self, line: cst.SimpleStatementLine, bindings: list[Binding]) -> None:
         mine = [b for b in bindings if is_amp_binding(b.qualname)]
-        removed, repoint = self._edits(bindings)
-        message = self._message(line, mine, repoint)
+        removed, repoint = import_edits(bindings)
+        message = import_message(self.MESSAGE, line, mine, repoint)
         changes = [b for b in mine if b.alias in removed or b.small in repoint]
         if not changes or self._skip:
-            self.report(line, message + self._skip_note())
+            self.report(line, message + skip_note(self._skip, self.context.path))
             return
         if has_comment_above(line):
             self.report(line, message + " (not changed automatically: the line has a comment above it)")
@@ -390,12 +316,13 @@ class CudaAmpImport(PythonRule):
 
     def _report_group(self, group, members: list[Binding], by_line) -> None:
         mine = [b for b in members if is_amp_binding(b.qualname)]
-        removed, repoint = self._edits(members)
+        removed, repoint = import_edits(members)
         every_unused = all(b.action == "remove" for b in members)
-        message = self._message(mine[0].line, mine, repoint, guarded="whole" if every_unused else "kept")
+        message = import_message(self.MESSAGE, mine[0].line, mine, repoint,
+                                 guarded="whole" if every_unused else "kept")
         changes = members if every_unused else [b for b in mine if b.alias in removed or b.small in repoint]
         if not changes or self._skip:
-            self.report(group, message + self._skip_note())
+            self.report(group, message + skip_note(self._skip, self.context.path))
             return
         if any(line.comment is not None for line in group.leading_lines):
             self.report(group, message + " (not changed automatically: the import has a comment above it)")
@@ -415,45 +342,6 @@ class CudaAmpImport(PythonRule):
             return cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=node.leading_lines)
         return replacement
 
-    def _skip_note(self) -> str:
-        if not self._skip:
-            return ""
-        if self.context.path.endswith(".ipynb"):
-            return " (not changed automatically in a notebook: later cells may use the name)"
-        return " (not changed automatically: the file has `# neuron-port: ignore` comments)"
-
-    def _message(self, line, mine: list[Binding], repoint: dict, guarded: str = "") -> str:
-        smalls = {b.small for b in mine}
-        shown = next((s for s in line.body if s in smalls), None)
-        import_ = _import_text(shown) if shown is not None else "import"
-        reasons = {b.reason for b in mine}
-        parts = []
-        if "ported" in reasons:
-            parts.append("its uses are ported to `torch.autocast` / `torch.amp` (NP301, NP303, NP305), so the "
-                         "import goes")
-        if "unused" in reasons or "unused-module" in reasons:
-            note = " (unsafe at module level: another module may import it from here)" \
-                if "unused-module" in reasons else ""
-            parts.append("the name is not used in this file: remove it" + note)
-        if "guarded" in reasons and repoint:
-            parts.append("the other branch imports the `torch.amp` name the rewritten calls use: import it "
-                         "from `torch.amp` in every branch")
-        if "annotation" in reasons and repoint:
-            parts.append("`GradScaler` is only used in annotations: import `torch.amp.GradScaler` (the CUDA "
-                         "class is a subclass of it)")
-        if "exported" in reasons:
-            parts.append("it is re-exported in `__all__`: export `torch.amp`'s name instead once its users pass "
-                         "a device type")
-        used = [b.local for b in mine if b.reason == "used" or (b.action == "repoint" and not repoint)]
-        if used:
-            parts.append(f"`{'`, `'.join(sorted(set(used)))}` is still used where it could not be ported (see "
-                         "NP301 / NP303 / NP305 there): the import stays until those uses move to `torch.amp`")
-        if guarded == "whole":
-            parts.append("no branch of the version-guarded import is used any more: it goes whole")
-        elif guarded:
-            parts.append("the version-guarded import stays valid")
-        return self.MESSAGE.format(import_=import_, what="; ".join(parts))
-
 
 def _strings(node: cst.BaseExpression) -> set[str]:
     out = set()
@@ -465,7 +353,3 @@ def _strings(node: cst.BaseExpression) -> set[str]:
                     out.add(value)
     return out
 
-
-def _import_text(small) -> str:
-    text = " ".join(cst.Module(body=[]).code_for_node(small).split()).replace("( ", "(").replace(", )", ")")
-    return text if len(text) <= 70 else text[:67] + "..."

@@ -15,8 +15,9 @@ from neuron_port.rewrite.line_files import transform_text
 from neuron_port.rules.families import FAMILIES, family_of
 from neuron_port.rules.instances import resolve_instance
 from neuron_port.rules.no_port.common import PackageRule
-from neuron_port.rules.registry import all_rules
+from neuron_port.rules.registry import all_rules, rule_by_code
 from neuron_port.rules.spec import KINDS, LineOptions
+from rule_runs import np6_to_np8_rules as _mine
 
 RULES = all_rules()
 
@@ -83,3 +84,38 @@ def test_package_tables_have_no_plain_prefix_keys():
         if isinstance(rule, type) and issubclass(rule, PackageRule):
             keys = list(rule.ADVICE) + list(rule.PACKAGES)
             assert not [k for k in keys if k.endswith("_")], rule
+
+
+# -- the families' rules live in their packages (NP1xx, NP5xx, NP6xx-NP8xx) ------------------------
+
+def test_families_live_in_their_modules_and_prefilter():
+    checked = 0
+    for rule in all_rules():
+        if rule.CODE.startswith("NP1"):
+            assert rule.__module__.startswith("neuron_port.rules.device_placement."), rule
+        elif "NP501" <= rule.CODE <= "NP519":
+            assert rule.__module__.startswith("neuron_port.rules.distributed."), rule
+        else:
+            continue
+        assert rule.TRIGGERS and all(rule.TRIGGERS), rule  # the pre-filter needs non-empty substrings
+        checked += 1
+    assert checked >= 17
+
+
+def test_families_registered_with_docs():
+    codes = {r.CODE for r in _mine()}
+    assert {f"NP6{i:02d}" for i in range(1, 10)} <= codes
+    assert {f"NP7{i:02d}" for i in range(1, 13)} <= codes
+    assert {f"NP8{i:02d}" for i in range(1, 12)} <= codes
+    for rule in _mine():
+        assert rule.TRIGGERS and all(rule.TRIGGERS), rule.CODE
+        assert "cuda" not in rule.TRIGGERS, f"{rule.CODE}: 'cuda' would make the pre-filter useless"
+        assert rule.__module__.split(".")[2] in ("ecosystem", "no_port", "precision_features")
+
+
+@pytest.mark.parametrize("code", ["NP601", "NP702", "NP709", "NP712", "NP808", "NP811"])
+def test_explain(cli, code):
+    result = cli("explain", code)
+    assert result.returncode == 0, result.stderr
+    assert "## Fix safety" in result.stdout or "Fix safety" in result.stdout
+    assert rule_by_code(code).NAME in result.stdout

@@ -1,58 +1,20 @@
-"""NP1xx / NP5xx beyond the per-rule examples: interplay with NP201, aliasing, idempotency."""
+"""NP5xx beyond the per-rule examples: point-to-point calls through aliases, NCCL in other cases, torch.cuda.nccl,
+and DDP / torchrun trainers with every rule enabled (one NeuronCore per process: the rank devices
+NP1xx rewrites with them), rewritten, settled and parsed."""
 
 from __future__ import annotations
 
 import ast
-import textwrap
 
 import pytest
 
 from neuron_port.rewrite.engine import EngineOptions, transform_source
-from neuron_port.rules.registry import all_rules, rule_by_code
+from neuron_port.rules.registry import all_rules
+from rule_runs import findings_of as codes, rewrite_twice as run
+from rule_runs import rules_by_code as _rules, run_rules as _run
 
 
-def _rules(*codes):
-    return [rule_by_code(c) for c in codes]
-
-
-def _run(source, rules, **options):
-    return transform_source(textwrap.dedent(source), rules, EngineOptions(**options))
-
-
-def test_ternary_with_np201_neuron():
-    out = _run("import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n", _rules("NP101", "NP201"))
-    assert out.code == "import torch\ndevice = 'neuron' if torch.neuron.is_available() else 'cpu'\n"
-
-
-def test_ternary_with_np201_accelerator():
-    out = _run(
-        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
-        _rules("NP101", "NP201"),
-        target="accelerator",
-    )
-    assert out.code == (
-        "import torch\ndevice = torch.accelerator.current_accelerator().type "
-        "if torch.accelerator.is_available() else 'cpu'\n"
-    )
-
-
-def test_ternary_with_all_rules():
-    out = _run("import torch as th\ndev = th.device('cuda' if th.cuda.is_available() else 'cpu')\n", all_rules())
-    assert out.code == "import torch as th\ndev = th.device('neuron' if th.neuron.is_available() else 'cpu')\n"
-
-
-def test_alias_guard_from_import():
-    src = "from torch.cuda import is_available\ndevice = 'cuda' if is_available() else 'cpu'\n"
-    out = _run(src, _rules("NP101"), target="accelerator")
-    assert "current_accelerator().type if is_available()" in out.code
-    assert not any(f.fix.safety == "unsafe" for f in out.findings if f.code == "NP101")
-
-
-def test_legacy_type_through_alias():
-    out = _run("from torch import cuda\nx = cuda.FloatTensor([1.0])\n", _rules("NP105"))
-    assert 'torch.tensor([1.0], dtype=torch.float32, device="neuron")' in out.code
-    assert "import torch" in out.code
-
+# -- point-to-point --------------------------------------------------------------------------------
 
 def test_p2p_through_aliases():
     src = "import torch.distributed as d\nfrom torch.distributed import irecv as r\nd.isend(t, 1)\nr(t, 0)\n"
@@ -60,30 +22,26 @@ def test_p2p_through_aliases():
     assert codes == ["NP509", "NP509"]
 
 
-def test_multibackend_chain_untouched_by_all_rules():
-    src = """\
-    if device.type == 'cuda':
-        a()
-    elif device.type == 'neuron':
-        b()
-    """
-    out = _run(src, all_rules())
-    assert out.code == textwrap.dedent(src)
-    assert any(f.code == "NP102" and not f.fix.applied for f in out.findings)
+# -- NP501: NCCL in other cases --------------------------------------------------------------------
+
+def test_upper_case_nccl_backends_are_rewritten_only_where_a_backend_is_named():
+    code, _ = run('import torch\nimport torch.distributed as dist\n'
+                  'dist.init_process_group(backend="NCCL" if torch.cuda.is_available() else "gloo")\n'
+                  'timings = {"NCCL": 0.0}\n')
+    assert 'backend="neuron" if torch.neuron.is_available() else "gloo"' in code
+    assert 'timings = {"NCCL": 0.0}' in code
 
 
-def test_prose_untouched():
-    src = '''\
-    """Train on cuda; see CUDA_VISIBLE_DEVICES and nccl."""
-    import logging
-    log = logging.getLogger(__name__)
-    log.warning("cuda")
-    print("cuda is not available", "nccl")
-    msg = "falling back from cuda to cpu"
-    '''
-    out = _run(src, all_rules(), unsafe_fixes=True)
-    assert out.code == textwrap.dedent(src)
+# -- NP512: torch.cuda.nccl ------------------------------------------------------------------------
 
+def test_torch_cuda_nccl_import_and_version_are_reported():
+    _, findings = run("import torch.cuda.nccl as nccl\nprint(nccl.version())\n")
+    found = codes(findings, "NP512")
+    assert [(f.line, f.severity) for f in found] == [(1, "warning"), (2, "error")]
+    assert "torch-neuronx" in found[1].message
+
+
+# -- a DDP trainer, every rule ---------------------------------------------------------------------
 
 REALISTIC = '''\
 """DDP trainer (CUDA)."""
@@ -156,6 +114,8 @@ def test_realistic_neuron_rewrite():
     assert "model = DDP(model, device_ids=[0], output_device=0)" in unsafe
     assert "set_device" not in unsafe
 
+
+# -- a torchrun trainer, every rule ----------------------------------------------------------------
 
 TORCHRUN = '''\
 """torchrun --nproc_per_node=8 train.py"""
@@ -232,17 +192,3 @@ def test_torchrun_accelerator_keeps_rank_index():
     assert ":{local_rank}" in code
     again = transform_source(code, all_rules(), EngineOptions(target="accelerator", unsafe_fixes=True))
     assert again.code == code
-
-
-def test_families_live_in_their_modules_and_prefilter():
-    checked = 0
-    for rule in all_rules():
-        if rule.CODE.startswith("NP1"):
-            assert rule.__module__.startswith("neuron_port.rules.device_placement."), rule
-        elif "NP501" <= rule.CODE <= "NP519":
-            assert rule.__module__.startswith("neuron_port.rules.distributed."), rule
-        else:
-            continue
-        assert rule.TRIGGERS and all(rule.TRIGGERS), rule  # the pre-filter needs non-empty substrings
-        checked += 1
-    assert checked >= 17
