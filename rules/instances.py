@@ -1,14 +1,21 @@
 """Trainium instances: logical NeuronCores per node, for --instance (GPU counts in launch scripts become
-NeuronCore counts, NP521) and for the cost estimate.
+NeuronCore counts, NP521). The catalogue is ``instances.toml`` beside this file (each figure with its
+source), read on first use: ``INSTANCES`` and ``INSTANCE_HELP`` are made when first asked for, so an
+import of this module reads no file.
 
-Each figure names its source; what the sources do not document is not guessed (Trn3 single-instance
-sizes: use --neuron-cores N).
+What the sources do not document is not guessed (Trn3 single-instance sizes: use --neuron-cores N).
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 from dataclasses import dataclass
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
+
+INSTANCES_FILE = Path(__file__).resolve().parent / "instances.toml"
+TRN3_SOURCE = "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst"
 
 
 @dataclass(frozen=True)
@@ -26,33 +33,35 @@ class Instance:
                 f"default LNC=2{nodes}")
 
 
-# Logical NeuronCores per node at the default LNC=2 (4 per chip: 8 physical cores, two per logical core;
-# LNC=1 doubles the count). Sources: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html (LNC, default per platform: trn2/trn3
-# "2", trn2.48xlarge = 64 cores at LNC=2), https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst (instances). Trn3 single-instance sizes are NOT
-# documented there ("Trn3 single-instance sizes/prices: NOT found"), so only the two UltraServer
-# layouts are known; anything else takes --neuron-cores N.
-INSTANCES: dict[str, Instance] = {
-    "trn2.3xlarge": Instance("trn2.3xlarge", 1, "Trainium2", 4, 1,
-                             "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst (1 chip, 4 logical cores at LNC=2)"),
-    "trn2.48xlarge": Instance("trn2.48xlarge", 16, "Trainium2", 64, 1,
-                              "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst (16 chips, 64 cores at LNC=2, 128 at LNC=1)"),
-    "trn2u.48xlarge": Instance("trn2u.48xlarge", 16, "Trainium2", 64, 1,
-                               "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium2.rst (UltraServer node: 16 chips; 4 nodes per Trn2 UltraServer)"),
-    "trn3-ultraserver-gen1": Instance("trn3-ultraserver-gen1", 16, "Trainium3", 64, 4,
-                                      "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst (Trn3 Gen1 UltraServer: 64 chips = 4 servers x 16) "
-                                      "and https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst (trn3 default LNC=2)"),
-    "trn3-ultraserver-gen2": Instance("trn3-ultraserver-gen2", 4, "Trainium3", 16, 36,
-                                      "https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst (Trn3 Gen2 UltraServer: 144 chips = 36 servers x 4) "
-                                      "and https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-features/logical-neuroncore-config.rst (trn3 default LNC=2)"),
-}
-
-
-INSTANCE_HELP = (f"Trainium instance the launch scripts are for ({', '.join(INSTANCES)}): GPU counts such as "
-                 "torchrun --nproc_per_node become its logical NeuronCore count (unsafe fix).")
-
-
 class InstanceError(ValueError):
     pass
+
+
+@functools.lru_cache(maxsize=None)
+def load_instances(path: Path = INSTANCES_FILE) -> dict[str, Instance]:
+    """The catalogue of ``path``, in its order (a broken file raises: it ships with the package)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {name: Instance(name=name, chips=int(entry["chips"]), chip=str(entry["chip"]), cores=int(entry["cores"]),
+                           nodes=int(entry["nodes"]), source=str(entry["source"]))
+            for name, entry in data["instances"].items()}
+
+
+def instance_help() -> str:
+    return (f"Trainium instance the launch scripts are for ({', '.join(load_instances())}): GPU counts such as "
+            "torchrun --nproc_per_node become its logical NeuronCore count (unsafe fix).")
+
+
+def __getattr__(name: str) -> Any:
+    """``INSTANCES`` (name -> Instance) and ``INSTANCE_HELP`` (the --instance help), read on first use."""
+    if name == "INSTANCES":
+        return load_instances()
+    if name == "INSTANCE_HELP":
+        return instance_help()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve_instance(instance: Optional[str], neuron_cores: Optional[int]) -> Optional[tuple[int, str]]:
@@ -66,14 +75,15 @@ def resolve_instance(instance: Optional[str], neuron_cores: Optional[int]) -> Op
     if instance is None:
         return None
     key = instance.strip().lower()
-    if key in INSTANCES:
-        found = INSTANCES[key]
+    instances = load_instances()
+    if key in instances:
+        found = instances[key]
         return found.cores, found.describe()
-    known = ", ".join(INSTANCES)
+    known = ", ".join(instances)
     if key.startswith("trn3"):
         raise InstanceError(
             f"{instance!r}: Trn3 single-instance sizes are not documented in the sources neuron-port uses "
-            f"(https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/about-neuron/arch/neuron-hardware/trainium3.rst); use a known layout ({known}) or --neuron-cores N "
+            f"({TRN3_SOURCE}); use a known layout ({known}) or --neuron-cores N "
             "(logical NeuronCores per node: 4 per Trainium3 chip at the default LNC=2)")
     raise InstanceError(f"unknown instance {instance!r}; known: {known}; or give --neuron-cores N")
 

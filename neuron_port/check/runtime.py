@@ -1,39 +1,47 @@
-"""The report's ``runtime`` section: the simulator's events of every process (``events.py``) fed to one
-aggregator per event kind (``aggregate/``), merged over ranks per (kind, site), plus the NP9xx findings.
+"""The report's ``runtime`` section: the simulator's events of every process (``events/``) fed to the
+aggregators (``aggregate/``), merged over ranks per (kind, site), plus the NP9xx findings.
 
-The simulator only records; the aggregators judge. ``RuntimeSection.to_json()`` is what the JSON report
-holds under ``runtime`` (neuron_port/schema/report.schema.json).
+``AGGREGATORS`` is the one list: each aggregator declares the event kinds it takes (``EVENTS``) and the
+keys of the section it fills (``SECTION``); the handler table, the order of the section's keys and the
+order of the findings follow from the list. The simulator only records; the aggregators judge.
+``RuntimeSection.to_json()`` is what the JSON report holds under ``runtime``
+(neuron_port/schema/report.schema.json).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.command import ProcessFailure, command_failed_finding, process_failures
-from neuron_port.check.aggregate.compiles import CompileAggregator, CompileEntry
-from neuron_port.check.aggregate.demotions import DemotionAggregator, DemotionEntry
-from neuron_port.check.aggregate.distributed import DistributedAggregator, DistributedEntry
-from neuron_port.check.aggregate.fallbacks import FallbackAggregator, FallbackEntry
-from neuron_port.check.aggregate.neff_cache import NeffCacheAggregator, NeffCacheTotals
-from neuron_port.check.aggregate.ops import OpsAggregator, OpTotals
-from neuron_port.check.aggregate.shapes import EagerCompileEntry, ShapeAggregator, ShapeSummary, ShapeVarianceEntry
-from neuron_port.check.aggregate.unsupported import UnsupportedAggregator, UnsupportedEntry
-from neuron_port.check.events import (
-    CompileEvent,
-    DemotionEvent,
-    DistributedEvent,
-    EagerCompileEvent,
-    EagerCompileTruncatedEvent,
-    FallbackEvent,
-    NeffCacheEvent,
-    OpEvent,
-    ProcessEvents,
-    UnsupportedEvent,
-)
+from neuron_port.check.aggregate.compiles import CompileAggregator
+from neuron_port.check.aggregate.demotions import DemotionAggregator
+from neuron_port.check.aggregate.distributed import DistributedAggregator
+from neuron_port.check.aggregate.fallbacks import FallbackAggregator
+from neuron_port.check.aggregate.neff_cache import NeffCacheAggregator
+from neuron_port.check.aggregate.ops import OpsAggregator
+from neuron_port.check.aggregate.shapes import ShapeAggregator
+from neuron_port.check.aggregate.unsupported import UnsupportedAggregator
+from neuron_port.check.events import ProcessEvents
 from neuron_port.check.runner import RunStatus
 from neuron_port.check.sites import SiteMapper
 from neuron_port.results import Finding
+
+# The order of the section's keys (after status and processes, before failures) and of the findings
+# (the failed command's NP909 comes last). Event kinds no aggregator takes (explicit_ops) are not in
+# the report.
+AGGREGATORS: tuple[type[Aggregator], ...] = (
+    OpsAggregator,
+    FallbackAggregator,
+    ShapeAggregator,  # NP902, then NP910
+    CompileAggregator,
+    DemotionAggregator,
+    UnsupportedAggregator,
+    DistributedAggregator,
+    NeffCacheAggregator,
+)
 
 
 @dataclass(frozen=True)
@@ -64,90 +72,62 @@ class ProcessEntry:
 
 @dataclass(frozen=True)
 class RuntimeSection:
-    """What the run on the simulated neuron device recorded, merged over processes per site."""
+    """What the run on the simulated neuron device recorded, merged over processes per site. The
+    aggregators' parts (``ops``, ``fallbacks``, ``eager_compiles``, ``shapes``, ``shape_variance``,
+    ``compiles``, ``demotions``, ``unsupported``, ``distributed``, ``neff_cache``: ``SECTION`` of each
+    aggregator) read as attributes too: ``section.ops`` is ``section.parts["ops"]``."""
 
     status: RunStatus
     processes: tuple[ProcessEntry, ...]
-    ops: OpTotals
-    fallbacks: tuple[FallbackEntry, ...]
-    eager_compiles: tuple[EagerCompileEntry, ...]
-    shapes: ShapeSummary  # the steady-state view: first-run compiles, how many after warm-up
-    shape_variance: tuple[ShapeVarianceEntry, ...]  # ops whose shapes kept changing after warm-up
-    compiles: tuple[CompileEntry, ...]
-    demotions: tuple[DemotionEntry, ...]  # float64 per op and site, then the int64 aggregates
-    unsupported: tuple[UnsupportedEntry, ...]
-    distributed: tuple[DistributedEntry, ...]
-    neff_cache: NeffCacheTotals
+    parts: Mapping[str, Any] = field(default_factory=dict, hash=False)  # in the order of AGGREGATORS
     failures: tuple[ProcessFailure, ...] = ()  # processes that ended with an uncaught exception
     estimate: Optional[dict[str, Any]] = None  # the report's top-level `estimate` (check/estimate/), not in to_json
+
+    def __getattr__(self, name: str) -> Any:
+        parts = self.__dict__.get("parts")  # not found as a field: one of the aggregators' parts
+        if parts is not None and name in parts:
+            return parts[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status.to_json(),
             "processes": [p.to_json() for p in self.processes],
-            "ops": self.ops.to_json(),
-            "fallbacks": [f.to_json() for f in self.fallbacks],
-            "eager_compiles": [e.to_json() for e in self.eager_compiles],
-            "shapes": self.shapes.to_json(),
-            "shape_variance": [v.to_json() for v in self.shape_variance],
-            "compiles": [c.to_json() for c in self.compiles],
-            "demotions": [d.to_json() for d in self.demotions],
-            "unsupported": [u.to_json() for u in self.unsupported],
-            "distributed": [d.to_json() for d in self.distributed],
-            "neff_cache": self.neff_cache.to_json(),
+            **{key: _json(value) for key, value in self.parts.items()},
             "failures": [f.to_json() for f in self.failures],
         }
 
 
+def _json(value: Any) -> Any:
+    """A part of the section: an entry, or a tuple of entries."""
+    return [v.to_json() for v in value] if isinstance(value, tuple) else value.to_json()
+
+
 def build_runtime(processes: list[ProcessEvents], status: RunStatus,
                   mapper: SiteMapper) -> tuple[RuntimeSection, list[Finding]]:
-    """The runtime section and its findings (in the order: fallbacks, shapes (NP902, then NP910),
-    compiles, demotions, unsupported features, distributed, the failed command)."""
-    ops = OpsAggregator()
-    fallbacks = FallbackAggregator(mapper)
-    shapes = ShapeAggregator(mapper)
-    compiles = CompileAggregator(mapper)
-    demotions = DemotionAggregator(mapper)
-    unsupported = UnsupportedAggregator(mapper)
-    distributed = DistributedAggregator(mapper)
-    neff_cache = NeffCacheAggregator()
-    # Event kinds without an aggregator (explicit_ops) are not in the report.
-    handlers: dict[type, Callable[[Any, Optional[int]], None]] = {
-        OpEvent: ops.add,
-        FallbackEvent: fallbacks.add,
-        EagerCompileEvent: shapes.add,
-        EagerCompileTruncatedEvent: shapes.add_truncated,
-        DemotionEvent: demotions.add,
-        UnsupportedEvent: unsupported.add,
-        CompileEvent: compiles.add,
-        DistributedEvent: distributed.add,
-        NeffCacheEvent: neff_cache.add,
-    }
+    """The runtime section and its findings (in the order of ``AGGREGATORS``, then the failed command)."""
+    aggregators = [aggregator(mapper) for aggregator in AGGREGATORS]
+    handlers: dict[type, list[Callable[[Any, Optional[int]], None]]] = defaultdict(list)
+    for aggregator in aggregators:
+        for event_type, method in aggregator.EVENTS.items():
+            handlers[event_type].append(getattr(aggregator, method))
     for process in processes:
-        shapes.start_process(process.summary)  # its step clock
+        for aggregator in aggregators:
+            aggregator.start_process(process.summary)  # its step clock, its summary's counts
         for event in process.events:
-            handler = handlers.get(type(event))
-            if handler is not None:
+            for handler in handlers.get(type(event), ()):
                 handler(event, process.rank)
-        neff_cache.add_summary(process.summary)
 
     failures = process_failures(processes, status, mapper)
     failed = command_failed_finding(status, failures)
-    findings = [*fallbacks.findings(), *shapes.findings(), *compiles.findings(), *demotions.findings(),
-                *unsupported.findings(), *distributed.findings(), *([failed] if failed else [])]
-    section = RuntimeSection(
-        status=status,
-        processes=tuple(ProcessEntry.of(p) for p in processes),
-        ops=ops.totals(unique_signatures=shapes.unique_signatures),
-        fallbacks=tuple(fallbacks.entries()),
-        eager_compiles=tuple(shapes.entries()),
-        shapes=shapes.summary(),
-        shape_variance=tuple(shapes.shape_variance()),
-        compiles=tuple(compiles.entries()),
-        demotions=tuple(demotions.entries()),
-        unsupported=tuple(unsupported.entries()),
-        distributed=tuple(distributed.entries()),
-        neff_cache=neff_cache.totals(),
-        failures=tuple(failures),
-    )
+    findings = [*(f for aggregator in aggregators for f in aggregator.findings()), *([failed] if failed else [])]
+    parts: dict[str, Any] = {}
+    for aggregator in aggregators:
+        values = aggregator.section()
+        if len(values) != len(aggregator.SECTION):
+            raise ValueError(f"{type(aggregator).__name__}: section() gives {len(values)} value(s) for "
+                             f"{aggregator.SECTION}")
+        parts.update(zip(aggregator.SECTION, values))
+    section = RuntimeSection(status=status, processes=tuple(ProcessEntry.of(p) for p in processes), parts=parts,
+                             failures=tuple(failures))
     return section, findings

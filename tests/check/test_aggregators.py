@@ -39,7 +39,7 @@ from neuron_port.check.preview import PreviewTree
 from neuron_port.check.runner import RunStatus
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper, UserSite
-from neuron_port.reporters.check_text import render_check
+from neuron_port.reporters.text.check import render_check
 from neuron_port.report import Report
 
 

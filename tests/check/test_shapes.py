@@ -297,7 +297,7 @@ def test_the_console_shows_the_steady_state_view(tmp_path):
     from neuron_port.check.runner import RunStatus
     from neuron_port.check.runtime import build_runtime
     from neuron_port.report import Report
-    from neuron_port.reporters.check_text import render_check
+    from neuron_port.reporters.text.check import render_check
 
     events = tmp_path / "events"
     events.mkdir()

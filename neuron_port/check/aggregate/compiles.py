@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
 from neuron_port.check.events import CompileEvent, Site
 from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_json, site_key
@@ -62,7 +63,10 @@ class _CallSite:
     ranks: set[Optional[int]] = field(default_factory=set)
 
 
-class CompileAggregator:
+class CompileAggregator(Aggregator):
+    EVENTS = {CompileEvent: "add"}
+    SECTION = ("compiles",)
+
     def __init__(self, mapper: SiteMapper) -> None:
         self.mapper = mapper
         self.by_site: dict[SiteKey, _CallSite] = {}
@@ -108,6 +112,9 @@ class CompileAggregator:
             reasons=tuple(e.reasons), recompile_limit_hits=e.recompile_limit_hits, failures=tuple(e.failures),
             shapes=tuple(e.shapes), ranks=tuple(sorted(r for r in e.ranks if r is not None)),
         ) for e in sorted(self.by_site.values(), key=lambda e: -e.count)]
+
+    def section(self) -> tuple[tuple[CompileEntry, ...]]:
+        return (tuple(self.entries()),)
 
     def findings(self) -> list[Finding]:
         out = []

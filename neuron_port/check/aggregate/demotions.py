@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
 from neuron_port.check.events import DemotionEvent
 from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_json, site_key
@@ -57,7 +58,10 @@ class _Int64Op:
     sites: dict[SiteKey, UserSite] = field(default_factory=dict)  # a later site with the same line replaces it
 
 
-class DemotionAggregator:
+class DemotionAggregator(Aggregator):
+    EVENTS = {DemotionEvent: "add"}
+    SECTION = ("demotions",)
+
     def __init__(self, mapper: SiteMapper) -> None:
         self.mapper = mapper
         self.float64: dict[tuple[str, SiteKey], _Float64AtSite] = {}
@@ -87,6 +91,9 @@ class DemotionAggregator:
         int64 = [Int64DemotionEntry(op=op, calls=e.calls, sites=tuple(e.sites.values()))
                  for op, e in sorted(self.int64.items(), key=lambda item: -item[1].calls)]
         return [*self.float64_entries(), *int64]
+
+    def section(self) -> tuple[tuple[DemotionEntry, ...]]:
+        return (tuple(self.entries()),)
 
     def findings(self) -> list[Finding]:
         """One NP905 per site, naming every op demoted there."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
 from neuron_port.check.events import DistributedEvent
 from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_json, site_key
@@ -40,7 +41,10 @@ class _OpAtSite:
     ranks: set[Optional[int]] = field(default_factory=set)
 
 
-class DistributedAggregator:
+class DistributedAggregator(Aggregator):
+    EVENTS = {DistributedEvent: "add"}
+    SECTION = ("distributed",)
+
     def __init__(self, mapper: SiteMapper) -> None:
         self.mapper = mapper
         self.by_key: dict[tuple[str, bool, SiteKey], _OpAtSite] = {}
@@ -64,6 +68,9 @@ class DistributedAggregator:
                 ranks=tuple(sorted(r for r in e.ranks if r is not None)),
                 error=e.first.error if violation else None, message=e.first.message, action=e.first.action))
         return out
+
+    def section(self) -> tuple[tuple[DistributedEntry, ...]]:
+        return (tuple(self.entries()),)
 
     def findings(self) -> list[Finding]:
         return [runtime_finding("NP907", rule_message("NP907", message=d.message or d.error), d.site)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
 from neuron_port.check.events import FallbackEvent
 from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_key
@@ -45,7 +46,10 @@ class _OpFallbacks:
     sites: dict[SiteKey, _SiteCalls] = field(default_factory=dict)
 
 
-class FallbackAggregator:
+class FallbackAggregator(Aggregator):
+    EVENTS = {FallbackEvent: "add"}
+    SECTION = ("fallbacks",)
+
     def __init__(self, mapper: SiteMapper) -> None:
         self.mapper = mapper
         self.by_op: dict[str, _OpFallbacks] = {}
@@ -68,6 +72,9 @@ class FallbackAggregator:
                 FallbackSiteEntry(site=s.site, calls=s.calls, ranks=tuple(sorted(r for r in s.ranks if r is not None)))
                 for s in sites)))
         return out
+
+    def section(self) -> tuple[tuple[FallbackEntry, ...]]:
+        return (tuple(self.entries()),)
 
     def findings(self) -> list[Finding]:
         return [runtime_finding("NP901", rule_message("NP901", op=entry.op, calls=s.calls), s.site)

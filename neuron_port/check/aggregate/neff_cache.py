@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.events import NeffCacheCounts, NeffCacheEvent, SummaryEvent
+from neuron_port.check.sites import SiteMapper
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,12 @@ def _add(total: Optional[NeffCacheCounts], part: Optional[NeffCacheCounts]) -> O
     return NeffCacheCounts(hits=total.hits + part.hits, misses=total.misses + part.misses)
 
 
-class NeffCacheAggregator:
-    def __init__(self) -> None:
+class NeffCacheAggregator(Aggregator):
+    EVENTS = {NeffCacheEvent: "add"}
+    SECTION = ("neff_cache",)
+
+    def __init__(self, mapper: Optional[SiteMapper] = None) -> None:
+        super().__init__(mapper)
         self.hits = 0
         self.misses = 0
         self.eager: Optional[NeffCacheCounts] = None
@@ -50,9 +56,14 @@ class NeffCacheAggregator:
         if summary is not None:
             self.summaries.append(summary)
 
+    start_process = add_summary  # each process's summary: its eager compiles and cache hits
+
     def totals(self) -> NeffCacheTotals:
         hits, misses = self.hits, self.misses
         if not hits and not misses:
             misses = sum(s.eager_compiles for s in self.summaries)
             hits = sum(s.eager_cache_hits for s in self.summaries)
         return NeffCacheTotals(hits=hits, misses=misses, eager=self.eager, compiled=self.compiled)
+
+    def section(self) -> tuple[NeffCacheTotals]:
+        return (self.totals(),)

@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
 from neuron_port.check.aggregate.shape_timeline import (
     WARMUP_STEPS,
@@ -186,7 +187,10 @@ class _Analysis:
     clock: Optional[str]
 
 
-class ShapeAggregator:
+class ShapeAggregator(Aggregator):
+    EVENTS = {EagerCompileEvent: "add", EagerCompileTruncatedEvent: "add_truncated"}
+    SECTION = ("eager_compiles", "shapes", "shape_variance")
+
     def __init__(self, mapper: SiteMapper) -> None:
         self.mapper = mapper
         self.processes: list[_Process] = []
@@ -334,6 +338,9 @@ class ShapeAggregator:
                 modules=tuple(sorted({g.module for g, _ in chosen if g.module is not None})[:MAX_MODULES]),
                 first_partial_seq=min(seqs) if seqs else None))
         return sorted(out, key=lambda v: (v.kind != "varying", -len(v.late_steps), -v.after_warmup, v.op))
+
+    def section(self) -> tuple[tuple[EagerCompileEntry, ...], ShapeSummary, tuple[ShapeVarianceEntry, ...]]:
+        return tuple(self.entries()), self.summary(), tuple(self.shape_variance())
 
     # ------------------------------------------------------------ findings
     def findings(self) -> list[Finding]:

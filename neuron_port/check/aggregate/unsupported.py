@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
 from neuron_port.check.events import UnsupportedEvent
 from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_json, site_key
@@ -39,7 +40,10 @@ class _FeatureAtSite:
     count: int = 0
 
 
-class UnsupportedAggregator:
+class UnsupportedAggregator(Aggregator):
+    EVENTS = {UnsupportedEvent: "add"}
+    SECTION = ("unsupported",)
+
     def __init__(self, mapper: SiteMapper) -> None:
         self.mapper = mapper
         self.by_key: dict[tuple[Optional[str], Optional[str], SiteKey], _FeatureAtSite] = {}
@@ -54,6 +58,9 @@ class UnsupportedAggregator:
         return [UnsupportedEntry(feature=e.first.feature, op=e.first.op, message=e.first.message,
                                  error=e.first.error, action=e.first.action, count=e.count, site=e.site)
                 for e in sorted(self.by_key.values(), key=lambda e: -e.count)]
+
+    def section(self) -> tuple[tuple[UnsupportedEntry, ...]]:
+        return (tuple(self.entries()),)
 
     def findings(self) -> list[Finding]:
         return [runtime_finding("NP906", rule_message("NP906", feature=u.feature, message=u.message), u.site,

@@ -5,13 +5,16 @@ non-contiguous, ``@cpu`` for a CPU tensor), lists in brackets truncated after 8 
 20 omitted items count as the mean of the shown ones), scalars as text. Counts follow the usual
 conventions (docs/estimate.md): a multiply-add is 2 FLOPs; bytes are every tensor argument read once
 plus the result written once, at each tensor's own dtype; no cache reuse and no fusion are assumed.
+
+``work`` gives all the estimate needs of one call in one answer: its family, FLOPs, bytes and compute
+dtype, and for an embedding lookup the tokens it reads (the elements of its integer index tensor).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Optional, Sequence
 
 DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1,
@@ -47,6 +50,8 @@ VIEWS = {"view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", 
          "as_strided", "unfold", "diagonal", "view_as_real", "view_as_complex", "_unsafe_split"}
 # FLOPs per output element of the other families (a norm: mean, variance, scale and shift).
 FLOPS_PER_ELEMENT = {"softmax": 5, "softmax_backward": 4, "norm": 8, "norm_backward": 12, "adam": 16}
+TOKEN_OPS = {"embedding", "embedding_bag", "_embedding_bag"}  # argument 1: the indices, one per token
+INTEGER_DTYPES = {"i64", "i32", "i16", "i8", "u8"}
 
 
 @dataclass(frozen=True)
@@ -66,12 +71,14 @@ class Tensor:
 
 @dataclass(frozen=True)
 class Work:
-    """One call: its family, FLOPs, bytes moved and the dtype its FLOPs run in."""
+    """One call: its family, FLOPs, bytes moved and the dtype its FLOPs run in; for an embedding lookup,
+    the tokens it reads (``token_count``)."""
 
     family: str
     flops: float
     bytes: float
     dtype: str  # compute dtype: fp32 | bf16 | f16 ... (devices.toml `peak_tflops` keys)
+    tokens: Optional[int] = None  # an embedding lookup's indices (None: not a lookup, or no integer indices)
 
 
 def parse_tensor(text: Any) -> Optional[Tensor]:
@@ -128,6 +135,14 @@ def base_name(op: str) -> str:
     return op.split("::", 1)[-1].split(".", 1)[0]
 
 
+def token_count(op: str, signature: Sequence[Any]) -> Optional[int]:
+    """The indices one call of an embedding lookup reads (None: not a lookup, or no integer index tensor)."""
+    if base_name(op) not in TOKEN_OPS or len(signature) < 2:
+        return None
+    indices = parse_tensor(signature[1])
+    return indices.numel if indices is not None and indices.dtype in INTEGER_DTYPES else None
+
+
 def compute_dtype(tensors: Iterable[Tensor]) -> str:
     dtypes = [t.dtype for t in tensors if t.dtype in COMPUTE_DTYPE]
     return COMPUTE_DTYPE[dtypes[0]] if dtypes else "fp32"
@@ -175,7 +190,7 @@ def work(op: str, signature: Sequence[Any]) -> Work:
         small = min(tensors, key=lambda t: t.numel, default=None)
         return Work("reduction", float(out_elems), in_bytes + (small.nbytes if small else 0), dtype)
     if name in EMBEDDING:
-        return _embedding(name, tensors, in_bytes, dtype)
+        return replace(_embedding(name, tensors, in_bytes, dtype), tokens=token_count(op, signature))
     if name in VIEWS:
         return Work("copy/view", 0.0, 0.0, dtype)
     if name in COPY or name.startswith("_to_") or name.startswith("empty"):

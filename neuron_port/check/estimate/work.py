@@ -10,7 +10,11 @@ seen after the last step (evaluation, generation after training) is outside the 
 without a NEFF) the calls are spread over all measured steps: total / S.
 
 The tokens of a step can come from the same signatures: the index tensor of each embedding lookup
-(``token_sources``, one per op and site), which ``resolve_tokens`` picks from by the user's spec.
+(``token_sources``, one per op and site), which ``section.resolve_tokens`` picks from by the user's spec.
+
+One handler per event kind (``HANDLERS``) takes an event with the state of its process: each event
+reaches ``flops.work`` once per signature it holds and comes back with all the step needs of it (family,
+FLOPs, bytes, dtype, tokens).
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
-from neuron_port.check.estimate.flops import Work, base_name, parse_tensor, work
+from neuron_port.check.estimate.flops import Work, work
 from neuron_port.check.events import (
     CompileEvent,
     EagerCompileEvent,
@@ -34,8 +38,7 @@ from neuron_port.check.events import (
     Site,
 )
 
-TOKEN_OPS = {"embedding", "embedding_bag", "_embedding_bag"}  # argument 1: the indices, one per token
-INTEGER_DTYPES = {"i64", "i32", "i16", "i8", "u8"}
+NO_WORK = {family: Work(family, 0.0, 0.0, "fp32") for family in ("fallback", "copy/view", "other")}
 
 
 @dataclass(frozen=True)
@@ -134,14 +137,6 @@ def site_name(site: Optional[Site], cwd: Optional[str]) -> str:
     return f"{path}:{site.line}"
 
 
-def token_count(op: str, signature: tuple[Any, ...]) -> Optional[int]:
-    """The indices one call of an embedding lookup reads (None: not a lookup, or no integer index tensor)."""
-    if base_name(op) not in TOKEN_OPS or len(signature) < 2:
-        return None
-    indices = parse_tensor(signature[1])
-    return indices.numel if indices is not None and indices.dtype in INTEGER_DTYPES else None
-
-
 def _clock(process: ProcessEvents) -> tuple[str, int]:
     summary = process.summary
     if summary is not None and summary.optimizer_steps:
@@ -170,16 +165,82 @@ def per_step_calls(calls: int, first_step: Optional[int], measured: int, warmup:
     return calls / (measured - min(first_step, warmup))
 
 
-def _fallback(out: StepWork, event: FallbackEvent, clock: str, measured: int) -> float:
-    """Adds a fallback op's per-step calls, host time (its measured time per call) and copy bytes (its
-    tensors to the host and its result back, from its signatures); returns the per-step calls."""
+class _Run:
+    """The step's work as the handlers add it up, over every process of the run."""
+
+    def __init__(self) -> None:
+        self.out = StepWork()
+        self.totals: dict[tuple[str, str, str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        self.clocks: list[str] = []
+        self.graphs: set[Any] = set()
+        self.tokens: dict[tuple[str, str, Optional[str]], float] = defaultdict(float)
+
+    def add(self, op: str, w: Work, calls: float, compiled: bool = False) -> None:
+        t = self.totals[(op, w.family, w.dtype, compiled)]
+        t[0] += calls
+        t[1] += calls * w.flops
+        t[2] += calls * w.bytes
+
+    def outside(self, process: _Process, first: Optional[int], calls: int) -> None:
+        """Counts the calls of a signature first seen after the last step (not in the step)."""
+        if first is not None and first >= process.measured and process.clock != "signature":
+            self.out.outside_steps_calls += calls
+
+    def finish(self) -> StepWork:
+        out = self.out
+        out.clock = self.clocks[0] if self.clocks else "signature"
+        out.graphs = len(self.graphs)
+        out.items = [WorkItem(op, family, dtype, calls, flops, nbytes, compiled)
+                     for (op, family, dtype, compiled), (calls, flops, nbytes) in sorted(self.totals.items())
+                     if calls > 0]
+        out.token_sources = [TokenSource(op, site, module, n) for (op, site, module), n
+                             in sorted(self.tokens.items(), key=lambda kv: (-kv[1], kv[0][1:]))]
+        return out
+
+
+class _Process:
+    """One process's step clock, its eager NEFFs and the work of its signatures per op (for the truncated
+    ones)."""
+
+    def __init__(self, process: ProcessEvents) -> None:
+        self.clock, self.measured = _clock(process)
+        self.cwd = process.process.cwd if process.process is not None else None
+        self.mean_work: dict[str, list[Work]] = defaultdict(list)
+        self.native = 0
+
+
+def _eager_compile(run: _Run, process: _Process, event: EagerCompileEvent) -> None:
+    """An eager NEFF signature: its calls per step at its work, and its tokens when it is a lookup."""
+    w = work(event.op, event.signature)
+    process.mean_work[event.op].append(w)
+    process.native += 1
+    first = _first_step(process.clock, event.first_seen)
+    run.outside(process, first, event.calls)
+    calls = per_step_calls(event.calls, first, process.measured)
+    run.add(event.op, w, calls)
+    if w.tokens is not None and calls > 0:
+        module = event.site.module if event.site is not None else None
+        run.tokens[(event.op, site_name(event.site, process.cwd), module)] += calls * w.tokens
+
+
+def _eager_compile_truncated(run: _Run, process: _Process, event: EagerCompileTruncatedEvent) -> None:
+    """Signatures beyond the ones written: their calls at the mean work of the shown signatures."""
+    process.native += event.omitted_signatures
+    shown = process.mean_work.get(event.op) or [NO_WORK["other"]]
+    for w in shown:
+        run.add(event.op, w, event.omitted_calls / len(shown) / process.measured)
+
+
+def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
+    """A fallback op's per-step calls, host time (its measured time per call) and copy bytes (its tensors
+    to the host and its result back, from its signatures)."""
+    out, measured = run.out, process.measured
     shown = sum(s.calls for s in event.signatures)
     calls = max(event.calls - shown, 0) / measured  # signatures beyond the ones written: total / steps
     copy_bytes = 0.0
     for sig in event.signatures:
-        first = _first_step(clock, sig.first_seen) if sig.first_seen is not None else None
-        if first is not None and first >= measured and clock != "signature":
-            out.outside_steps_calls += sig.calls
+        first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
+        run.outside(process, first, sig.calls)
         n = per_step_calls(sig.calls, first, measured)
         calls += n
         copy_bytes += n * work(event.op, sig.signature).bytes
@@ -187,115 +248,54 @@ def _fallback(out: StepWork, event: FallbackEvent, clock: str, measured: int) ->
     out.fallback_copy_bytes += copy_bytes
     if event.host_seconds is not None and event.calls:
         out.fallback_host_seconds = (out.fallback_host_seconds or 0.0) + event.host_seconds / event.calls * calls
-    return calls
+    run.add(event.op, NO_WORK["fallback"], calls)
+
+
+def _op(run: _Run, process: _Process, event: OpEvent) -> None:
+    """Views, copies, allocation (``native_no_neff``): dispatched, shapes not recorded (no signature lines)."""
+    if event.policy == "native_no_neff":
+        run.add(event.op, NO_WORK["copy/view"], event.calls / process.measured)
+
+
+def _graph_work(run: _Run, process: _Process, event: GraphWorkEvent) -> None:
+    """The ops inside a torch.compile graph, per run of the graph: no dispatch each."""
+    runs = per_step_calls(event.runs, _first_step(process.clock, event.first_seen), process.measured)
+    for graph_op in event.ops:
+        run.add(graph_op.op, work(graph_op.op, graph_op.signature), runs * graph_op.count, compiled=True)
+
+
+def _compile(run: _Run, process: _Process, event: CompileEvent) -> None:
+    """The distinct graphs torch.compile compiled (each one a NEFF to compile on a cold cache)."""
+    if event.status == "compiled":
+        for graph in event.graphs:
+            run.graphs.add(graph.get("key") if isinstance(graph, dict) else repr(graph))
+
+
+# The event kinds the step's work comes from; the others do not count.
+HANDLERS: dict[type, Callable[[_Run, _Process, Any], None]] = {
+    EagerCompileEvent: _eager_compile,
+    EagerCompileTruncatedEvent: _eager_compile_truncated,
+    FallbackEvent: _fallback,
+    OpEvent: _op,
+    GraphWorkEvent: _graph_work,
+    CompileEvent: _compile,
+}
 
 
 def step_work(processes: Iterable[ProcessEvents]) -> StepWork:
-    out = StepWork()
-    totals: dict[tuple[str, str, str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    clocks = []
-    graphs: set[Any] = set()
-    tokens: dict[tuple[str, str, Optional[str]], float] = defaultdict(float)
-
-    def add(op: str, w: Work, calls: float, compiled: bool = False) -> None:
-        t = totals[(op, w.family, w.dtype, compiled)]
-        t[0] += calls
-        t[1] += calls * w.flops
-        t[2] += calls * w.bytes
-
-    for process in processes:
-        out.processes += 1
-        clock, measured = _clock(process)
-        clocks.append(clock)
-        out.measured = max(out.measured, measured)
-        mean_work: dict[str, list[Work]] = defaultdict(list)
-        signature_calls: dict[str, int] = defaultdict(int)
-        native = 0
-        for event in process.events:
-            if isinstance(event, EagerCompileEvent):
-                w = work(event.op, event.signature)
-                mean_work[event.op].append(w)
-                signature_calls[event.op] += event.calls
-                native += 1
-                first = _first_step(clock, event.first_seen)
-                if first is not None and first >= measured and clock != "signature":
-                    out.outside_steps_calls += event.calls
-                calls = per_step_calls(event.calls, first, measured)
-                add(event.op, w, calls)
-                count = token_count(event.op, event.signature)
-                if count is not None and calls > 0:
-                    cwd = process.process.cwd if process.process is not None else None
-                    module = event.site.module if event.site is not None else None
-                    tokens[(event.op, site_name(event.site, cwd), module)] += calls * count
-            elif isinstance(event, EagerCompileTruncatedEvent):
-                native += event.omitted_signatures
-                shown = mean_work.get(event.op) or [Work("other", 0.0, 0.0, "fp32")]
-                for w in shown:  # the omitted calls at the mean work of the shown signatures
-                    add(event.op, w, event.omitted_calls / len(shown) / measured)
-            elif isinstance(event, FallbackEvent):
-                calls = _fallback(out, event, clock, measured)
-                add(event.op, Work("fallback", 0.0, 0.0, "fp32"), calls)
-            elif isinstance(event, OpEvent) and event.policy == "native_no_neff":
-                # views, copies, allocation: dispatched, shapes not recorded (no signature lines)
-                add(event.op, Work("copy/view", 0.0, 0.0, "fp32"), event.calls / measured)
-            elif isinstance(event, GraphWorkEvent):  # ops inside a torch.compile graph: no dispatch each
-                runs = per_step_calls(event.runs, _first_step(clock, event.first_seen), measured)
-                for graph_op in event.ops:
-                    add(graph_op.op, work(graph_op.op, graph_op.signature), runs * graph_op.count, compiled=True)
-            elif isinstance(event, CompileEvent) and event.status == "compiled":
-                for graph in event.graphs:
-                    graphs.add(graph.get("key") if isinstance(graph, dict) else repr(graph))
-        out.eager_neffs = max(out.eager_neffs, native)
-        peak = getattr(process.summary, "peak_allocated_bytes", None) if process.summary else None
+    """The work of one mean steady step, summed over ``processes`` (module docstring)."""
+    run = _Run()
+    for recorded in processes:
+        run.out.processes += 1
+        process = _Process(recorded)
+        run.clocks.append(process.clock)
+        run.out.measured = max(run.out.measured, process.measured)
+        for event in recorded.events:
+            handler = HANDLERS.get(type(event))
+            if handler is not None:
+                handler(run, process, event)
+        run.out.eager_neffs = max(run.out.eager_neffs, process.native)
+        peak = getattr(recorded.summary, "peak_allocated_bytes", None) if recorded.summary else None
         if peak is not None:
-            out.peak_bytes = max(out.peak_bytes or 0, peak)
-    out.clock = clocks[0] if clocks else "signature"
-    out.graphs = len(graphs)
-    out.items = [WorkItem(op, family, dtype, calls, flops, nbytes, compiled)
-                 for (op, family, dtype, compiled), (calls, flops, nbytes) in sorted(totals.items()) if calls > 0]
-    out.token_sources = [TokenSource(op, site, module, n)
-                         for (op, site, module), n in sorted(tokens.items(), key=lambda kv: (-kv[1], kv[0][1:]))]
-    return out
-
-
-class TokensError(ValueError):
-    """A tokens-per-step spec that names not exactly one embedding lookup of the run."""
-
-
-def _matches(source: TokenSource, where: str) -> bool:
-    """``where`` (after the ``@`` of a spec): FILE:LINE, FILE the end of the site's path, or a module
-    path, the end of the source's module."""
-    file, sep, line = where.rpartition(":")
-    if sep and line.isdigit():
-        path, _, site_line = source.site.rpartition(":")
-        return site_line == line and (path == file or path.endswith("/" + file.lstrip("/")))
-    module = source.module or ""
-    return module == where or module.endswith("." + where)
-
-
-def source_spec(source: TokenSource, sources: list[TokenSource]) -> str:
-    """The shortest spec that picks ``source`` alone among ``sources``: by its site, else by its module."""
-    kind = base_name(source.op)
-    for where in (source.site, source.module):
-        if where and sum(_matches(s, where) for s in sources) == 1:
-            return f"{kind}@{where}"
-    return f"{kind}@{source.site}"
-
-
-def resolve_tokens(spec: str, sources: list[TokenSource]) -> TokenSource:
-    """The token source ``spec`` (``embedding``, ``embedding@FILE:LINE`` or ``embedding@MODULE``) names;
-    TokensError listing every candidate with its tokens per step unless it names exactly one."""
-    _, _, where = spec.partition("@")
-    matches = [s for s in sources if not where or _matches(s, where)]
-    if len(matches) == 1:
-        return matches[0]
-    if not sources:
-        raise TokensError(f"tokens-per-step {spec}: the run looked up no embedding (aten::embedding with "
-                         "integer indices) in its steps; give the tokens per step as a number")
-    if matches:
-        problem = f"{len(matches)} embedding lookups match" if where else f"{len(matches)} embedding lookups"
-    else:
-        problem = "no embedding lookup matches"
-    listed = "\n".join(f"  {source_spec(s, sources):<40} {s.per_step:>12,.0f} tokens per step  ({s.op} at "
-                       f"{s.site}{f' in {s.module}' if s.module else ''})" for s in sources)
-    raise TokensError(f"tokens-per-step {spec}: {problem}; pick one:\n{listed}")
+            run.out.peak_bytes = max(run.out.peak_bytes or 0, peak)
+    return run.finish()

@@ -18,7 +18,7 @@ import secrets
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Union, get_args
 
 from neuron_port.check.events.fields import EventFields, MalformedEvent, Site
 from neuron_port.check.events.ops import (
@@ -65,12 +65,11 @@ def run_environment(events_dir: Path) -> tuple[dict[str, str], str]:
     token = secrets.token_hex(16)
     return {EVENTS_DIR_ENV: str(events_dir), EVENTS_TOKEN_ENV: token}, token
 
+# Every event kind, listed here once: the reader's table of kinds is made from it.
 Event = Union[ProcessEvent, OpEvent, FallbackEvent, EagerCompileEvent, EagerCompileTruncatedEvent, DemotionEvent,
               UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, GraphWorkEvent,
               SummaryEvent]
-EVENT_TYPES: dict[str, type[Event]] = {event_type.KIND: event_type for event_type in (
-    ProcessEvent, OpEvent, FallbackEvent, EagerCompileEvent, EagerCompileTruncatedEvent, DemotionEvent,
-    UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, GraphWorkEvent, SummaryEvent)}
+EVENT_TYPES: dict[str, type[Event]] = {event_type.KIND: event_type for event_type in get_args(Event)}
 
 
 @dataclass(frozen=True)
