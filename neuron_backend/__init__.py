@@ -76,9 +76,10 @@ def enable() -> bool:
         return False
 
     from . import device, events, policy, unsupported
+    from .device import runtime
 
     mod = device.register()
-    c = device._C
+    c = runtime.C
     c.set_policy(policy.native_ops(), policy.no_neff_ops())
     c.route_through_fallback("aten", "_foreach_")
     c.route_through_fallback("aten", "*structured*")
@@ -86,7 +87,15 @@ def enable() -> bool:
     events.install(c)
     unsupported.install()
     if os.environ.get("NEURON_PORT_SIM_CORE_ONLY") != "1":  # measurement switch (bench_step.py --import)
-        from . import compile_backend, distributed, neff_cache; neff_cache.register(); compile_backend.register(); distributed.register()  # items 7-9 (torch.compile, NEFF cache, distributed): owned by compile_backend/neff_cache/distributed.py
+        # torch.compile, the NEFF cache and distributed (imported in this order: distributed/cpu_aliases.py
+        # registers its exit hook on import, after the events module's and before the NEFF cache's)
+        from .compile import backend as compile_backend
+        from . import distributed
+        from .compile import neff_cache
+
+        neff_cache.register()
+        compile_backend.register()
+        distributed.register()
     _enabled = True
     return mod is not None
 
@@ -102,8 +111,8 @@ def stats() -> dict:
     return events.snapshot()
 
 
-def __getattr__(name):  # lazy submodules: neuron_backend.events, .build, .policy ...
-    if name in ("events", "build", "policy", "device", "unsupported", "compile_backend"):
+def __getattr__(name):  # lazy submodules and subpackages: neuron_backend.events, .build, .policy ...
+    if name in ("events", "build", "policy", "device", "unsupported", "compile"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

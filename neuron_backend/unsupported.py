@@ -102,10 +102,10 @@ def configure(c_module) -> None:
 
 def install() -> None:
     global _installed
-    from . import device
+    from .device import runtime
 
-    if device._C is not None:
-        configure(device._C)
+    if runtime.C is not None:
+        configure(runtime.C)
     if _installed:
         return
     _installed = True

@@ -2,7 +2,7 @@
 8``, ``torch.cuda.get_device_properties(d).major >= 8``) rewritten to what they mean on Trainium, and the
 per-file analysis NP201 asks before it renames a capability read or the availability test guarding one.
 
-``torch.neuron.get_device_properties(d)`` has ``name`` and ``total_memory`` (https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html; the simulator's ``neuron_backend/device.py`` returns the same two, plus ``logical_nc_config``, platform
+``torch.neuron.get_device_properties(d)`` has ``name`` and ``total_memory`` (https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html; the simulator's ``neuron_backend/device/management.py`` returns the same two, plus ``logical_nc_config``, platform
 and ``simulated``), and there is no ``get_device_capability``. So:
 
 - a comparison whose meaning the code states is rewritten (``capability_checks().rewrites``): bf16

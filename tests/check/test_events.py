@@ -1,6 +1,6 @@
 """Reading the simulator's event files (neuron_backend/EVENTS.md) into typed events: every kind parses
 into its dataclass, malformed lines are counted and skipped, never raised. No simulator needed: the
-lines are written as neuron_backend/events.py writes them (json.dumps of one dict per line)."""
+lines are written as neuron_backend/events/writer.py writes them (json.dumps of one dict per line)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from .conftest import PRELUDE
 
 def test_visible_core_count_parsing():
     pytest.importorskip("torch")
-    from neuron_backend.device import visible_core_count
+    from neuron_backend.device.runtime import visible_core_count
 
     assert visible_core_count({}) == 4
     assert visible_core_count({"NEURON_RT_VISIBLE_CORES": "0-3"}) == 4

@@ -20,7 +20,7 @@
 namespace neuron_sim {
 
 // The enums below are exported to Python (python/bindings.cpp: Policy, SigFlag, ErrorKind,
-// EXPLICIT_OPS); neuron_backend/events.py reads the names and bits from there.
+// EXPLICIT_OPS); neuron_backend/events/aggregate.py reads the names and bits from there.
 
 // Policy of an op on Trainium; the Python names are the events file's "policy" values.
 enum Policy : int { kNative = 0, kNativeNoNeff = 1, kFallback = 2 };

@@ -1,6 +1,6 @@
 // The op table: every operator seen by the fallback with its policy (native / native without a
 // NEFF / CPU fallback), call counts and signatures; the explicit-op counters; the factory checks;
-// the statistics export read by neuron_backend/events.py.
+// the statistics export read by neuron_backend/events/aggregate.py.
 #include "accounting/op_table.h"
 
 #include "accounting/callbacks.h"

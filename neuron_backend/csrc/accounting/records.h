@@ -23,7 +23,7 @@ struct RecordsHeader {
   uint32_t header_bytes;
   int64_t pid;
   int64_t slots_per_chunk;
-  int64_t optimizer_step;  // the step clock (neuron_backend/steps.py), set from Python
+  int64_t optimizer_step;  // the step clock (neuron_backend/events/steps.py), set from Python
   int64_t forward;
   int64_t peak_allocated;  // the most bytes allocated at once on the simulated device (any device)
   int64_t reserved[1];

@@ -17,7 +17,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace neuron_sim;
   m.doc() = "neuron-port simulated neuron device (C++ core)";
 
-  // Enums shared with the Python side (neuron_backend/events.py reads names and bits from here).
+  // Enums shared with the Python side (neuron_backend/events/aggregate.py reads names and bits from here).
   py::enum_<Policy>(m, "Policy", "Policy of an op on Trainium (op_stats); names as in the events file")
       .value("native", kNative)
       .value("native_no_neff", kNativeNoNeff)

@@ -146,7 +146,7 @@ def from_pyproject(source: Optional[str], chips: set[str]) -> EstimateOptions:
     return EstimateOptions(**options)
 
 
-# The flags of `check` (neuron_port/cli_estimate.py sets them around the command; api callers leave it unset).
+# The flags of `check` (neuron_port/commands/estimate.py sets them around the command; api callers leave it unset).
 CLI_OPTIONS: ContextVar[Optional[EstimateOptions]] = ContextVar("neuron_port_estimate_flags", default=None)
 
 

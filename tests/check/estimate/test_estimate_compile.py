@@ -1,5 +1,5 @@
 """The work inside torch.compile graphs reaches the estimate: the compile backend describes each graph's ATen
-ops (their accounting is paused while the graph runs) and counts its runs (neuron_backend/graph_work.py);
+ops (their accounting is paused while the graph runs) and counts its runs (neuron_backend/compile/graph_work.py);
 the matmul FLOPs of a compiled MLP's step match a count by hand, and those ops pay no per-op dispatch."""
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def test_neff_cache_writes_are_atomic_under_concurrency(tmp_path):
 import multiprocessing as mp, os, sys
 sys.path.insert(0, {str(REPO)!r})
 os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = {str(tmp_path / 'neff')!r}
-from neuron_backend import neff_cache
+from neuron_backend.compile import neff_cache
 def work(i):
     return sum(neff_cache.lookup_or_store(neff_cache.cache_key("eager", f"op{{k}}"), {{"writer": i}}) for k in range(50))
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Issue 12: a rank ended with "terminate called without an active exception" (exit code -6) when it
 exited while gloo still ran its collectives: gloo's worker thread dropped the last reference to a CPU alias
 with a Python object while the interpreter finalised, and CPython ends a thread that takes the GIL then
-(neuron_backend/cpu_aliases.py). Trigger: rank 1 exits right after 40 async all_reduces that rank 0
+(neuron_backend/distributed/cpu_aliases.py). Trigger: rank 1 exits right after 40 async all_reduces that rank 0
 completes one by one (without the fix: 4 crashes in 4 runs on a loaded 2-core machine)."""
 
 from __future__ import annotations

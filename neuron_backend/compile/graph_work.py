@@ -64,7 +64,7 @@ def describe_graph(g) -> list[dict]:
 def track(g, info: dict, run: Callable) -> Callable:
     """``run`` (a graph's boxed runner) counting its calls; the graph's ops described now."""
     global _registered
-    from . import steps
+    from ..events import steps
 
     clock = steps.totals()
     entry = {"graph": info.get("graph"), "key": info.get("key"), "runs": 0, "ops": describe_graph(g),
@@ -84,7 +84,7 @@ def track(g, info: dict, run: Callable) -> Callable:
 
 
 def _at_exit() -> None:
-    from . import events
+    from .. import events
 
     with _lock:
         ran = [dict(e) for e in _graphs.values() if e["runs"]]

@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from .conftest import PRELUDE
+from ..conftest import PRELUDE
 
 pytestmark = pytest.mark.slow
 

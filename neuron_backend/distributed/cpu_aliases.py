@@ -1,4 +1,4 @@
-"""Zero-copy CPU aliases of neuron tensors for the gloo collectives of distributed.py, kept referenced while
+"""Zero-copy CPU aliases of neuron tensors for the gloo collectives of backend.py, kept referenced while
 gloo may still use them.
 
 Gloo's worker thread drops its references to a collective's tensors when the work ends. When it holds the
@@ -25,9 +25,9 @@ _lock = threading.Lock()
 def cpu_alias(t):
     """A CPU tensor over the same host memory as the neuron tensor ``t`` (no copy), made by the C++ core:
     its storage holds the neuron storage from C++, with no Python object in it."""
-    from . import device
+    from ..device import runtime
 
-    return device._C.cpu_alias(t)
+    return runtime.C.cpu_alias(t)
 
 
 def to_cpu(a):

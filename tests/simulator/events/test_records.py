@@ -11,7 +11,7 @@ from neuron_port.check.runner import RunStatus
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
 
-from .conftest import PRELUDE
+from ..conftest import PRELUDE
 
 TRAINING = PRELUDE + """
 import neuron_backend.events

@@ -16,13 +16,14 @@ What it does, like TorchNeuron's Dynamo backend:
   ``torch._dynamo.config.recompile_limit`` is recorded as a ``compile`` event (EVENTS.md);
 * activation checkpointing in a compiled region: the RNG wrappers AOTAutograd's partitioner puts
   around recomputed random ops (``run_and_save_rng_state`` / ``run_with_rng_state``, which PyTorch
-  implements for cpu/cuda/hpu/xpu only) are lowered to save and restore the CPU and neuron generators.
+  implements for cpu/cuda/hpu/xpu only) are lowered to save and restore the CPU and neuron generators
+  (rng_wrappers.py).
 
 While a compiled graph runs, the core's per-op accounting is paused: on Trainium a compiled graph
 is one NEFF, not a series of eager op compiles. A graph that fell back to eager is counted op by op.
 
 Registered with Dynamo by ``register()`` (called from ``neuron_backend.enable()``) and through the
-``torch_dynamo_backends`` entry point (``neuron = neuron_backend.compile_backend:neuron_backend``).
+``torch_dynamo_backends`` entry point (``neuron = neuron_backend.compile.backend:neuron_backend``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ import re
 import sys
 import threading
 from typing import Any
+
+from .describe import compile_id_and_reasons, describe_inputs, dynamic_dims, function_info
+from .lowering import unlowerable_ops
+from .rng_wrappers import lower_rng_hops
 
 __all__ = ["neuron_backend", "register", "NeuronCompileError", "fallback_execution_enabled"]
 
@@ -51,21 +56,8 @@ DYNAMIC_SHAPES_MESSAGE = (
 )
 MODE_WARNING = "Neuron backend does not support mode='%s', falling back to default mode."
 
-# FX graph ops that lower without a kernel of their own (views, metadata, functionalization copies,
-# shape queries). Everything else must be a native op of the policy to compile.
-STRUCTURAL_OPS = frozenset({
-    "view", "_unsafe_view", "reshape", "alias", "detach", "t", "transpose", "permute", "expand", "squeeze",
-    "unsqueeze", "slice", "select", "split", "split_with_sizes", "chunk", "narrow", "as_strided", "copy",
-    "copy_", "clone", "_to_copy", "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
-    "new_zeros", "new_ones", "new_full", "full", "full_like", "zeros", "zeros_like", "ones", "ones_like",
-    "scalar_tensor", "lift_fresh", "lift_fresh_copy", "sym_size", "sym_stride", "sym_numel",
-    "sym_storage_offset", "_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
-    "view_as", "expand_as", "unbind", "_reshape_alias", "contiguous", "resize_", "set_",
-})
-
 _lock = threading.Lock()
 _registered = False
-_seen_reasons: dict[Any, int] = {}
 
 
 class NeuronCompileError(RuntimeError):
@@ -158,7 +150,7 @@ class _RecompileLimitHandler(logging.Handler):
                 return
             args = record.args if isinstance(record.args, tuple) else ()
             limit_type, limit, func, reason = (list(args) + [None] * 4)[:4]
-            from . import events
+            from .. import events
 
             fn: dict[str, Any] = {"name": str(func)}
             m = re.fullmatch(r"'(.*)' \((.*):(\d+)\)", str(func))
@@ -178,20 +170,20 @@ def neuron_backend(gm, example_inputs, mode: str | None = None, options: dict | 
     """Dynamo backend: ``torch.compile(model, backend="neuron")``."""
     _register_with_dynamo()  # found through the entry point without enable(): apply the settings now
     _configure_dynamo()
-    from . import events
+    from .. import events
 
     options = dict(options or {})
     if mode not in (None, "default"):
         log.warning(MODE_WARNING, mode)
-    fn, code = _function_info()
-    compile_id, reasons = _compile_id_and_reasons(code)
+    fn, code = function_info()
+    compile_id, reasons = compile_id_and_reasons(code)
     recompile = bool(compile_id and not compile_id.endswith("/0"))
     ev = events.record(
         "compile", event="recompile" if recompile else "compile", backend="neuron", compile_id=compile_id,
-        function=fn, inputs=_describe_inputs(gm, example_inputs), reasons=reasons,
+        function=fn, inputs=describe_inputs(gm, example_inputs), reasons=reasons,
         reason=reasons[0] if reasons else None, mode=mode or "default", status="compiling", graphs=[],
     )
-    dims = _dynamic_dims(gm, example_inputs)
+    dims = dynamic_dims(gm, example_inputs)
     if dims:
         msg = DYNAMIC_SHAPES_MESSAGE.format(n=len(dims), dims=dims)
         ev.update(status="rejected", error="RuntimeError", message=PREFIX + msg)
@@ -228,135 +220,10 @@ def _compile_aot(gm, example_inputs, ev: dict, fn: dict):
         return aot(gm, example_inputs)
 
 
-def _op_name(target) -> str | None:
-    import torch
-
-    if isinstance(target, torch._ops.OpOverload):
-        ns, name = target._schema.name.split("::", 1)
-        return f"{name}.{target._overloadname}" if target._overloadname != "default" else name
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        return target._qualified_op_name.split("::", 1)[1]
-    return None
-
-
-def _unlowerable_ops(g) -> list[str]:
-    from . import policy
-
-    native = set(policy.native_ops())
-    hops = _rng_hops()
-    bad: list[str] = []
-    for node in g.graph.nodes:
-        if node.op != "call_function":
-            continue
-        target = node.target
-        if target in hops:  # an RNG wrapper of activation checkpointing: the wrapped op is what lowers
-            target = node.args[hops[target]] if len(node.args) > hops[target] else None
-        name = _op_name(target)
-        if name is None:
-            continue  # operator.getitem and other Python glue
-        ns = target._schema.name.split("::", 1)[0] if hasattr(target, "_schema") else "aten"
-        base = name.split(".", 1)[0]
-        if ns != "aten":
-            if ns in ("_c10d_functional", "c10d_functional", "prims") or base in STRUCTURAL_OPS:
-                continue
-        elif name in native or base in native or base in STRUCTURAL_OPS:
-            continue
-        qual = f"{ns}::{name}"
-        if qual not in bad:
-            bad.append(qual)
-    return bad
-
-
-# ---------------------------------------------------------------- RNG wrappers of activation checkpointing
-def _rng_hops() -> dict:
-    """The partitioner's RNG wrappers of recomputed random ops -> the index of the wrapped op argument."""
-    try:
-        from torch._prims import rng_prims
-    except Exception:  # noqa: BLE001
-        return {}
-    return {rng_prims.run_and_save_rng_state: 0, rng_prims.run_with_rng_state: 1}
-
-
-def _rng_device(args, kwargs):
-    """The device of a wrapped random op: its first tensor argument's (as rng_prims), else ``device=``."""
-    import torch
-    from torch.utils._pytree import tree_leaves
-
-    for a in tree_leaves((args, kwargs)):
-        if isinstance(a, torch.Tensor):
-            return a.device
-    d = kwargs.get("device")
-    return torch.device(d) if d is not None else None
-
-
-def _rng_state(dev):
-    """The CPU default generator's state (native_dropout, SDPA dropout) and the neuron device generator's
-    (rand, randn, bernoulli_, ...) as one uint8 tensor: what a random op on ``dev`` may draw from."""
-    import torch
-
-    return torch.cat([torch.get_rng_state(), torch.neuron.get_rng_state(dev)])
-
-
-def _set_rng_state(state, dev) -> None:
-    import torch
-
-    n = torch.get_rng_state().numel()
-    torch.set_rng_state(state[:n].clone())
-    torch.neuron.set_rng_state(state[n:].clone(), dev)
-
-
-def _neuron_run_and_save_rng_state(op, *args, **kwargs):
-    """run_and_save_rng_state on neuron tensors: (the generator states, op(*args))."""
-    from torch._prims import rng_prims
-
-    dev = _rng_device(args, kwargs)
-    if dev is None or dev.type != "neuron":
-        return rng_prims.run_and_save_rng_state(op, *args, **kwargs)
-    return _rng_state(dev), op(*args, **kwargs)
-
-
-def _neuron_run_with_rng_state(rng_state, op, *args, **kwargs):
-    """run_with_rng_state on neuron tensors: op(*args) with the generators set to the saved states,
-    then restored (the recompute in backward draws what the forward drew)."""
-    from torch._prims import rng_prims
-
-    dev = _rng_device(args, kwargs)
-    if dev is None or dev.type != "neuron":
-        return rng_prims.run_with_rng_state(rng_state, op, *args, **kwargs)
-    current = _rng_state(dev)
-    _set_rng_state(rng_state, dev)
-    try:
-        return op(*args, **kwargs)
-    finally:
-        _set_rng_state(current, dev)
-
-
-def _lower_rng_hops(g) -> int:
-    """Activation checkpointing in a compiled region: the partitioner wraps every recomputed op tagged
-    ``nondeterministic_seeded`` (dropout, rand*, the fused SDPA ops) in ``run_and_save_rng_state`` (forward
-    graph) / ``run_with_rng_state`` (backward graph), implemented for cpu/cuda/hpu/xpu only ("Backend not
-    supported for neuron"). Like Inductor, the backend lowers them: here to save/restore the CPU and the
-    neuron generators. Returns how many nodes were lowered."""
-    try:
-        from torch._prims import rng_prims
-    except Exception:  # noqa: BLE001
-        return 0
-    lowered = {rng_prims.run_and_save_rng_state: _neuron_run_and_save_rng_state,
-               rng_prims.run_with_rng_state: _neuron_run_with_rng_state}
-    n = 0
-    for node in g.graph.nodes:
-        if node.op == "call_function" and node.target in lowered:
-            node.target = lowered[node.target]
-            n += 1
-    if n:
-        g.recompile()
-    return n
-
-
 def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
     from . import graph_work, neff_cache
 
-    bad = _unlowerable_ops(g)
+    bad = unlowerable_ops(g)
     if bad:
         where = fn.get("name", "?")
         if fn.get("file"):
@@ -368,8 +235,8 @@ def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
             f'of {where}. The simulator\'s op policy (rules/op_policy.toml) lists no native kernel for these ops; '
             f'set {FALLBACK_ENV}=0 to run the graph eagerly instead, or compute them outside the compiled region."'
         )
-    _lower_rng_hops(g)
-    sig = _describe_inputs(g, example_inputs)
+    lower_rng_hops(g)
+    sig = describe_inputs(g, example_inputs)
     text = g.code + "\n" + repr([(d.get("dtype"), d.get("shape")) for d in sig])
     ops = sum(1 for n in g.graph.nodes if n.op == "call_function")
     info = neff_cache.compiled_graph(kind, text, {"function": fn.get("name"), "ops": ops})
@@ -380,9 +247,9 @@ def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
 
 def _runner(g):
     """Run an ATen graph with the core's per-op accounting paused (one NEFF, not eager ops)."""
-    from . import device
+    from ..device import runtime
 
-    c = device._C
+    c = runtime.C
     fwd = g.forward
 
     def run(args):
@@ -396,104 +263,3 @@ def _runner(g):
 
     run._boxed_call = True  # AOTAutograd calling convention: one list argument
     return run
-
-
-# ---------------------------------------------------------------- what is being compiled
-def _function_info() -> tuple[dict, Any]:
-    """Name and source line of the compiled function (a module's forward for modules)."""
-    from . import events
-
-    code = None
-    try:
-        from torch._dynamo.symbolic_convert import InstructionTranslator
-
-        tx = InstructionTranslator.current_tx()
-        code = tx.f_code if tx is not None else None
-    except Exception:  # noqa: BLE001
-        code = None
-    if code is not None and not events._is_internal(os.path.abspath(code.co_filename)):
-        return ({"name": getattr(code, "co_qualname", code.co_name), "file": os.path.abspath(code.co_filename),
-                 "line": code.co_firstlineno}, code)
-    # A module whose forward lives in torch (nn.Sequential ...) is compiled through a wrapper frame:
-    # find the OptimizedModule on the stack and report its module's forward.
-    try:
-        from torch._dynamo.eval_frame import OptimizedModule
-
-        f = sys._getframe(1)
-        while f is not None:
-            s = f.f_locals.get("self") if "self" in f.f_code.co_varnames else None
-            if isinstance(s, OptimizedModule):
-                mod = s._orig_mod
-                fc = type(mod).forward.__code__
-                return ({"name": f"{type(mod).__qualname__}.forward", "file": os.path.abspath(fc.co_filename),
-                         "line": fc.co_firstlineno, "module": type(mod).__qualname__}, code)
-            f = f.f_back
-    except Exception:  # noqa: BLE001
-        pass
-    if code is not None:
-        return ({"name": code.co_name, "file": os.path.abspath(code.co_filename), "line": code.co_firstlineno}, code)
-    return ({"name": "<unknown>"}, None)
-
-
-def _compile_id_and_reasons(code) -> tuple[str | None, list[str]]:
-    """Dynamo's compile id ("frame/compile") and the guard failures that caused this recompile."""
-    cid = None
-    try:
-        from torch._guards import CompileContext
-
-        c = CompileContext.current_compile_id()
-        cid = str(c) if c is not None else None
-    except Exception:  # noqa: BLE001
-        pass
-    reasons: list[str] = []
-    if code is not None:
-        try:
-            from torch._dynamo.utils import guard_failures
-
-            allr = guard_failures.get(code, [])
-            with _lock:
-                start = _seen_reasons.get(code, 0)
-                if start > len(allr):  # torch._dynamo.reset() cleared them
-                    start = 0
-                _seen_reasons[code] = len(allr)
-            reasons = [str(r) for r in allr[start:]]
-        except Exception:  # noqa: BLE001
-            reasons = []
-    return cid, reasons
-
-
-def _describe_inputs(gm, example_inputs) -> list[dict]:
-    import torch
-
-    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    out = []
-    for i, x in enumerate(example_inputs):
-        d: dict[str, Any] = {"name": names[i] if i < len(names) else f"arg{i}"}
-        if isinstance(x, torch.Tensor):
-            d["shape"] = [s if isinstance(s, int) else str(s) for s in x.shape]
-            d["dtype"] = str(x.dtype).replace("torch.", "")
-            d["device"] = str(x.device)
-            if isinstance(x, torch.nn.Parameter):
-                d["parameter"] = True
-        elif isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            d["symbol"] = str(x)
-        else:
-            d["value"] = repr(x)[:80]
-        out.append(d)
-    return out
-
-
-def _dynamic_dims(gm, example_inputs) -> list[str]:
-    import torch
-
-    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    dims: list[str] = []
-    for i, x in enumerate(example_inputs):
-        name = names[i] if i < len(names) else f"arg{i}"
-        if isinstance(x, torch.SymInt):
-            dims.append(name if name == str(x) else f"{name}={x}")
-        elif isinstance(x, torch.Tensor):
-            for j, s in enumerate(x.shape):
-                if isinstance(s, torch.SymInt):
-                    dims.append(f"{name}.size({j})={s}")
-    return dims

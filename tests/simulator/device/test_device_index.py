@@ -6,7 +6,7 @@ import pytest
 
 from conftest import simulator_env
 
-from .conftest import PRELUDE
+from ..conftest import PRELUDE
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def checked(sim_build, tmp_path_factory):
     import sys
     import textwrap
 
-    from .conftest import SimRun
+    from ..conftest import SimRun
 
     tmp = tmp_path_factory.mktemp("devidx")
     script = tmp / "check.py"
@@ -123,7 +123,7 @@ def test_public_memory_functions_reject_out_of_range_index(checked, fn, index):
 @pytest.mark.parametrize("index", ["2", "200", "-1", "neuron:2"])
 def test_public_set_device_rejects_out_of_range_index(checked, index):
     # device.py checks the index itself before the binding and raises ValueError like
-    # torch_neuronx; tests/simulator/test_device.py and test_activation.py rely on it
+    # torch_neuronx; tests/simulator/device/test_device.py and test_activation.py rely on it
     o = checked["public"]["set_device"][index]
     i = index.replace("neuron:", "")
     assert o == {"error": "ValueError", "message": f"Invalid device id: {i}. Valid range is 0 to 1"}

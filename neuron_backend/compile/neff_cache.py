@@ -57,7 +57,7 @@ def cache_dir() -> Path:
     d = os.environ.get(CACHE_DIR_ENV, "").strip()
     if d:
         return Path(d).expanduser()
-    from .build import cache_root
+    from ..build import cache_root
 
     return cache_root() / "neff-cache"
 
@@ -68,7 +68,7 @@ def sim_version() -> str:
     import torch
 
     try:
-        from .policy import release
+        from ..policy import release
 
         rel = release().get("torch_neuronx", "?")
     except Exception:  # noqa: BLE001 - the policy file is optional for the key
@@ -127,9 +127,9 @@ def compiled_graph(kind: str, graph_text: str, meta: dict) -> dict:
 
 def _eager_signatures() -> list[tuple[str, str]]:
     """(op, signature text) of every native (NEFF-compiling) eager signature seen by the C++ core."""
-    from . import device
+    from ..device import runtime
 
-    c = device._C
+    c = runtime.C
     if c is None:
         return []
     out = []
@@ -175,7 +175,7 @@ def _at_exit() -> None:
     _done_at_exit = True
     try:
         check_eager()
-        from . import events
+        from .. import events
 
         c = counters()
         events.record("neff_cache", site=None, dir=str(cache_dir()), enabled=enabled(), eager=c["eager"],

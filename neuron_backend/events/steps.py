@@ -1,6 +1,6 @@
 """The step clock and the module stack of the simulated neuron device (EVENTS.md, "Steps and modules").
 
-Every new signature the C++ core reports is stamped (by ``events._site_callback``) with the module
+Every new signature the C++ core reports is stamped (by ``hooks.site_callback``) with the module
 running it and with two counters: ``optimizer_step`` (completed ``step()`` calls of the optimizer that
 stepped most; a global optimizer step post-hook) and ``forward`` (forward calls started of the outermost
 module called most; a global module forward pre-hook). Outermost means that no other module's forward
@@ -17,7 +17,7 @@ from typing import Any
 
 optimizer_step = 0
 forward = 0
-# Called with (optimizer_step, forward) when either moves (events.py: the crash-proof records' copy).
+# Called with (optimizer_step, forward) when either moves (the crash-proof records' copy: durable.set_clock).
 clock_sink: Any = None
 _optimizer_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 _root_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()

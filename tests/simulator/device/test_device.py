@@ -2,7 +2,7 @@
 
 import pytest
 
-from .conftest import PRELUDE
+from ..conftest import PRELUDE
 
 pytestmark = pytest.mark.slow
 
