@@ -31,7 +31,7 @@ def test_generated_index_is_up_to_date():
     """rules/triggers_generated.py matches the rules (else: .venv/bin/python scripts/generate_triggers.py)."""
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "generate_triggers.py"), "--check"],
                           capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, "stale rule index (run .venv/bin/python scripts/generate_triggers.py):\n" + proc.stderr
 
 
 def test_index_agrees_with_the_rule_classes():
