@@ -5,6 +5,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/empty.h>
@@ -29,8 +30,9 @@ namespace neuron_sim {
 // backend. The simulator computes it with PyTorch's CPU flash-attention kernels on the aliases, and
 // with the reference computation below where those kernels cannot: dropout > 0 (the CPU flash
 // kernel rejects it), a value head size that differs from the query/key head size (multi-head latent
-// attention; the CPU flash kernel needs one head size) and the gradient of an attention bias that
-// requires grad (the CPU flash backward returns none).
+// attention; the CPU flash kernel needs one head size), the gradient of an attention bias that
+// requires grad (the CPU flash backward returns none), and every call PyTorch's CPU dispatch would not
+// give the flash kernel (flash_can).
 //
 // The outputs follow the op's meta kernel (torch/_meta_registrations.py,
 // meta__scaled_dot_product_fused_attention_overrideable), which is what FakeTensor, Dynamo and
@@ -136,9 +138,19 @@ at::Tensor like_input(const at::Tensor& grad, const at::Tensor& input) {
   return res;
 }
 
-// The CPU flash kernels need q, k and v to share one head size.
-bool flash_cannot(const at::Tensor& q, const at::Tensor& v, double dropout) {
-  return dropout > 0.0 || v.size(-1) != q.size(-1);
+// Whether PyTorch's CPU flash kernels may compute this call. They need q, k and v to share one head
+// size and no dropout; and they take what PyTorch's own CPU dispatch would give them, nothing else:
+// the CPU backend choice (sdp_utils_cpp.cpp, use_flash_attention_cpp) sends a last dimension with a
+// stride other than 1 (q, k, v = x.permute(...).chunk(...)), a 3-D mask, a disabled flash backend and
+// whatever a later PyTorch adds to math. Handed such inputs, the flash kernel reads them with assumed
+// strides (wrong numbers, no error) or rejects them; the reference computation takes any layout.
+bool flash_can(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias, double dropout,
+               bool causal, const std::optional<double>& scale) {
+  if (dropout > 0.0 || v.size(-1) != q.size(-1)) return false;
+  std::optional<at::Tensor> obias;
+  if (bias.defined()) obias = bias;
+  const int64_t flash = 1;  // SDPBackend::flash_attention
+  return at::_fused_sdp_choice(q, k, v, obias, dropout, causal, scale, /*enable_gqa=*/q.size(1) != k.size(1)) == flash;
 }
 
 }  // namespace
@@ -155,7 +167,7 @@ static void sdpa_fwd_runner(torch::jit::Stack* s) {
   TORCH_CHECK_NOT_IMPLEMENTED(!debug, "[neuron-port simulator] Debug mask not supported in Neuron implementation.");
   at::Tensor out, lse;
   int64_t seed = 0;
-  if (flash_cannot(q, v, dropout)) {
+  if (!flash_can(q, k, v, bias, dropout, causal, scale)) {
     Probs r = attention_probs(q, k, v, bias, causal, scale);
     if (dropout > 0.0) {
       seed = draw_seed();
@@ -192,7 +204,7 @@ static void sdpa_bwd_runner(torch::jit::Stack* s) {
   if (!a[16].isNone()) scale = a[16].toDouble();
   const bool bias_grad = bias.defined() && mask.size() > 3 && mask.get(3) && at::isFloatingType(bias.scalar_type());
   at::Tensor gq, gk, gv, gbias;
-  if (flash_cannot(q, v, dropout) || bias_grad) {
+  if (bias_grad || !flash_can(q, k, v, bias, dropout, causal, scale)) {
     // softmax backward: dS = P * (dP - rowsum(dP * P)), with dropout applied to P and dP.
     Probs r = attention_probs(q, k, v, bias, causal, scale);
     at::Tensor go = grad_out.to(at::kFloat);
@@ -212,8 +224,10 @@ static void sdpa_bwd_runner(torch::jit::Stack* s) {
   } else {
     std::optional<at::Tensor> obias;
     if (bias.defined()) obias = bias;
+    // the gradient arrives in whatever layout the graph gives it; the kernel is only trusted with a
+    // unit last stride (as its inputs above)
     auto res = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-        grad_out, q, k, v, a[6].toTensor(), a[7].toTensor(), dropout, causal, obias, scale);
+        grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous(), q, k, v, a[6].toTensor(), a[7].toTensor(), dropout, causal, obias, scale);
     gq = std::get<0>(res);
     gk = std::get<1>(res);
     gv = std::get<2>(res);
