@@ -18,9 +18,10 @@ per finding that is left (fixes written to disk are not results; their count is 
   engine rewrites a file as a whole, so applying all of a file's fixes equals `neuron-port
   rewrite`; applying a single one may need the others (a fix that renames a device next to one that
   imports a module).
-- Rules: `shortDescription` is the first sentence of the rule's documentation, `fullDescription` and
-  `help` its whole documentation (`help.markdown` with a header); `helpUri` points at the rule's page
-  under `DOCS_URL` (the text is also what `neuron-port explain CODE` prints);
+- Rules: `shortDescription` is the first sentence of the rule's documentation as plain text,
+  `fullDescription` and `help` its whole documentation (`help.markdown` with a header; the text is also
+  what `neuron-port explain CODE` prints); `helpUri` (the rule's page) and the driver's `informationUri`
+  only once the project has a public home (`PROJECT_HOME`: none yet);
   `defaultConfiguration.level` maps error -> error, warning -> warning, info -> note; `properties` carry
   the fix safety, effort, targets and tags.
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import quote
@@ -41,19 +43,28 @@ from neuron_port.results import Finding
 from neuron_port.report import Report
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://github.com/neuron-port/neuron-port"
-# One page per rule code; the same text ships in the SARIF file (help) and prints with `neuron-port explain`.
-DOCS_URL = INFORMATION_URI + "/blob/main/docs/rules/{code}.md"
+# The project's public home: none yet (CONTRIBUTING.md, "Project URLs"). Until it is set, the log has no
+# `informationUri` and no `helpUri` (both optional in SARIF) rather than an address that leads nowhere;
+# each rule's whole page ships in the log anyway (`help`), as `neuron-port explain CODE` prints it.
+PROJECT_HOME: Optional[str] = None
+# One page per rule code under the home (docs/rules/CODE.md, scripts/generate_rule_docs.py).
+DOCS_PATH = "/blob/main/docs/rules/{code}.md"
+_DOUBLE_BACKTICKS = re.compile(r"``(.+?)``")
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 NO_LOCATION = {".", "", "<unknown>"}
 
 
 def _short(docs: str, fallback: str) -> str:
+    """The first paragraph of a rule's documentation as plain text: its ``code`` spans as `code`, the way
+    finding messages quote code."""
     first = docs.strip().split("\n\n", 1)[0].replace("\n", " ").strip() if docs.strip() else ""
-    return first or fallback
+    return _DOUBLE_BACKTICKS.sub(r"`\1`", first) or fallback
 
 
-def rule_descriptor(rule) -> dict[str, Any]:
+def rule_descriptor(rule, home: Optional[str] = None) -> dict[str, Any]:
+    """The rule's ``reportingDescriptor``; ``helpUri`` only when the project has a home (``home``, by
+    default PROJECT_HOME)."""
+    home = home or PROJECT_HOME
     docs = rule.docs()
     properties: dict[str, Any] = {
         "tags": ["neuron-port", rule.FAMILY, rule.SEVERITY],
@@ -67,17 +78,18 @@ def rule_descriptor(rule) -> dict[str, Any]:
         properties["fixSafety"] = rule.FIX_SAFETY
     if rule.EFFORT:
         properties["effort"] = rule.EFFORT
-    return {
+    descriptor: dict[str, Any] = {
         "id": rule.CODE,
         "name": rule.NAME,
         "shortDescription": {"text": _short(docs, rule.NAME)},
         "fullDescription": {"text": docs or rule.NAME},
         "help": {"text": (docs or rule.NAME) + f"\n\n(neuron-port explain {rule.CODE})",
                  "markdown": rule.docs_header() + (docs or rule.NAME)},
-        "helpUri": DOCS_URL.format(code=rule.CODE),
-        "defaultConfiguration": {"level": LEVELS[rule.SEVERITY]},
-        "properties": properties,
     }
+    if home:
+        descriptor["helpUri"] = home.rstrip("/") + DOCS_PATH.format(code=rule.CODE)
+    descriptor.update({"defaultConfiguration": {"level": LEVELS[rule.SEVERITY]}, "properties": properties})
+    return descriptor
 
 
 def _uri(path: str) -> str:
@@ -282,7 +294,7 @@ def to_document(
                 "name": "neuron-port",
                 "version": __version__,
                 "semanticVersion": __version__,
-                "informationUri": INFORMATION_URI,
+                **({"informationUri": PROJECT_HOME} if PROJECT_HOME else {}),
                 "rules": [rule_descriptor(r) for r in rules],
             }},
             "invocations": [invocation],

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import FIXTURES, REPO
 from neuron_port.reporters import github
-from neuron_port.results import Finding, Fix
+from neuron_port.reporters import sarif as sarif_module
+from neuron_port.results import FileError, Finding, Fix
 from neuron_port.report import Report
 from neuron_port.rules.registry import all_rules
 
@@ -93,7 +94,7 @@ def test_rewrite_check_sarif_has_rules_regions_and_fixes(tmp_path, cli, sarif_va
     assert np101["defaultConfiguration"]["level"] == "error"
     assert "## What it does" in np101["fullDescription"]["text"]
     assert np101["help"]["markdown"].startswith("# NP101 cuda-device-string")
-    assert np101["helpUri"].endswith("/NP101.md")
+    assert "helpUri" not in np101 and "informationUri" not in driver  # no public home yet: no address
     levels = {r.SEVERITY: by_id[r.CODE]["defaultConfiguration"]["level"] for r in registry}
     assert levels == {"error": "error", "warning": "warning", "info": "note"}
 
@@ -220,3 +221,42 @@ def test_check_sarif_and_github(tmp_path, cli, sarif_validator):
     assert any(line.startswith("::warning file=proj/job.py,line=7,") and "NP901" in line for line in lines), lines
     assert any(line.startswith("::error title=NP909 ") for line in lines), lines
     assert any(line.startswith("::error file=proj/job.py,line=4,") and "NP101" in line for line in lines), lines
+
+
+def test_rule_descriptions_are_plain_text_and_name_no_placeholder_address(tmp_path, cli, sarif_validator):
+    """shortDescription is plain text (the docs' ``code`` spans as `code`, as in the messages); with no
+    public home (sarif.PROJECT_HOME) the log has no helpUri / informationUri, and with one configured
+    each rule links its page under docs/rules/, and the log still validates."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    doc, _code = sarif(cli, "rewrite", "--check", ".", cwd=tmp_path, validator=sarif_validator)
+    driver = doc["runs"][0]["tool"]["driver"]
+    by_id = {r["id"]: r for r in driver["rules"]}
+    assert by_id["NP103"]["shortDescription"]["text"] == (
+        "Rewrites `x.cuda()` / `x.cuda(i)` / `x.cuda(non_blocking=True)` to `x.to(...)`.")
+    assert not [r["id"] for r in driver["rules"] if "``" in r["shortDescription"]["text"]]
+    assert "``" in by_id["NP103"]["fullDescription"]["text"]  # the whole documentation is kept as written
+    assert "informationUri" not in driver and not [r["id"] for r in driver["rules"] if "helpUri" in r]
+    assert "neuron-port/neuron-port" not in json.dumps(doc)
+
+    home = "https://example.org/mirror/neuron-port/"
+    configured = sarif_module.rule_descriptor(all_rules()[0], home=home)
+    assert configured["helpUri"] == f"https://example.org/mirror/neuron-port/blob/main/docs/rules/{configured['id']}.md"
+    assert (REPO / "docs" / "rules" / f"{configured['id']}.md").is_file()
+    document = sarif_module.to_document(Report(command="rewrite", target="neuron"))
+    document["runs"][0]["tool"]["driver"]["rules"] = [sarif_module.rule_descriptor(r, home=home) for r in all_rules()]
+    assert not list(sarif_validator.iter_errors(document))
+
+
+def test_a_syntax_error_annotation_carries_its_line(tmp_path, cli):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "broken.py").write_text("import torch\nx = torch.cuda(\n")
+    (tmp_path / "pkg" / "late.py").write_text("import torch\n\nx = torch.ones(1).cuda()\ny = = 2\n")
+    result = cli("rewrite", "--check", "pkg", "--output-format", "github", cwd=tmp_path)
+    errors = sorted(line for line in result.stdout.splitlines() if "title=neuron-port::" in line)
+    assert len(errors) == 2, result.stdout
+    for line, (path, number) in zip(errors, (("pkg/broken.py", 2), ("pkg/late.py", 4))):
+        assert line.startswith(f"::error file={path},line={number},col="), line
+        assert f"{path}:{number}:" in line  # the message names the same line
+    # an error about the whole file has no line
+    unplaced = github.error_line(FileError(path="big.py", message="big.py: 3.0 MB is larger than the 2 MB limit"))
+    assert unplaced == "::error file=big.py,title=neuron-port::big.py: 3.0 MB is larger than the 2 MB limit"

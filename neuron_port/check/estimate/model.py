@@ -88,7 +88,7 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
         "step_seconds": {"lower": step.lower, "expected": step.expected},
         "compiled_step_seconds": {"lower": compiled.lower, "expected": compiled.expected},
         "seconds_by_family": {k: v for k, v in by_family.items() if v > 0 or k in ("fallback", "dispatch")},
-        "compile": compile_estimate(work, a),
+        "compile": compile_estimate(work, a, device),
         "memory": {"peak_bytes": work.peak_bytes, "hbm_bytes": hbm,
                    "fits": None if work.peak_bytes is None else work.peak_bytes <= hbm},
         "price": {**price.to_json(), "chips": chips, "per_step_usd": per_step_usd,
@@ -96,10 +96,22 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
     }
 
 
-def compile_estimate(work: StepWork, a: Mapping[str, float]) -> dict[str, Any]:
+def compile_estimate(work: StepWork, a: Mapping[str, float], device: Optional[Device] = None) -> dict[str, Any]:
+    """The first run's compile time on ``device``. Only a Trainium compiles NEFFs (neuronx-cc: each eager
+    signature and each graph, then cached); a GPU or CPU runs eager ops as prebuilt kernels, so it is not
+    charged for them, and its torch.compile graphs (Inductor) are counted but their time is not modelled
+    (``None``)."""
+    if device is not None and device.kind != "trainium":
+        seconds = None if work.graphs else 0.0
+        what = "a GPU (eager CUDA kernels)" if device.kind == "gpu" else f"a {device.kind} device (prebuilt kernels)"
+        note = f"no NEFF compile on {what}" + (
+            f"; {work.graphs} torch.compile graph(s) compile with its own compiler, time not modelled"
+            if work.graphs else "")
+        return {"neff": False, "eager_neffs": 0, "graphs": work.graphs, "first_run_seconds": seconds,
+                "warm_cache_seconds": seconds, "note": note}
     first = work.eager_neffs * a["eager_neff_compile_seconds"] + work.graphs * a["graph_compile_minutes"] * 60
     warm = (work.eager_neffs + work.graphs) * a["neff_load_seconds"]
-    return {"eager_neffs": work.eager_neffs, "graphs": work.graphs, "first_run_seconds": first,
+    return {"neff": True, "eager_neffs": work.eager_neffs, "graphs": work.graphs, "first_run_seconds": first,
             "warm_cache_seconds": warm}
 
 

@@ -22,6 +22,11 @@ _FOREGROUND = "#010203"
 _MUTED = "#010204"
 _SERIES = tuple(f"#0201{i:02x}" for i in range(1, 13))
 SERIES_COUNT = len(_SERIES)
+# Text size in the drawing's units (points of a 10-inch, 720-unit wide figure). The page never draws a
+# chart narrower than those 720 units (style.py: min-width, the chart scrolls in its box instead), so no
+# chart text is ever shown smaller than FONT_SIZE CSS pixels.
+FONT_SIZE = 11
+WIDTH_INCHES = 10.0
 
 
 class ChartsUnavailable(RuntimeError):
@@ -57,6 +62,7 @@ def _figure(width: float, height: float):
 
     rcParams["svg.hashsalt"] = "neuron-port"  # stable ids: a second render writes the same bytes
     rcParams["svg.fonttype"] = "none"  # real <text>: selectable, and it takes the page's colour
+    rcParams["font.size"] = FONT_SIZE  # axis labels and anything else not sized below
     # transparent: the page colours the background
     return Figure(figsize=(width, height), layout="constrained", facecolor="none")
 
@@ -75,7 +81,7 @@ def _style_axes(axes) -> None:
 def _legend(figure, count: int) -> None:
     # above the plot, never over a bar
     if count > 1:
-        figure.legend(loc="outside upper center", ncols=min(count, 6), frameon=False, fontsize=9,
+        figure.legend(loc="outside upper center", ncols=min(count, 6), frameon=False, fontsize=FONT_SIZE,
                       labelcolor=_FOREGROUND)
 
 
@@ -110,7 +116,7 @@ def _svg(figure, chart: Chart) -> str:
 
 
 def bars(chart: Chart, categories: Sequence[str], series: Sequence[Series], *, xlabel: str, ylabel: str,
-         stacked: bool = True, horizontal: bool = False, log_scale: bool = False, width: float = 10.0,
+         stacked: bool = True, horizontal: bool = False, log_scale: bool = False, width: float = WIDTH_INCHES,
          height: Optional[float] = None) -> str:
     """A bar chart: one bar per category, the series stacked (or side by side) on it."""
     rows = max(1, len(categories))
@@ -131,7 +137,7 @@ def bars(chart: Chart, categories: Sequence[str], series: Sequence[Series], *, x
         if stacked:
             offsets = [o + v for o, v in zip(offsets, values)]
     if horizontal:
-        axes.set_yticks(positions, list(categories), fontsize=9)
+        axes.set_yticks(positions, list(categories), fontsize=FONT_SIZE)
         axes.invert_yaxis()  # the first category on top, as in the table under the chart
         axes.set_xlabel(ylabel)
         axes.set_ylabel(xlabel)
@@ -140,7 +146,7 @@ def bars(chart: Chart, categories: Sequence[str], series: Sequence[Series], *, x
     else:
         # a long timeline gets about a dozen labelled ticks, not one per bar
         every = -(-len(categories) // 12) if len(categories) > 24 else 1
-        axes.set_xticks(positions[::every], list(categories)[::every], fontsize=9,
+        axes.set_xticks(positions[::every], list(categories)[::every], fontsize=FONT_SIZE,
                         rotation=45 if max((len(c) for c in categories), default=0) > 6 else 0)
         axes.set_xlabel(xlabel)
         axes.set_ylabel(ylabel)
@@ -157,7 +163,7 @@ def ranges(chart: Chart, categories: Sequence[str], lower: Sequence[Sequence[flo
            log_scale: bool = False) -> str:
     """Horizontal bars per category and series up to ``expected``, with a tick at ``lower`` (an estimate:
     the likely value, and the bound it cannot beat)."""
-    figure = _figure(10.0, max(2.4, 0.3 * len(categories) * max(1, len(labels)) + 1.2))
+    figure = _figure(WIDTH_INCHES, max(2.4, 0.3 * len(categories) * max(1, len(labels)) + 1.2))
     axes = figure.add_subplot()
     _style_axes(axes)
     thickness = 0.8 / max(1, len(labels))
@@ -167,7 +173,7 @@ def ranges(chart: Chart, categories: Sequence[str], lower: Sequence[Sequence[flo
                   color=_SERIES[index % SERIES_COUNT], label=f"{label} (expected)")
         axes.scatter([float(v[index]) for v in lower], centres, marker="|", s=160, linewidths=2,
                      color=_FOREGROUND, zorder=3, label="lower bound" if index == 0 else None)
-    axes.set_yticks(list(range(len(categories))), list(categories), fontsize=9)
+    axes.set_yticks(list(range(len(categories))), list(categories), fontsize=FONT_SIZE)
     axes.invert_yaxis()
     axes.set_xlabel(unit)
     if log_scale:

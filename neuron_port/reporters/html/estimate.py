@@ -150,10 +150,24 @@ def _per_step(estimate: dict) -> str:
                         caption="The work of one steady-state step (mean over the steady steps)")
 
 
-def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: Any) -> str:
-    compiles = [(names.get(e.get("device"), e.get("device")), e.get("compile") or {}) for e in per_device]
-    compile_rows = [(name, c.get("eager_neffs"), c.get("graphs"), seconds(c.get("first_run_seconds")),
-                     seconds(c.get("warm_cache_seconds"))) for name, c in compiles]
+def compiles_neffs(entry: dict, kinds: dict[str, Any]) -> bool:
+    """Whether the device of a ``per_device`` entry compiles NEFFs: its ``compile.neff``, or in a report
+    written before that field, whether the device is a Trainium."""
+    neff = (entry.get("compile") or {}).get("neff")
+    return neff if isinstance(neff, bool) else kinds.get(entry.get("device"), "trainium") == "trainium"
+
+
+def _compile_row(name: str, entry: dict, kinds: dict[str, Any]) -> tuple:
+    c = entry.get("compile") or {}
+    if compiles_neffs(entry, kinds):
+        return (name, c.get("eager_neffs"), c.get("graphs"), seconds(c.get("first_run_seconds")),
+                seconds(c.get("warm_cache_seconds")))
+    note = c.get("note") or "no NEFF compile (not a Trainium)"
+    return (name, "–", c.get("graphs"), Markup(f'<span class="muted prose">{escape(note)}</span>'), "–")
+
+
+def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: Any, kinds: dict[str, Any]) -> str:
+    compile_rows = [_compile_row(names.get(e.get("device"), e.get("device")), e, kinds) for e in per_device]
     body = "<h3>Compile time</h3>" + table(
         ["device", "eager NEFFs", "graphs", "first run (cold cache)", "with a warm NEFF cache"], compile_rows,
         numeric=(1, 2, 3, 4))
@@ -197,6 +211,22 @@ def _devices_and_assumptions(estimate: dict) -> str:
     return body
 
 
+def _tokens_problem(steps: dict) -> str:
+    """Why a tokens-per-step spec counted nothing, with the embedding lookups to pick from (the text report
+    shows the same list)."""
+    error = (steps.get("tokens_from") or {}).get("error") if isinstance(steps.get("tokens_from"), dict) else None
+    if not error:
+        return ""
+    first, _, listed = str(error).partition("\n")
+    candidates = [line.strip() for line in listed.splitlines() if line.strip()]
+    body = f'<p class="tokens-problem">{escape(first)}</p>'
+    if candidates:
+        body += ('<ul class="candidates">' + "".join(f"<li><code>{escape(c)}</code></li>" for c in candidates)
+                 + "</ul><p class=\"muted\">Pick one with <code>neuron-port estimate REPORT.json "
+                 "--tokens-per-step SPEC</code>.</p>")
+    return body
+
+
 def render_estimate(estimate: dict) -> str:
     """The body of the page's Estimate section."""
     if not isinstance(estimate, dict):
@@ -209,10 +239,12 @@ def render_estimate(estimate: dict) -> str:
             "</p>"
             f"<p>Steps by {escape(steps.get('clock'))}: {number(steps.get('measured'))} measured, "
             f"{number(steps.get('warmup'))} warm-up, {number(steps.get('steady'))} steady; tokens per step: "
-            f"{number(tokens)}; logical cores assumed: {number(estimate.get('cores'))}.</p>")
+            f"{number(tokens)}; logical cores assumed: {number(estimate.get('cores'))}.</p>"
+            + _tokens_problem(steps))
     if per_device:
         body += _time_by_family(per_device, names) + _eager_compiled(per_device, names)
     body += _per_step(estimate)
     if per_device:
-        body += _memory(per_device, names) + _compile_and_price(per_device, names, tokens)
+        kinds = {d.get("id"): d.get("kind") for d in estimate.get("devices") or []}
+        body += _memory(per_device, names) + _compile_and_price(per_device, names, tokens, kinds)
     return body + _devices_and_assumptions(estimate)

@@ -194,21 +194,40 @@ def _other_runtime(runtime: dict) -> str:
             ["function", "site", "compiles", "recompile limit hits", "reasons"],
             [(c.get("function"), site_text(c.get("site")), c.get("count"), c.get("recompile_limit_hits"),
               "; ".join(str(r) for r in (c.get("reasons") or [])[:3])) for c in compiles], numeric=(2, 3)))
-    demotions = runtime.get("demotions") or []
-    if demotions:
-        parts.append("<h3>dtype demotions</h3>" + table(
-            ["dtype", "computed as", "op", "calls", "site"],
-            [(d.get("dtype"), d.get("computed_as", "–"), d.get("op"), d.get("calls"),
-              site_text(d.get("site") or (d.get("sites") or [None])[0])) for d in demotions], numeric=(3,)))
+    parts.append(_demotions(runtime.get("demotions") or []))
     unsupported = runtime.get("unsupported") or []
     if unsupported:
         parts.append("<h3>Unsupported features</h3>" + table(
             ["feature", "op", "count", "site", "message"],
             [(u.get("feature"), u.get("op"), u.get("count"), site_text(u.get("site")), u.get("message"))
              for u in unsupported], numeric=(2,)))
-    if not parts:
+    if not any(parts):
         return ""
     return section("runtime-other", "Other runtime observations", "".join(parts))
+
+
+def _demotions(demotions: list[dict]) -> str:
+    """The demotions (NP905): the ops and lines whose float64 is computed in a narrower type. int64 is
+    counted per op, not reported: Trainium computes it in 32 bits too, but indices and sizes are int64
+    everywhere and exact while their values fit in int32; those rows say so, apart from the demotions."""
+    demoted = [d for d in demotions if d.get("computed_as")]
+    counted = [d for d in demotions if not d.get("computed_as")]
+    body = ""
+    if demoted:
+        body += "<h3>dtype demotions</h3>" + table(
+            ["dtype", "computed as", "op", "calls", "site", "code"],
+            [(d.get("dtype"), d.get("computed_as"), d.get("op"), d.get("calls"), site_text(d.get("site")),
+              code_cell(d.get("site"))) for d in demoted], numeric=(3,))
+    if counted:
+        body += (f"<details><summary>int64 ops: {len(counted):,} op(s), not demotions to act on</summary>"
+                 "<p>Trainium computes int64 in 32 bits and keeps the int64 dtype; indices, positions and sizes "
+                 "are int64 everywhere and exact while their values fit in int32 (below 2<sup>31</sup>), so "
+                 "these ops are counted, not reported as findings.</p>" + table(
+                     ["dtype", "op", "calls", "sites (up to 5)"],
+                     [(d.get("dtype"), d.get("op"), d.get("calls"),
+                       ", ".join(site_text(s) for s in d.get("sites") or []) or "(no user frame)")
+                      for d in counted], numeric=(2,)) + "</details>")
+    return body
 
 
 def _findings(doc: dict) -> str:

@@ -69,7 +69,7 @@ def code_cell(site: Optional[dict]) -> Markup:
 
 
 def figure(svg: str, caption: str, data_table: str) -> str:
-    return (f"<figure>{svg}<figcaption>{escape(caption)}</figcaption>"
+    return (f'<figure><div class="chart-wrap">{svg}</div><figcaption>{escape(caption)}</figcaption>'
             f"<details><summary>The data of this chart</summary>{data_table}</details></figure>")
 
 

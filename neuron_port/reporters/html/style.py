@@ -52,21 +52,27 @@ meter { width: 100%; max-width: 30rem; height: 1.2rem; }
 figure { margin: 1rem 0; padding: .75rem; border: 1px solid var(--border); border-radius: 6px;
          background: var(--panel); color: var(--fg); }
 figcaption { color: var(--muted); font-size: .9rem; margin-top: .5rem; }
-svg.chart { display: block; width: 100%; height: auto; }
+.chart-wrap { overflow-x: auto; }
+/* never narrower than the drawing's 720 units (charts.py): chart text keeps at least its drawn size */
+svg.chart { display: block; width: 100%; min-width: 720px; max-width: 960px; height: auto; }
 svg.chart * { stroke-linejoin: round; stroke-linecap: butt; }
 .table-wrap { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-size: .9rem; margin: .5rem 0; }
 caption { text-align: left; color: var(--muted); padding: .25rem 0; }
 th, td { text-align: left; vertical-align: top; padding: .3rem .5rem; border-bottom: 1px solid var(--border); }
 th { font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+td.num .prose { white-space: normal; }
 td.site { white-space: nowrap; }
+td { overflow-wrap: anywhere; }
 td code { white-space: pre-wrap; overflow-wrap: anywhere; }
 td.wide { min-width: 14rem; }
 details { margin: .5rem 0; }
 summary { cursor: pointer; color: var(--link); }
 .sev-error { color: var(--bad); font-weight: 600; }
 .sev-warning { color: var(--warn); font-weight: 600; }
+ul.candidates code { white-space: pre-wrap; overflow-wrap: anywhere; }
 .note { border-left: 4px solid var(--warn); padding: .5rem .75rem; background: var(--panel); }
 footer { margin-top: 2rem; color: var(--muted); font-size: .85rem; border-top: 1px solid var(--border);
          padding-top: .5rem; }

@@ -5,12 +5,15 @@ only, so a saved report renders the same."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+PIPE_COLUMNS = 100  # the Estimate panel's width outside a terminal when COLUMNS is not set
 
 
 def seconds(value: Optional[float]) -> str:
@@ -120,16 +123,47 @@ def where_time_goes(row: dict[str, Any]) -> str:
     return f"where the expected step time goes on {row['device']}: " + (", ".join(shown) or "-")
 
 
+def panel_console(console: Console) -> Console:
+    """Where the Estimate panel prints, as wide under `check` as under `estimate`: ``console`` on a
+    terminal (its width); in a pipe, a file or a CI log (where `check` prints its runtime tables as wide as
+    they need, `estimate` at rich's default), a console on the same file that is COLUMNS wide when that is
+    set, else PIPE_COLUMNS, and prints text as it is (no markup, no emoji codes)."""
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_COLUMNS
+    return Console(file=console.file, width=width, emoji=False, markup=False, highlight=False)
+
+
+def _compiles_neffs(row: dict[str, Any], kinds: dict[str, Any]) -> bool:
+    neff = row["compile"].get("neff")  # absent in a report written before it: a Trainium compiles NEFFs
+    return neff if isinstance(neff, bool) else kinds.get(row["device"], "trainium") == "trainium"
+
+
+def compile_line(section: dict[str, Any]) -> str:
+    """The first run's compiles on the first device that compiles NEFFs (a Trainium), and what the others
+    (a GPU: eager CUDA kernels) are charged: none."""
+    kinds = {d["id"]: d.get("kind") for d in section["devices"]}
+    rows = section["per_device"]
+    neff = [r for r in rows if _compiles_neffs(r, kinds)]
+    others = [f"{r['device']}: {r['compile'].get('note') or 'no NEFF compile'}" for r in rows
+              if not _compiles_neffs(r, kinds)]
+    if not neff:
+        return "first run: " + "; ".join(others)
+    spared = "".join(f"; {other}" for other in others)
+    c = neff[0]["compile"]
+    return (f"first run: {c['eager_neffs']:,} eager NEFF compile(s) and {c['graphs']} graph compile(s), "
+            f"about {duration(c['first_run_seconds'])}; with a warm shared NEFF cache "
+            f"{duration(c['warm_cache_seconds'])}" + spared)
+
+
 def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None:
     if not section:
         return
     lines = estimate_lines(section)
     first = section["per_device"][0] if section["per_device"] else None
     if first is not None:
-        c = first["compile"]
-        lines.append(f"first run: {c['eager_neffs']:,} eager NEFF compile(s) and {c['graphs']} graph compile(s), "
-                     f"about {duration(c['first_run_seconds'])}; with a warm shared NEFF cache "
-                     f"{duration(c['warm_cache_seconds'])}")
+        lines.append(compile_line(section))
         core = next((r for r in section["per_device"] if r["device"].endswith("-core")), first)
         lines.append(where_time_goes(core))
         lines.append(memory_line(section))
@@ -137,5 +171,6 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
     named = [f"{a['name']}={a['value']:g}{a['unit'] and ' ' + a['unit']}" for a in section["assumptions"]]
     lines.append("assumptions (docs/estimate.md): " + ", ".join(named))
     # wrapped, whatever the console's soft_wrap: the panel would crop its lines
-    console.print(Panel(Text("\n".join(lines), no_wrap=False, overflow="fold"), title="Estimate", expand=False))
+    panel = Panel(Text("\n".join(lines), no_wrap=False, overflow="fold"), title="Estimate", expand=False)
+    panel_console(console).print(panel)
     console.print(device_table(section))

@@ -51,8 +51,9 @@ def gpt_run(tmp_path_factory, sim_build):
     project = root / "gpt_trainer"
     shutil.copytree(FIXTURES / "gpt_trainer", project)
     page, report = root / "report.html", root / "report.json"
+    # `--tokens-per-step embedding` cannot choose between the token and position lookups: the page lists them
     result = run_cli("check", str(project), "--preview", "-q", "--html", str(page), "-o", str(report),
-                     "--", "python", "train.py", "--steps", "6", "--variable-length")
+                     "--tokens-per-step", "embedding", "--", "python", "train.py", "--steps", "6", "--variable-length")
     assert result.returncode == 1, result.stderr  # the unrewritten tree keeps NP101 errors
     return root, page, report
 
@@ -195,6 +196,75 @@ def test_the_page_renders_in_headless_chromium_light_and_dark(gpt_run, estimate_
                 assert "no published price: set one" in facts["body"]  # the sample's Trainium3 rows
     assert contrast(backgrounds["light"], backgrounds["dark"]) > 10
     print(f"screenshots: {tmp_path}")
+
+
+def test_the_page_says_what_the_run_did_on_each_device(gpt_run):
+    """The demotions table lists real demotions only, the int64 ops apart with what they mean; a GPU row is
+    charged no NEFF compile; a tokens-per-step spec that cannot choose shows the lookups to pick from."""
+    _, page, report = gpt_run
+    document = json.loads(report.read_text())
+    text = page.read_text(encoding="utf-8")
+    runtime = document["runtime"]
+    int64 = [d for d in runtime["demotions"] if d["dtype"] == "int64"]
+    assert int64 and any(d["dtype"] == "float64" for d in runtime["demotions"])  # the run has both kinds
+    demotions = text[text.index("<h3>dtype demotions</h3>"):]
+    demotions = demotions[:demotions.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", demotions)[1:]
+    assert rows and all(re.match(r"<td>float64</td><td>float32</td>", row) for row in rows), rows
+    assert "int64 ops:" in text and "Trainium computes int64 in 32 bits" in text
+    # the compile table: the Trainium rows count NEFFs, the H100 row compiles none
+    compile_table = text[text.index("<h3>Compile time</h3>"):]
+    compile_table = compile_table[:compile_table.index("</table>")]
+    [gpu_row] = [r for r in re.findall(r"<tr>(.*?)</tr>", compile_table) if "H100" in r]
+    assert "no NEFF compile on a GPU (eager CUDA kernels)" in gpu_row and "min" not in gpu_row
+    eager_neffs = document["estimate"]["work"]["eager_neffs"]
+    assert sum(f">{eager_neffs:,}<" in r for r in re.findall(r"<tr>(.*?)</tr>", compile_table)) == 4
+    # the lookups the spec could name, as the text report lists them
+    error = document["estimate"]["steps"]["tokens_from"]["error"]
+    assert "pick one" in error
+    candidates = [line.split()[0] for line in error.splitlines()[1:]]
+    assert len(candidates) == 2 and all(f"<li><code>{c} " in text for c in candidates), candidates
+
+
+FIT_800 = """(() => {
+  document.querySelectorAll('details').forEach(d => d.open = true);
+  const page = document.documentElement;
+  const smallest = [...document.querySelectorAll('svg.chart')].map(svg => {
+    const sizes = [...svg.querySelectorAll('text')].map(t => {
+      const m = t.getScreenCTM();
+      return parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+    });
+    return [svg.dataset.chart, Math.min(...sizes)];
+  });
+  const wraps = [...document.querySelectorAll('table')].map(t => {
+    const box = t.closest('.table-wrap');
+    return {heading: (box.previousElementSibling || {}).textContent || '',
+            scrolls: box.scrollWidth > box.clientWidth + 1, own: getComputedStyle(box).overflowX};
+  });
+  return {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth, smallest, wraps};
+})()"""
+
+
+@pytest.mark.parametrize("which", ["run", "with_estimate"])
+def test_the_page_fits_800_px_with_readable_charts(gpt_run, estimate_page, tmp_path, which):
+    """At 800 px, every <details> open: nothing runs off the page (a table too wide for its box scrolls in
+    its own box), the demotions table fits, and no chart text is drawn under 10 px."""
+    needs_chromium()
+    page_file = gpt_run[1] if which == "run" else estimate_page
+    with Browser.start(tmp_path / "profile") as browser:
+        page = browser.open(page_file.as_uri(), width=800)
+        facts = page.evaluate(FIT_800)
+        assert page.problems() == []
+        page.screenshot(tmp_path / f"{which}-800.png")
+    assert facts["scrollWidth"] <= facts["clientWidth"] == 800, facts
+    assert len(facts["smallest"]) >= 2
+    for chart, size in facts["smallest"]:
+        assert size >= 10, (chart, size)
+    assert all(w["own"] == "auto" for w in facts["wraps"])
+    [demotions] = [w for w in facts["wraps"] if w["heading"] == "dtype demotions"]
+    assert not demotions["scrolls"]
+    print(f"800 px: {facts['smallest']}; tables scrolling in their box: "
+          f"{[w['heading'][:40] for w in facts['wraps'] if w['scrolls']]}")
 
 
 def test_the_browser_check_sees_console_errors_and_network_requests(tmp_path):
