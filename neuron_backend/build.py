@@ -75,11 +75,20 @@ def cache_root() -> Path:
     return folder if folder.is_absolute() else Path.home() / ".cache" / "neuron-port"
 
 
+def build_dir_for(torch_version: str) -> Path:
+    """The build folder of these sources for ``torch_version`` (a ``torch.__version__``)."""
+    return cache_root() / "torch-extensions" / f"{torch_version.replace('+', '_')}-{source_hash()}"
+
+
 def build_dir() -> Path:
     import torch
 
-    version = torch.__version__.replace("+", "_")
-    return cache_root() / "torch-extensions" / f"{version}-{source_hash()}"
+    return build_dir_for(torch.__version__)
+
+
+def cached_library(torch_version: str) -> Path | None:
+    """The built core for ``torch_version`` in the cache, or None (for `check`, which does not import torch)."""
+    return _built_library(build_dir_for(torch_version))
 
 
 def _built_library(d: Path) -> Path | None:

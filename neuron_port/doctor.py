@@ -84,15 +84,57 @@ def torch_install_problem(python: str = sys.executable) -> Optional[str]:
             f"  {shlex.quote(python)} -m pip uninstall -y {remove}\n  {install}")
 
 
+def _compiler() -> Optional[str]:
+    """The C++ compiler the simulator's build would use ($CXX, else c++, else g++), as the build looks for it."""
+    return shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+
+
+def _tool(name: str) -> Optional[str]:
+    # pip's ninja lives next to the interpreter of a venv that is not activated
+    return shutil.which(name) or shutil.which(name, path=os.path.dirname(sys.executable))
+
+
 def requirements() -> list[Requirement]:
     problem = torch_install_problem()
-    found = [Requirement("torch", None if problem else "found (CPU build)", problem or "")]
-    for tool, hint in (("g++", "install a C++ compiler (e.g. apt-get install g++)"),
-                       ("ninja", f"{shlex.quote(sys.executable)} -m pip install \"ninja>=1.11\"")):
-        # pip's ninja lives next to the interpreter of a venv that is not activated
-        found.append(Requirement(tool, shutil.which(tool) or shutil.which(tool, path=os.path.dirname(sys.executable)),
-                                 hint))
-    return found
+    return [Requirement("torch", None if problem else "found (CPU build)", problem or ""),
+            Requirement("g++", _compiler(), "install a C++ compiler (e.g. apt-get install g++)"),
+            Requirement("ninja", _tool("ninja"), f"{shlex.quote(sys.executable)} -m pip install \"ninja>=1.11\"")]
+
+
+def _torch_version() -> Optional[str]:
+    """``torch.__version__`` read from ``torch/version.py`` without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        tree = ast.parse((Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == "__version__" and isinstance(node.value, ast.Constant):
+            return str(node.value.value)
+    return None
+
+
+def core_is_built() -> bool:
+    """Whether the simulator's C++ core is in the build cache for this torch and these sources."""
+    from neuron_backend import build  # reads csrc/ and the cache folder; imports no torch
+
+    version = _torch_version()
+    return version is not None and build.cached_library(version) is not None
+
+
+def build_problem() -> Optional[str]:
+    """Why the simulator's C++ core can neither be loaded nor built (doctor's lines for what is missing);
+    None when it is built already or the tools to build it are there. For `check` before it starts the command."""
+    missing = [r for r in requirements()[1:] if not r.found]
+    if not missing or core_is_built():
+        return None
+    return ("the simulator's C++ core is not built yet, and building it needs what is missing here:\n  "
+            + "\n  ".join(r.line() for r in missing)
+            + "\n(`neuron-port doctor` checks the set-up; `neuron-port doctor --build` builds the core once it passes)")
 
 
 def real_trainium_notes() -> list[str]:

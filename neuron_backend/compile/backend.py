@@ -9,7 +9,8 @@ What it does, like TorchNeuron's Dynamo backend:
   ``mark_dynamic`` dimension is rejected with TorchNeuron's "Dynamic shapes detected" error;
 * ``mode=`` other than default logs TorchNeuron's warning and compiles as default (torch 2.13 passes
   ``mode`` to a custom backend as a keyword argument, so ``mode="max-autotune"`` does not crash);
-* an ATen op without a native lowering (not in ``rules/op_policy.toml`` [native]) fails the
+* an ATen op that neither is a native op (``rules/op_policy.toml`` [native]) nor decomposes (core
+  ATen decompositions, as the Torch-MLIR lowering does) into native ops fails the
   compile; with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` (or ``options={"fallback_execution":
   True}``) the original FX graph runs eagerly instead, after TorchNeuron's two log lines;
 * every compile, recompile (with Dynamo's guard-failure reason) and a hit of
@@ -232,7 +233,8 @@ def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
         raise NeuronCompileError(
             PREFIX + "Compilation error occurred on Neuron for operation=torch_compile;\n"
             f'error message="COMPILATION FAILED: no Neuron lowering for {", ".join(bad)} in the {kind} graph '
-            f'of {where}. The simulator\'s op policy (rules/op_policy.toml) lists no native kernel for these ops; '
+            f'of {where}. The simulator\'s op policy (rules/op_policy.toml) lists no native kernel for these ops and '
+            f'PyTorch\'s core ATen decompositions do not reduce them to native ops; '
             f'set {FALLBACK_ENV}=0 to run the graph eagerly instead, or compute them outside the compiled region."'
         )
     lower_rng_hops(g)

@@ -78,7 +78,24 @@ def register() -> None:
             if hasattr(torch.ops.c10d, name) and torch._C._dispatch_has_kernel_for_dispatch_key(f"c10d::{name}", "PrivateUse1"):
                 _lib.impl(name, _make_kernel(name), "PrivateUse1")
     _patch_api(dist)
+    _patch_work_future()
     install_excepthook()
+
+
+def _patch_work_future() -> None:
+    """``Work.get_future()`` of a neuron collective holds the user's neuron tensors (cpu_aliases.device_future)."""
+    from torch._C._distributed_c10d import Work
+
+    orig = Work.get_future
+    if getattr(orig, "_neuron_port_wrapped", False):
+        return
+
+    @functools.wraps(orig)
+    def get_future(self):
+        return cpu_aliases.device_future(self, orig(self))
+
+    get_future._neuron_port_wrapped = True
+    Work.get_future = get_future
 
 
 def _create_backend(store, rank, size, timeout):
@@ -141,7 +158,7 @@ def _make_kernel(name: str):
         cpu_args = [cpu_aliases.to_cpu(a) for a in args]
         r = op(*cpu_args)
         if isinstance(r, tuple) and len(r) == 2:
-            cpu_aliases.keep_until_done(r[1], cpu_args)
+            cpu_aliases.keep_until_done(r[1], cpu_args, list(args))
             return (args[0], r[1])  # the op's tensors, written in place through the aliases
         return r
 

@@ -18,7 +18,7 @@ from typing import Any
 
 NEURON = "neuron"
 
-_in_flight: list[tuple[Any, list]] = []  # (work, the CPU tensors it was given)
+_in_flight: list[tuple[Any, list, dict]] = []  # (work, the CPU tensors it was given, id(alias) -> neuron tensor)
 _lock = threading.Lock()
 
 
@@ -41,16 +41,36 @@ def to_cpu(a):
     return a
 
 
-def keep_until_done(work, args: list) -> None:
+def keep_until_done(work, args: list, originals: list | None = None) -> None:
     """Keep the CPU tensors of a c10d op's ``args`` referenced until gloo let go of them: its ``work`` (the
     op's boxed Work) completed and no C++ reference to them is left (``_use_count() == 1``: this list's
-    Python objects only), so that dropping them here frees them in this thread."""
+    Python objects only), so that dropping them here frees them in this thread. ``originals``: the op's
+    arguments as the user gave them (the neuron tensors the aliases stand for, see ``device_future``)."""
     from torch._C._distributed_c10d import Work
 
     tensors = _tensors(args)
+    users = dict(zip(map(id, tensors), _tensors(originals))) if originals is not None else {}
     with _lock:
         _in_flight[:] = [entry for entry in _in_flight if not _released(entry)]
-        _in_flight.append((Work.unbox(work), tensors))
+        _in_flight.append((Work.unbox(work), tensors, {k: v for k, v in users.items() if v.device.type == NEURON}))
+
+
+def device_future(work, fut):
+    """``work.get_future()`` with the user's neuron tensors as its value, as on a device backend (NCCL,
+    TorchNeuron): gloo's future holds the CPU aliases, and a DDP comm hook that combines the value with a
+    neuron tensor (error feedback, a scale kept on the device) would fail on mixed devices. A work that
+    is not a neuron collective in flight keeps its own future."""
+    with _lock:
+        users = next((entry[2] for entry in _in_flight if entry[0] is work), None)
+    if not users:
+        return fut
+    return fut.then(lambda done: _to_user(done.value(), users))
+
+
+def _to_user(value, users: dict):
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_user(v, users) for v in value)
+    return users.get(id(value), value)
 
 
 def _tensors(args) -> list:
@@ -65,8 +85,8 @@ def _tensors(args) -> list:
     return out
 
 
-def _released(entry: tuple[Any, list]) -> bool:
-    work, tensors = entry
+def _released(entry: tuple[Any, list, dict]) -> bool:
+    work, tensors, _ = entry
     return work.is_completed() and all(t._use_count() == 1 for t in tensors)
 
 

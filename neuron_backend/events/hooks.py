@@ -81,7 +81,7 @@ def _excepthook(exc_type, exc, tb):
 
     frames = traceback.extract_tb(tb)
     user = next((fr for fr in reversed(frames) if not sites.is_internal(os.path.abspath(fr.filename))), None)
-    state.exception = {"type": exc_type.__name__, "message": str(exc)[:2000]}
+    state.exception = {"type": exc_type.__name__, "message": str(exc)[:2000], "time": time.time()}
     if user is not None:
         state.exception["site"] = {"file": os.path.abspath(user.filename), "line": user.lineno,
                                    "function": user.name, "code": (user.line or "").strip()}
@@ -94,7 +94,9 @@ _prev_sigterm = None
 
 
 def _sigterm(signum, frame):
-    flush("sigterm")
+    # a process already ending from its uncaught exception (torchrun stops the other ranks when one fails)
+    # keeps "exception": the exception is how it failed, the signal only cut its shutdown short
+    flush("exception" if state.status == "exception" else "sigterm")
     prev = _prev_sigterm
     if callable(prev):
         prev(signum, frame)

@@ -22,13 +22,23 @@ FLUSH_INTERVAL_S = 1.0  # at most one snapshot per second while new signatures a
 _last_flush = 0.0
 
 
+_named: dict[tuple[int, str], Path] = {}  # (pid, events folder) -> the file name chosen first
+
+
 def events_path() -> Path | None:
+    """This process's events file. Its name is chosen once, at the first call in the process (the
+    simulator's install), with the ``RANK`` seen then: a script that sets ``RANK`` itself before
+    ``init_process_group`` stays one process with one file (and one set of records, named after it),
+    its rank read from the process line."""
     d = os.environ.get("NEURON_PORT_EVENTS_DIR")
     if not d:
         return None
-    rank = os.environ.get("RANK")
-    tag = f"rank{rank}" if rank is not None else "norank"
-    return Path(d) / f"neuron-events-{tag}-pid{os.getpid()}.jsonl"
+    key = (os.getpid(), d)
+    if key not in _named:
+        rank = os.environ.get("RANK")
+        tag = f"rank{rank}" if rank is not None else "norank"
+        _named[key] = Path(d) / f"neuron-events-{tag}-pid{os.getpid()}.jsonl"
+    return _named[key]
 
 
 def to_lines(snap: dict) -> list[dict]:

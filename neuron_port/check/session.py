@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from neuron_port.check.aggregate.command import with_next_step
 from neuron_port.check.interrupts import Interrupted, InterruptGuard
 from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, run_from_original
 from neuron_port.check.runner import PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
@@ -23,7 +24,7 @@ from neuron_port.check.estimate import build_estimate, estimate_options
 from neuron_port.check.events import read_events
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
-from neuron_port.doctor import torch_install_problem
+from neuron_port.doctor import build_problem, torch_install_problem
 from neuron_port.config import Settings
 from neuron_port.errors import UsageError
 from neuron_port.report import Report
@@ -60,7 +61,7 @@ def run_check(
         raise UsageError("no command to run: give one after `--` (neuron-port check PATH -- python train.py) "
                          "or set check-command in [tool.neuron-port]")
     if nproc or command[0] in PYTHON_NAMES:  # the command runs this interpreter: it needs a CPU torch
-        problem = torch_install_problem()
+        problem = torch_install_problem() or build_problem()
         if problem is not None:
             raise UsageError(f"cannot run the command on the simulated neuron device: {problem}")
     with InterruptGuard() as guard:
@@ -112,6 +113,9 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         scan()
     report = static[0] if static else Report(command="check", target=settings.target)
     report.runtime = runtime
+    if tree is None:  # the command ran the folder as it is: a failure of unported code says what to do first
+        pending = sum(1 for r in report.files if r.changed)
+        findings = [with_next_step(f, status, runtime.failures, pending) for f in findings]
     report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]
     if tree is not None:  # links the copy could only keep as they are
         report.errors.extend(FileError(rel, f"{what}: kept as it is in the --preview copy")

@@ -208,7 +208,7 @@ def test_neff_cache_sums_processes_or_falls_back_to_the_summaries():
     (RunStatus(command=["python", "t.py"], exit_code=3, stderr_tail=["Traceback", "SystemExit: 3", " "]),
      "the command exited with code 3: SystemExit: 3"),
     (RunStatus(command=["python", "t.py"], exit_code=-11, signal="SIGSEGV"), "the command was killed by SIGSEGV"),
-    (RunStatus(command=["python", "t.py"], exit_code=-15, timed_out=True, duration=15.4),
+    (RunStatus(command=["python", "t.py"], exit_code=-15, timed_out=True, duration=15.4, processes=1),
      "the command timed out after 15 s"),
     (RunStatus(command=["nope"], error="No such file or directory: 'nope'"),
      "the command could not start: No such file or directory: 'nope'"),

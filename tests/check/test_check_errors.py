@@ -126,3 +126,22 @@ def test_atomic_write_removes_its_temp_file_when_the_write_raises(tmp_path):
     with pytest.raises(TypeError):
         atomic_write(target, None)  # type: ignore[arg-type]  # the write itself raises, after the temp file exists
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_compiler_and_nothing_built_is_refused_before_the_command_runs(tmp_path, project):
+    """Doctor's message and exit 2, before the command runs and without attempting the build (issue 21, item 11)."""
+    bin_dir = tmp_path / "bin"  # a PATH with python and nothing else: no c++, no g++
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    cache = tmp_path / "empty-cache"
+    cache.mkdir()
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    env = {"PATH": str(bin_dir), "NEURON_PORT_CACHE_DIR": str(cache), "TMPDIR": str(tmpdir), "CXX": "c++"}
+    result = run_cli("check", str(project), "--", "python", "train.py", env=env)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "the simulator's C++ core is not built yet" in result.stderr, result.stderr
+    assert "g++: missing: install a C++ compiler" in result.stderr and "neuron-port doctor" in result.stderr
+    assert not (project / "ran").exists(), "the command ran"
+    assert not list(cache.rglob("*")), "the build was attempted"
+    assert not list(tmpdir.iterdir()), "check left temporary files"

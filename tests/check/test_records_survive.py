@@ -195,9 +195,10 @@ def test_item3_malformed_events_are_ignored_and_named(tmp_path, cli, case):
         expected = "core.12345: ignored: not a file the simulator writes"
     else:
         line, why = MALFORMED[case]
-        # a foreign events file in the folder (a snapshot that is complete but for the bad line)
+        # another events file of this run in the folder (a snapshot that is complete but for the bad line)
         write = (f"(folder / 'neuron-events-rank7-pid1.jsonl').write_text("
-                 f"'{{\"kind\": \"process\", \"pid\": 1}}\\n' + {line!r} + '\\n{{\"kind\": \"summary\", \"complete\": true}}\\n')")
+                 f"'{{\"kind\": \"process\", \"pid\": 1, \"token\": \"' + os.environ['NEURON_PORT_EVENTS_TOKEN'] + '\"}}\\n'"
+                 f" + {line!r} + '\\n{{\"kind\": \"summary\", \"complete\": true}}\\n')")
         expected = f"neuron-events-rank7-pid1.jsonl:2: ignored: {why}"
     (project / "job.py").write_text(GARBAGE_SCRIPT.replace("WRITE", write))
     result = cli("check", str(project), "-o", str(project / "report.json"), "--", "python", "job.py",

@@ -8,7 +8,7 @@ output (torchrun's per-rank log, or the command's stderr for a single process).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from neuron_port.check.aggregate.findings import project_finding, rule_message, runtime_finding
@@ -19,6 +19,7 @@ from neuron_port.results import Finding
 
 TRACEBACK_LINES = 15
 TRACEBACK_START = "Traceback (most recent call last):"
+SEPARATOR_CHARS = set("=-*_ ")  # a line of these only is a separator (torchrun's ===== around its error summary)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class ProcessFailure:
     exception: str  # "RuntimeError: message"
     site: Optional[UserSite]  # the innermost user frame of the traceback
     traceback: tuple[str, ...]  # its last lines, from the process's own output
+    raised_at: Optional[float] = None  # epoch seconds of its exception: the first to raise is the root cause
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "pid": self.pid, "exception": self.exception, "site": site_json(self.site),
@@ -103,8 +105,9 @@ def process_failures(processes: Sequence[ProcessEvents], status: RunStatus,
         own = logs.get(info.rank) if info.rank is not None else None
         output = own if own is not None else (status.stderr_tail if len(processes) == 1 else [])
         failures.append(ProcessFailure(rank=info.rank, pid=info.pid, exception=exception, site=mapper(exc.site),
-                                       traceback=last_traceback(output)))
-    return sorted(failures, key=lambda f: (f.rank is None, f.rank or 0))
+                                       traceback=last_traceback(output), raised_at=exc.time))
+    # the rank that raised first is the root cause: the others usually fail on a collective with its peer gone
+    return sorted(failures, key=lambda f: (f.raised_at is None, f.raised_at or 0.0, f.rank is None, f.rank or 0))
 
 
 def describe_failure(status: RunStatus) -> str:
@@ -124,8 +127,10 @@ def _ending(status: RunStatus, summary: bool) -> str:
     duration = round(status.duration, 3) if summary else status.duration
     if status.error:
         return f"could not start: {status.error}"
-    if status.timed_out:
-        return f"timed out after {duration:.0f} s"
+    if status.timed_out:  # no process recorded: it never used the device, so the runtime section is empty
+        return f"timed out after {duration:.0f} s" + ("" if status.processes else
+                                                      ", before any process used the neuron device (nothing ran "
+                                                      "on it to report; give it a longer --timeout)")
     if status.interrupted:
         return (f"interrupted ({status.interrupted}) after {duration:.1f} s" if summary
                 else f"was stopped: check was interrupted ({status.interrupted})")
@@ -147,5 +152,22 @@ def command_failed_finding(status: RunStatus, failures: Sequence[ProcessFailure]
         more = f" (and {len(failures) - 1} more process(es))" if len(failures) > 1 else ""
         return runtime_finding("NP909", f"{what}: {first.describe()}{more}", first.site, severity="error") \
             if first.site is not None else project_finding("NP909", f"{what}: {first.describe()}{more}", "error")
-    last = next((line for line in reversed(status.stderr_tail) if line.strip()), "")
+    last = next((line for line in reversed(status.stderr_tail) if set(line.strip()) - SEPARATOR_CHARS), "")
     return project_finding("NP909", what + (f": {last.strip()}" if last else ""), severity="error")
+
+
+CUDA_NOT_COMPILED = "Torch not compiled with CUDA enabled"  # torch.cuda._lazy_init on a build without CUDA
+NEXT_STEP = "run `neuron-port rewrite` first, or add `--preview`"
+
+
+def with_next_step(finding: Finding, status: RunStatus, failures: Sequence[ProcessFailure],
+                   pending_fixes: int) -> Finding:
+    """NP909 with the next step for code that is not ported yet: the run failed on a CUDA call that a CPU
+    torch cannot make, or the scan has safe fixes the run did not have (``pending_fixes``)."""
+    texts = [f.exception for f in failures] + list(status.stderr_tail)
+    on_cuda = any(CUDA_NOT_COMPILED in text for text in texts)
+    if finding.code != "NP909" or not (on_cuda or pending_fixes):
+        return finding
+    why = ("the code calls CUDA, which the simulated neuron device does not have" if on_cuda
+           else f"{pending_fixes} file(s) have safe fixes not applied yet")
+    return replace(finding, message=f"{finding.message}. Not ported yet ({why}): {NEXT_STEP}")

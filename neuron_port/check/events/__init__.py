@@ -133,7 +133,8 @@ def parse_events_file(path: Path, text: str) -> ProcessEvents:
                          notes=tuple(notes))
 
 
-RECORDS_NAME = re.compile(r"^neuron-records-(?P<tag>.+)\.(?P<part>journal|counters)$")
+EVENTS_NAME = re.compile(r"^neuron-events-(?P<tag>(?:rank\d+|norank)-pid\d+)\.jsonl$")  # writer.events_path
+RECORDS_NAME = re.compile(r"^neuron-records-(?P<tag>(?:rank\d+|norank)-pid\d+)\.(?P<part>journal|counters)$")
 TEMPORARY_NAME = re.compile(r"\.(tmp\d*|counters\.tmp)$")  # a writer's file before its rename
 
 
@@ -154,8 +155,9 @@ def read_events(folder: Path, token: Optional[str] = None,
     folder_notes: list[str] = []
     for path in sorted(folder.iterdir()):
         m = RECORDS_NAME.match(path.name)
-        if path.suffix == ".jsonl":
-            snapshots[path.name[: -len(".jsonl")].replace("neuron-events-", "", 1)] = path
+        named = EVENTS_NAME.match(path.name)
+        if named:
+            snapshots[named.group("tag")] = path
         elif m:
             records.setdefault(m.group("tag"), {})[m.group("part")] = path
         elif not TEMPORARY_NAME.search(path.name):
@@ -180,8 +182,8 @@ def _read_process(folder: Path, tag: str, snapshot_path: Optional[Path], parts: 
             snapshot = parse_events_file(snapshot_path, text)
         except OSError:
             pass
-    if snapshot is not None and token and snapshot.process is not None and snapshot.process.token not in (None, token):
-        return None  # another run's process (a late grandchild of an earlier run)
+    if snapshot is not None and token and snapshot.process is not None and snapshot.process.token != token:
+        return None  # another run's process (a late grandchild of an earlier run), or not the simulator's file
     if (snapshot is not None and snapshot.summary is not None and snapshot.summary.complete) or "journal" not in parts:
         return snapshot
     notes = list(snapshot.notes) if snapshot else []

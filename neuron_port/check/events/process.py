@@ -15,6 +15,7 @@ class ExceptionInfo:
     type: Optional[str]
     message: Optional[str]
     site: Optional[Site]  # the innermost user frame of the traceback
+    time: Optional[float] = None  # epoch seconds when it reached sys.excepthook (which rank raised first)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class ProcessEvent:
             torch=f.text("torch"), torchneuron_release=f.mapping("torchneuron_release"),
             unsupported_mode=f.text("unsupported_mode"), started=f.number("started"), written=f.number("written"),
             status=f.text("status"), token=f.text("token"),
-            exception=None if exc is None else ExceptionInfo(exc.text("type"), exc.text("message"), site_field(exc)))
+            exception=None if exc is None else ExceptionInfo(exc.text("type"), exc.text("message"), site_field(exc),
+                                                              exc.number("time")))
 
 
 @dataclass(frozen=True)
