@@ -25,11 +25,12 @@ from neuron_port.commands.check_args import CommandAfterDashes, command_after_da
 from neuron_port.commands.console import err, out, program_output, run_spinner, scan_progress
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.html import HtmlOption, write_html
+from neuron_port.commands.option_paths import PathsAfterDashes
 from neuron_port.commands.options import (
-    CacheOption, CheckOption, CheckQuietOption, ConfigOption, DiffOption, ExcludeOption, ExitZeroOption,
-    ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption, IgnoreOption,
-    InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption, OutputFormat,
-    OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
+    CacheOption, CheckExitZeroOption, CheckOption, CheckQuietOption, ConfigOption, DiffOption, ExcludeOption,
+    ExitZeroOption, ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption,
+    IgnoreOption, InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption,
+    OutputFormat, OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
     StatisticsOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
     exit_code, fail_usage)
 from neuron_port.config import Settings, load_settings
@@ -74,7 +75,7 @@ def _settings(start: Path, config: Optional[Path], **cli) -> Settings:
         raise fail_usage(str(exc))
 
 
-@app.command(cls=PlainHelpCommand)
+@app.command(cls=PathsAfterDashes)
 def rewrite(
     paths: PathsArgument,
     diff: DiffOption = False,
@@ -115,6 +116,10 @@ def rewrite(
                          else "--stdin-filename needs `-` as the only path")
     if statistics and output_format.value not in ("text", "json"):
         raise fail_usage(f"--statistics prints text or json, not {output_format.value}")
+    missing_options = [p for p in map(str, paths) if p.startswith("-") and p != "-" and not os.path.lexists(p)]
+    if missing_options:  # after `--` (the hooks' entry) an option is a path: say so
+        raise fail_usage(f"{missing_options[0]}: no such file or directory (after `--` every word is a path: "
+                         "options go before it, or in [tool.neuron-port] of pyproject.toml)")
     start = Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else paths[0]
     settings = _settings(start, config, select=select, ignore=ignore, extend_select=extend_select,
                          extend_ignore=extend_ignore, exclude=exclude, target=target.value if target else None,
@@ -178,7 +183,7 @@ def check(
     output: OutputOption = None,
     fail_on: FailOnOption = None,
     statistics: StatisticsOption = False,
-    exit_zero: ExitZeroOption = False,
+    exit_zero: CheckExitZeroOption = False,
     select: SelectOption = None,
     ignore: IgnoreOption = None,
     extend_select: ExtendSelectOption = None,

@@ -214,3 +214,61 @@ def test_config_file_with_the_table_is_read(project, cli):
     (project / "neuron-port.toml").write_text('[tool.neuron-port]\nselect = ["NP202"]\n')
     result = cli("rewrite", "--check", "--statistics", "--config", "neuron-port.toml", "s.py", cwd=project)
     assert (result.returncode, result.stdout) == (0, "1\tNP202\tcuda-api-no-equivalent\n")
+
+
+# -- issue 22, item 7 --------------------------------------------------------------------------------------
+def option_help(text: str, option: str) -> str:
+    """The help paragraph of ``option`` in a --help text, its lines joined."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(option))
+    paragraph = [lines[start].strip()[len(option):]]
+    for line in lines[start + 1:]:
+        if line.startswith("  -") or not line.strip():  # the next option (help lines are indented deeper)
+            break
+        paragraph.append(line.strip())
+    return " ".join(" ".join(paragraph).split())
+
+
+def test_each_commands_exit_zero_help_names_its_own_options():
+    texts = help_texts(sys.executable)
+    check, rewrite = option_help(texts["check"], "--exit-zero"), option_help(texts["rewrite"], "--exit-zero")
+    assert "--check" not in check and "a failed command" in check, check  # `check` has no --check
+    assert "with --check, changes are pending" in rewrite, rewrite
+
+
+def test_estimate_spells_output_format_as_every_command(tmp_path, cli, sim_build):
+    text = cli("estimate", "--help").stdout
+    assert "--output-format FORMAT" in text and "--format" not in text.replace("--output-format", "")
+    (tmp_path / "t.py").write_text('import torch\nemb = torch.nn.Embedding(10, 4).to("neuron")\n'
+                                   'idx = torch.zeros(2, 3, dtype=torch.long).to("neuron")\n'
+                                   "for step in range(3):\n    emb(idx).sum().backward()\n")
+    report = tmp_path / "r.json"
+    assert cli("check", str(tmp_path), "-q", "-o", str(report), "--", "python", "t.py").returncode in (0, 1)
+    new = cli("estimate", str(report), "--output-format", "json")
+    assert new.returncode == 0, new.stderr
+    assert json.loads(new.stdout)["per_device"]
+    old = cli("estimate", str(report), "--format", "json")  # the first name still works, hidden
+    assert (old.returncode, old.stdout) == (0, new.stdout)
+    bad = cli("estimate", str(report), "--output-format", "yaml")
+    assert bad.returncode == 2 and "--output-format 'yaml': expected text or json" in bad.stderr
+    both = cli("estimate", str(report), "--output-format", "json", "--format", "text")
+    assert both.returncode == 2 and "disagree" in both.stderr
+
+
+def test_check_says_why_a_timed_out_run_has_no_runtime_findings(project, cli):
+    """The command timed out before any process used the neuron device: the panel, `-q`'s line and the
+    JSON report (NP909) say so, rather than an empty runtime section with no reason."""
+    (project / "slow.py").write_text("import time\ntime.sleep(60)\n")
+    why = "before any process used the neuron device"
+    text = cli("check", ".", "--no-cache", "--timeout", "1", "--", "python", "slow.py", cwd=project)
+    assert text.returncode == 1
+    outcome = next(line for line in text.stdout.splitlines() if "outcome:" in line)
+    assert re.search(r"timed out after \d+ s", outcome) and why in outcome, text.stdout
+    quiet = cli("check", ".", "--no-cache", "-q", "--timeout", "1", "--", "python", "slow.py", cwd=project)
+    assert why in quiet.stdout.splitlines()[-1], quiet.stdout
+    document = cli("check", ".", "--no-cache", "--output-format", "json", "--timeout", "1", "--", "python",
+                   "slow.py", cwd=project)
+    report = json.loads(document.stdout)
+    assert report["runtime"]["status"]["timed_out"] and report["runtime"]["status"]["processes"] == 0
+    np909 = [f["message"] for f in report["findings"] if f["code"] == "NP909"]
+    assert len(np909) == 1 and why in np909[0] and "--timeout" in np909[0], np909

@@ -12,6 +12,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
 # rich is imported when a console is first made, not when the CLI loads.
+#
+# Every console prints text as it is: no emoji codes (rich would turn the `:100:` of `t.py:100:5` into an
+# emoji), no markup (a path or message with `[red]` in it), no highlighting. A renderable that wants
+# styles carries them itself (rich.text.Text, Text.from_markup(..., emoji=False) of escaped text).
+PLAIN = {"emoji": False, "markup": False, "highlight": False}
 
 REFRESH_SECONDS = 0.1
 
@@ -19,13 +24,13 @@ REFRESH_SECONDS = 0.1
 def out() -> "Console":
     from rich.console import Console
 
-    return Console(soft_wrap=True, highlight=False)
+    return Console(soft_wrap=True, **PLAIN)
 
 
 def err() -> "Console":
     from rich.console import Console
 
-    return Console(stderr=True, soft_wrap=True, highlight=False)
+    return Console(stderr=True, soft_wrap=True, **PLAIN)
 
 
 @contextmanager

@@ -96,15 +96,23 @@ def estimate(
     price: Optional[List[str]] = typer.Option(None, "--price", metavar="DEVICE=USD", help=PRICE_HELP),
     cores: Optional[int] = typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP),
     tokens_per_step: Optional[str] = typer.Option(None, "--tokens-per-step", metavar=TOKENS_METAVAR, help=TOKENS_HELP),
-    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help="text or json (the `estimate` section)."),
+    output_format: Optional[str] = typer.Option(None, "--output-format", metavar="FORMAT",
+                                                help="text or json (the `estimate` section). Default: text."),
+    format_alias: Optional[str] = typer.Option(None, "--format", metavar="FORMAT", hidden=True,
+                                               help="The former name of --output-format."),
 ) -> None:
     """Recompute the estimate of a saved `check` report with other prices, core counts or tokens per step,
     without running the project again. Options not given keep the report's values."""
     from neuron_port.check.estimate import TokensError, recompute
     from neuron_port.reporters.text.estimate import render_estimate
 
+    # --output-format, as every command spells it; --format (its first name) still works
+    if output_format is not None and format_alias is not None and output_format != format_alias:
+        raise _fail(f"--output-format {output_format!r} and --format {format_alias!r} disagree; give one")
+    option = "--output-format" if output_format is not None or format_alias is None else "--format"
+    output_format = output_format or format_alias or "text"
     if output_format not in ("text", "json"):
-        raise _fail(f"--format {output_format!r}: expected text or json")
+        raise _fail(f"{option} {output_format!r}: expected text or json")
     try:
         document = json.loads(report.read_text(encoding="utf-8"))
     except OSError as exc:

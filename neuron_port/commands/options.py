@@ -115,6 +115,9 @@ PreviewUnsafeFixesOption = Annotated[Optional[bool], typer.Option(
     "--unsafe-fixes/--no-unsafe-fixes", help="With --preview: also apply unsafe fixes in the copy.")]
 OutputOption = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE",
                                                       help="Also write the JSON report to this file.")]
+CheckExitZeroOption = Annotated[bool, typer.Option(
+    "--exit-zero", help="Exit 0 even when findings are left. Files that could not be processed, a failed "
+                        "command, usage errors and interrupts still exit non-zero.")]
 CheckQuietOption = Annotated[bool, typer.Option(
     "--quiet", "-q", help="Hide the program's output and the tables: only the findings and one summary line.")]
 NoCacheOption = Annotated[bool, typer.Option(

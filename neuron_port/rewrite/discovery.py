@@ -8,8 +8,7 @@ device or socket named ``x.py`` is never opened (opening a FIFO for reading wait
 refuse them: a lone ``!`` or a trailing backslash matches nothing, a reversed range ``[z-a]`` matches
 its first character. Never fatal. Inside a git repository the repository's ``info/exclude`` and git's
 global excludes file (``core.excludesFile``, by default ``$XDG_CONFIG_HOME/git/ignore``) apply too, with
-git's precedence: the deepest .gitignore that has a say decides, then ``info/exclude``, then the global
-file.
+git's precedence: the deepest .gitignore that has a say decides, then ``info/exclude``, then the global file.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from typing import Iterator, Optional, Sequence
 
 import pathspec
 
+from neuron_port.atomic import TEMP_SUFFIX, seen_temp_files
 from neuron_port.errors import UsageError
 from neuron_port.rewrite.sources import SOURCE_SUFFIXES, file_type_name
 
@@ -263,12 +263,12 @@ def discover(
 ) -> tuple[list[SourceFile], list[tuple[str, str]]]:
     """Source files under ``paths`` and (path, reason) for paths that could not be used.
 
-    Directories are walked without following symlinked folders (so loops cannot happen); file
-    symlinks are followed only when they point inside the walked tree. ``.gitignore`` files are
-    honoured per folder; files given explicitly are always taken unless excluded. Raises UsageError
-    for a given path that leads, through a symlink, outside every given folder and project.
-    """
+    Directories are walked without following symlinked folders (so loops cannot happen); file symlinks are
+    followed only when they point inside the walked tree. ``.gitignore`` files are honoured per folder; files
+    given explicitly are always taken unless excluded. Raises UsageError for a given path that leads, through
+    a symlink, outside every given folder and project. Temporary files passed are noted (seen_temp_files)."""
     cwd = cwd or Path.cwd()
+    seen_temp_files().clear()  # the walk notes the temporary files it passes (a writing run removes orphans)
     found: dict[Path, SourceFile] = {}
     problems: list[tuple[str, str]] = []
     gitignores = _Gitignores(cwd)
@@ -378,6 +378,8 @@ def _walk(root: Path, exclude: Sequence[str], suffixes: Sequence[str], problems,
                     if entry.name in DEFAULT_EXCLUDES or _excluded(rel, entry.name, exclude) or ignored(path, True):
                         continue
                     yield from walk(path)
+                elif entry.name.endswith(TEMP_SUFFIX):
+                    seen_temp_files().append(path)
                 elif entry.name.endswith(tuple(suffixes)):
                     if entry.is_symlink():
                         try:

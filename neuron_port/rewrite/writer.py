@@ -8,8 +8,10 @@ without its rewrite and adds an error naming it.
 Just before a file is replaced, its bytes are read again and compared with the bytes its rewrite was
 computed from (``note_read``, called by the runner when it reads a file): a file the user edited while
 the run was in progress is left alone ("changed during the run"), never overwritten with the older
-content plus the fix. SIGINT and SIGTERM are held while one file is written and act between files; a
-temporary file that a killed earlier run left beside a file is removed when that file is written next.
+content plus the fix. SIGINT and SIGTERM are held while one file is written and act between files. A
+temporary file that a killed earlier run left is removed by the next writing run: those in the folders
+discovery walked (whatever that run writes), and those beside each file it writes; a temporary file whose
+writer is still running is kept (neuron_port/atomic.py ``is_orphan``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from neuron_port.atomic import atomic_write, remove_stale_temp_files
+from neuron_port.atomic import atomic_write, remove_orphaned_temp_files, remove_stale_temp_files
 from neuron_port.results import FileError, FileResult
+from neuron_port.rewrite.discovery import seen_temp_files
 from neuron_port.rewrite.sources import SourceError, read_regular_bytes
 
 # real path -> sha256 of the bytes the latest scan computed its rewrite from (main process only)
@@ -102,6 +105,7 @@ def write_results(results: Sequence[FileResult]) -> tuple[list[FileResult], list
     """Write every changed result; returns the results as they now stand and the files that failed."""
     out: list[FileResult] = []
     errors: list[FileError] = []
+    remove_orphaned_temp_files(seen_temp_files())  # what killed earlier runs left in the walked folders
     for result in results:
         if not result.changed:
             out.append(result)

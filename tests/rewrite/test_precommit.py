@@ -92,6 +92,7 @@ def _project(tmp_path: Path, files: dict[str, str], hook_repo: tuple[Path, str])
     project = tmp_path / "project"
     project.mkdir()
     for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
         (project / name).write_text(text)
     repo, rev = hook_repo
     (project / ".pre-commit-config.yaml").write_text(
@@ -195,15 +196,152 @@ def test_hooks_run_on_every_kind_of_file(kind, tmp_path, hook_repo, pre_commit_h
     assert (project / name).read_text() == text  # the check hook writes nothing
 
 
-def test_extensionless_shell_script_is_not_handed_over(tmp_path, hook_repo, pre_commit_home):
-    """identify tags `#!/bin/sh` scripts without a suffix as shell; neuron-port would read them as
-    Python, so `files` keeps them out (walking a folder, neuron-port skips them too)."""
-    project = _project(tmp_path, {"run": "#!/bin/sh\nCUDA_VISIBLE_DEVICES=0 python train.py\n",
-                                  "model.py": CLEAN_FILE}, hook_repo)
-    (project / "run").chmod(0o755)  # identify reads the shebang of executable files only
-    _git(project, "add", "run")
-    result = _pre_commit(project, pre_commit_home, "run", "neuron-port", "--all-files")
-    assert result.returncode == 0, result.stdout + result.stderr
+# -- extensionless scripts (issue 22, item 7) -------------------------------------------------------------
+SUFFIXLESS = {
+    "bin/train": "#!/usr/bin/env python3\nimport torch\nmodel = torch.nn.Linear(2, 2).cuda()\n",
+    "bin/launch": "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node 2 train.py\n",
+}
+
+
+def test_suffix_less_scripts_neuron_port_reads_are_handed_over(tmp_path, hook_repo, pre_commit_home):
+    """identify tags an executable `bin/train` by its shebang; neuron-port reads it by the same shebang
+    when named, so the hooks take it (python and bash here); a suffix-less file without a shebang
+    (LICENSE) and a csh script (which neuron-port would read as Python) are not handed over."""
+    files = {**SUFFIXLESS, "LICENSE": "device cuda\n", "bin/old": "#!/bin/csh\nsetenv CUDA_VISIBLE_DEVICES 0\n",
+             "pyproject.toml": '[tool.neuron-port]\nfail-on = "warning"\n'}
+    project = _project(tmp_path, files, hook_repo)
+    for name in (*SUFFIXLESS, "bin/old"):
+        (project / name).chmod(0o755)  # identify reads the shebang of executable files only
+    _git(project, "add", "-A")
+    direct = subprocess.run([sys.executable, "-m", "neuron_port", "rewrite", "--check", *SUFFIXLESS], cwd=project,
+                            env=_git_env(), capture_output=True, text=True)
+    assert direct.returncode == 1 and "bin/train:3:" in direct.stdout and "bin/launch:2:" in direct.stdout, \
+        direct.stdout + direct.stderr
+    check = _pre_commit(project, pre_commit_home, "run", "neuron-port", "--all-files", "--verbose")
+    out = check.stdout + check.stderr
+    assert check.returncode == 1, out
+    assert "bin/train:3:" in out and "NP103" in out, out  # the Python script, by its shebang
+    assert "bin/launch:2:" in out, out  # the bash script, with the launch-file rules
+    assert "2 file(s) scanned" in out, out  # not LICENSE, not the csh script
+    assert "bin/old" not in out and "LICENSE" not in out, out
+
+
+def test_excluded_shells_are_those_neuron_port_does_not_read():
+    """`exclude_types` lists exactly the shells identify knows whose shebang neuron-port does not read as
+    shell: the rest of identify's shells reach the hook, and neuron-port reads each as shell."""
+    import yaml
+    from identify.interpreters import INTERPRETERS
+
+    from neuron_port.rewrite.sources import shebang_kind
+
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    shells = {name for name, tags in INTERPRETERS.items() if "shell" in tags}
+    unread = {name for name in shells if shebang_kind(f"#!/bin/{name}\n") != "shell"}
+    for hook in hooks:
+        assert "shell" in hook["types_or"] and set(hook["exclude_types"]) == unread, hook
+
+
+# -- file names that read as options (issue 22, item 2) -------------------------------------------------
+ATTACKS = {
+    "exclude": {"--exclude=*.py": CUDA_FILE},
+    "config": {"--config=evil.toml": "[tool.neuron-port]\nexclude = [\"*\"]\n",
+               "evil.toml": "[tool.neuron-port]\nexclude = [\"*\"]\n"},
+    "fail-on": {"--fail-on=never.py": CLEAN_FILE},
+    "output-format": {"--output-format=json.py": CLEAN_FILE},
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("hook", ["neuron-port", "neuron-port-fix"])
+def test_a_file_named_like_an_option_cannot_switch_the_hook_off(attack, hook, tmp_path, hook_repo,
+                                                               pre_commit_home):
+    """pre-commit appends the file names after the entry; the entry's `--` makes each a path: the hook
+    still scans every file (the attack file too) and fails on the CUDA code of train.py."""
+    files = {"train.py": CUDA_FILE, **ATTACKS[attack]}
+    project = _project(tmp_path, files, hook_repo)
+    result = _pre_commit(project, pre_commit_home, "run", hook, "--all-files", "--verbose")
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "Failed" in out and "0 file(s) scanned" not in out, out
+    assert "error:" not in out and "Usage:" not in out, out  # no option was parsed from a file name
+    if hook == "neuron-port":
+        assert "train.py:4:" in out and "NP103" in out, out
+        assert (project / "train.py").read_text() == CUDA_FILE
+    else:
+        assert "files were modified by this hook" in out, out
+        assert (project / "train.py").read_text() == FIXED_FILE
+    scanned = [name for name in files if name.endswith(".py")]  # configs with no CUDA setting are not counted
+    assert f"{len(scanned)} file(s) scanned" in out, out
+
+
+def test_the_cli_refuses_an_option_that_names_a_file(tmp_path):
+    """The second line, for an entry written without `--`: a word before `--` that reads as an option
+    and names a file here is refused (exit 2) with the fix; after `--` it is a path."""
+    (tmp_path / "--exclude=*.py").write_text(CUDA_FILE)
+    (tmp_path / "train.py").write_text(CUDA_FILE)
+    run = [sys.executable, "-m", "neuron_port", "rewrite", "--check", "--diff"]
+    refused = subprocess.run([*run, "--exclude=*.py", "train.py"], cwd=tmp_path, env=_git_env(),
+                             capture_output=True, text=True)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "'--exclude=*.py' reads as an option but is also a file here" in refused.stderr
+    assert "after `--`" in refused.stderr
+    scanned = subprocess.run([*run, "--", "--exclude=*.py", "train.py"], cwd=tmp_path, env=_git_env(),
+                             capture_output=True, text=True)
+    assert scanned.returncode == 1 and "--exclude=*.py:4:" in scanned.stderr, scanned.stderr
+    option = subprocess.run([*run, "--exclude=*.txt", "train.py"], cwd=tmp_path, env=_git_env(),
+                            capture_output=True, text=True)  # an option that names no file: as always
+    assert option.returncode == 1 and "train.py:4:" in option.stderr, option.stderr
+    missing = subprocess.run([*run, "--", "--fail-on=warning", "train.py"], cwd=tmp_path, env=_git_env(),
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "--fail-on=warning: no such file or directory (after `--`" in missing.stderr
+
+
+# -- the README's configurations (issue 22, item 7) -----------------------------------------------------
+def _readme_blocks() -> list[dict]:
+    """The YAML blocks of README.md's pre-commit section, parsed."""
+    import re
+
+    import yaml
+
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## pre-commit\n"):]
+    section = section[:section.index("\n## ", 1)]
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+
+
+def test_readme_pins_a_revision_that_can_exist():
+    """pre-commit needs a tag or a full commit sha as `rev:`: a tag the repository does not have fails
+    every user's first run."""
+    import re
+
+    remote = [repo for block in _readme_blocks() for repo in block["repos"] if repo["repo"] != "local"]
+    assert remote, "README shows no hook repository"
+    tags = set(_git(REPO, "tag", "--list").split())
+    for repo in remote:
+        rev = str(repo["rev"])
+        assert rev in tags or re.fullmatch(r"[0-9a-f]{40}", rev), f"README's rev: {rev} is neither a tag nor a sha"
+
+
+def test_readme_local_hook_runs_as_written(tmp_path, hook_repo):
+    """The README's `repo: local` block, as written, with the neuron-port of this environment: it is the
+    shipped hook (same entry and file selection) and fails on CUDA code."""
+    import yaml
+
+    local = [repo for block in _readme_blocks() for repo in block["repos"] if repo["repo"] == "local"]
+    assert len(local) == 1, local
+    hook = local[0]["hooks"][0]
+    shipped = next(h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text()) if h["id"] == hook["id"])
+    for key in ("entry", "types_or", "exclude_types", "files", "require_serial"):
+        assert hook[key] == shipped[key], key
+    project = _project(tmp_path, {"train.py": CUDA_FILE, "--exclude=*.py": CLEAN_FILE}, hook_repo)
+    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": local}))
+    env = _git_env()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(PRE_COMMIT_HOME=str(tmp_path / "home"), PRE_COMMIT_COLOR="never")
+    result = subprocess.run([str(PRE_COMMIT), "run", "--all-files"], cwd=project, env=env, capture_output=True,
+                            text=True, timeout=900)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1 and "train.py:4:" in out and "2 file(s) scanned" in out, out
 
 
 def test_try_repo_reports_findings(tmp_path, hook_repo):

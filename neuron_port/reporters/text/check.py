@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from neuron_port.check.aggregate.command import describe_outcome
 from neuron_port.check.aggregate.demotions import Float64DemotionEntry
@@ -86,7 +87,7 @@ def render_check(console: Console, report: Report) -> None:
     left, safe, unsafe, manual = static_left_counts(report)
     float64 = [d for d in runtime.demotions if isinstance(d, Float64DemotionEntry) and d.dtype == "float64"]
     lines = [
-        f"command: {' '.join(status.command)}",
+        f"command: {escape(' '.join(status.command))}",
         f"outcome: {outcome}, {status.processes} process(es) recorded",
         "readiness: " + (f"[bold]{readiness:.1%}[/bold] of {ops.calls:,} op calls ran natively"
                          if readiness is not None else "no op reached the neuron device"),
@@ -101,7 +102,7 @@ def render_check(console: Console, report: Report) -> None:
         f"static findings left: {left} ({safe} fixed by `neuron-port rewrite`, {unsafe} need `--unsafe-fixes`, "
         f"{manual} manual)",
     ]
-    console.print(Panel("\n".join(lines), title="neuron-port check", expand=False))
+    console.print(Panel(Text.from_markup("\n".join(lines), emoji=False), title="neuron-port check", expand=False))
 
     if runtime.fallbacks:
         table = _table("CPU fallbacks (move off the hot path, replace with a supported op, or write an NKI kernel)",

@@ -122,7 +122,8 @@ def emit(report: Report, context: RenderContext, streams: Streams) -> None:
         # On a terminal the runtime tables wrap long advice to its width (the findings keep one line each);
         # in a pipe or a file nothing wraps: a line as wide as it needs, so no path:line is ever cut.
         width = None if streams.out.is_terminal else PIPE_WIDTH
-        render_check(Console(file=streams.out.file, highlight=False, width=width), report)
+        # as the CLI's consoles: text as it is (no emoji codes, no markup in paths or messages)
+        render_check(Console(file=streams.out.file, highlight=False, emoji=False, markup=False, width=width), report)
         render_findings(streams.out, report)
         return
     render_findings(streams.out, report, include_fixed=context.verbose)
