@@ -95,6 +95,10 @@ def rewrite_source(
     options = run_options(settings, instance=instance, neuron_cores=neuron_cores)
     rules = [rule_by_code(code_) for code_ in options.rule_codes]
     kind = file_kind(path, head=code[:SHEBANG_BYTES])
+    if kind == "cuda":  # a .cu / .cuh source: reported (NP709), never parsed or changed
+        from neuron_port.rewrite.cuda_files import cuda_text_findings
+
+        return code, cuda_text_findings(code, path, options.rule_codes)
     if kind in ("python", "notebook"):
         engine = EngineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes)
         transform = transform_notebook if kind == "notebook" else transform_source

@@ -135,6 +135,8 @@ class RuleSpec:
     TARGETS: ClassVar[Sequence[Target]] = TARGETS  # targets the rule runs for
     VALID: ClassVar[Sequence[Union[Valid, str]]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
+    # A rule that reports at most once per file: a notebook (one pass per cell) keeps its first finding.
+    ONCE_PER_FILE: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

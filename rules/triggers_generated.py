@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '7dc4fda1098a97c6a621034651d911e5d93d69ddbd76c73b7d5a0dee2a803658'
+RULE_SOURCES_SHA256 = 'b397566189578f798f45a043447cd9f7926c507b519c0357c3ced6f74e24cf42'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -71,6 +71,10 @@ RULES = (
     ('NP711', 'gpu-monitoring', 'python', ('neuron', 'accelerator'), ('nvidia-smi', 'nvidia_smi', 'pynvml', 'nvml', 'GPUtil', 'gpustat', 'nvitop')),
     ('NP712', 'profiler-activity-cuda', 'python', ('neuron', 'accelerator'), ('ProfilerActivity',)),
     ('NP713', 'cuda-only-custom-op', 'python', ('neuron', 'accelerator'), ('\\.[ \\t]*library\\b', 'library(?<!\\wlibrary)[ \\t]*\\.[A-Za-z_]', 'library(?<!\\wlibrary)\\s+as\\b')),
+    ('NP714', 'cuda-array-library', 'python', ('neuron', 'accelerator'), ('cupy', 'pycuda', 'cuda\\.bindings', 'cuda\\.core', 'from\\s+cuda\\s+import')),
+    ('NP715', 'numba-cuda', 'python', ('neuron', 'accelerator'), ('numba',)),
+    ('NP716', 'torch-private-cuda', 'python', ('neuron', 'accelerator'), ('_compile_kernel', '_C\\._cuda')),
+    ('NP717', 'cuda-only-module', 'python', ('neuron', 'accelerator'), ('triton', 'tilelang', 'cutlass', 'helion', 'cupy', 'pycuda', 'numba', 'cuda\\.bindings', 'cuda\\.core')),
     ('NP720', 'cuda-only-branch', 'python', ('neuron', 'accelerator'), ('is_cuda', "'cuda'", '"cuda"')),
     ('NP799', 'invalid-suppression', 'python', ('neuron', 'accelerator'), ('neuron-port',)),
     ('NP801', 'float64', 'python', ('neuron', 'accelerator'), ('\\.[ \\t]*(?:float64|double|DoubleTensor)\\b', 'import\\b[^\\n]*\\b(?:float64|double|DoubleTensor)\\b', 'float64(?<=[\\s(,]float64)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)', 'double(?<=[\\s(,]double)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)', 'DoubleTensor(?<=[\\s(,]DoubleTensor)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)')),

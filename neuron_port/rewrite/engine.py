@@ -33,6 +33,7 @@ from neuron_port.rewrite import traversal
 from neuron_port.rewrite.traversal import ancestors_of, walk_batched
 from neuron_port.rules.spec import PythonRule, RuleSpec
 from neuron_port.rules.context import FileContext, ImportTracker, Violation
+from neuron_port.rewrite.scope_folding import fold_kept_scopes, scope_rules_not_in
 
 MAX_PASSES = 4
 
@@ -187,16 +188,17 @@ def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode]) -> dict[cs
 
 
 def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: EngineOptions, path: str,
-               need_positions: bool = True):
+               need_positions: bool = True, hidden: frozenset = frozenset()):
     context = FileContext(target=options.target, path=path)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     visitors: list[cst.BatchableCSTVisitor] = [ImportTracker(context)]
     visitors.extend(rule(context) for rule in rules)
     walk_batched(wrapper, visitors)
+    violations = fold_kept_scopes(context, hidden)
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
-    positions = (node_positions(module, (v.node for v in context.violations))
-                 if context.violations and need_positions else None)
-    return context.violations, positions
+    positions = (node_positions(module, (v.node for v in violations))
+                 if violations and need_positions else None)
+    return violations, positions
 
 
 def _allowed(report: Violation, options: EngineOptions) -> bool:
@@ -292,6 +294,7 @@ def transform_source(
         triggers = prefilter_for(rules)
     if not rules or not could_match(source, triggers):
         return SourceOutcome(code=source, skipped=True)
+    hidden = scope_rules_not_in(rules)
 
     code = source
     module = _parse(code, path)
@@ -301,10 +304,10 @@ def transform_source(
     for pass_number in range(MAX_PASSES + 1):
         # Only the rules whose triggers occur in this text can report (a file that passed the pre-filter
         # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text.
-        active = [rule for rule in rules if could_match(code, rule_pattern(tuple(rule.TRIGGERS)))]
+        active = [rule for rule in (*rules, *hidden) if could_match(code, rule_pattern(tuple(rule.TRIGGERS)))]
         # later passes only need positions to honour suppression comments
         reports, positions = _run_rules(module, active, options, path,
-                                        need_positions=pass_number == 0 or has_suppressions)
+                                        need_positions=pass_number == 0 or has_suppressions, hidden=hidden)
         found = suppressions(code.splitlines()) if reports and has_suppressions else {}
         kept: list[Violation] = []
         for report in reports:

@@ -72,6 +72,12 @@ def process_file(source: SourceFile, options: RunOptions,
     result = FileResult(path=source.display, real_path=str(source.real))
     try:
         kind = file_kind(source.display)
+        if kind == "cuda":  # a .cu / .cuh file: reported once, never parsed
+            from neuron_port.rewrite.cuda_files import cuda_file_findings
+
+            result.findings = cuda_file_findings(source, options)
+            result.skipped = not result.findings
+            return result, None
         if kind not in ("python", "notebook"):  # launch scripts and configs (pyproject.toml: every project)
             if not _launch_file_could_match(source, options):
                 result.skipped = True

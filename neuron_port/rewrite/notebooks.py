@@ -247,6 +247,7 @@ def transform_notebook(
         return SourceOutcome(code=text, skipped=True)
 
     findings = []
+    once = {rule.CODE for rule in rules if rule.ONCE_PER_FILE}  # reported for the notebook, not per cell
     fixes = 0
     changed: dict[int, str] = {}
     imports: list[str] = []
@@ -272,7 +273,8 @@ def transform_notebook(
             if message.startswith(path):
                 message = f"{path}[cell {number}]" + message[len(path):]
             raise RewriteError(message) from None
-        findings.extend(outcome.findings)
+        seen = {f.code for f in findings}
+        findings.extend(f for f in outcome.findings if f.code not in once or f.code not in seen)
         if outcome.code != code:
             new_source = _unmask(outcome.code, masks, f"{path}[cell {number}]")
             if new_source != source:

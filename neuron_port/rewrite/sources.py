@@ -28,7 +28,9 @@ LAUNCH_SUFFIXES: dict[str, str] = {
     ".sh": "shell", ".bash": "shell", ".mk": "make", "Makefile": "make", "makefile": "make",
     "GNUmakefile": "make", ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml",
 }
-SOURCE_SUFFIXES = (".py",) + NOTEBOOK_SUFFIXES + tuple(LAUNCH_SUFFIXES)
+# CUDA C++ sources: discovered and reported once per file (NP709, neuron_port/rewrite/cuda_files.py), never parsed.
+CUDA_SUFFIXES = (".cu", ".cuh")
+SOURCE_SUFFIXES = (".py",) + NOTEBOOK_SUFFIXES + tuple(LAUNCH_SUFFIXES) + CUDA_SUFFIXES
 
 
 # The interpreter of a shebang line (`#!/bin/bash`, `#!/usr/bin/env -S python3 -u`), for scripts without
@@ -40,7 +42,7 @@ SHEBANG_BYTES = 256
 
 
 def file_kind(name: str, head: Optional[str] = None) -> str:
-    """"python", "notebook", or a launch/config kind ("shell", "make", "yaml", "json", "toml"), by the
+    """"python", "notebook", "cuda" (a .cu / .cuh source), or a launch/config kind ("shell", "make", "yaml", "json", "toml"), by the
     name's suffix. A name without one (``bin/train``, as pre-commit hands over executable scripts) is read
     by its shebang: ``head`` is the start of the text, or the first bytes of the file ``name`` are read
     (a regular file only). Anything else is Python (a file given explicitly is taken as Python source
@@ -49,6 +51,8 @@ def file_kind(name: str, head: Optional[str] = None) -> str:
         return "python"
     if name.endswith(NOTEBOOK_SUFFIXES):
         return "notebook"
+    if name.endswith(CUDA_SUFFIXES):
+        return "cuda"
     for suffix, kind in LAUNCH_SUFFIXES.items():
         if name.endswith(suffix):
             return kind

@@ -42,7 +42,7 @@ class Directive:
         return None if self.written is None else frozenset(self.written)
 
 
-BRACKETS_HINT = "write `# neuron-port: ignore[NP101, NP102]` (codes or prefixes, separated by commas)"
+BRACKETS_HINT = "write `# neuron-port: ignore[NP101, NP102]`"
 
 
 def parse_directive(line: str) -> Optional[Directive]:

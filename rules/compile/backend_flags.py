@@ -107,8 +107,7 @@ class CudaBackendFlag(StatementRule):
         return None
 
     READ_MESSAGE = (
-        "`{name}` is read here, but it has no effect on Trainium: {why}; a branch on it or a log of it "
-        "describes a CUDA setting: drop the test (or the log)"
+        "`{name}` is read here, but it has no effect on Trainium ({why}): drop the test (or the log)"
     )
 
     def __init__(self, context) -> None:
@@ -202,8 +201,8 @@ class SdpaKernelContext(PythonRule):
     SEVERITY = "info"
     EFFORT = "low"
     MESSAGE = (
-        "`{name}` selects a CUDA attention kernel and has no effect on Trainium: scaled_dot_product_attention "
-        "picks its NKI flash-attention path itself; the context can go"
+        "`{name}` selects a CUDA attention kernel and has no effect on Trainium (SDPA picks its NKI path): the "
+        "context can go"
     )
     TRIGGERS = ("sdp_kernel", "sdpa_kernel")
     TARGETS = ("neuron",)

@@ -47,7 +47,7 @@ class StatementRule(PythonRule):
             if self.context.target not in self.REMOVABLE_TARGETS:
                 self.report(node, message, effort="low")
             elif isinstance(owner, cst.SimpleStatementLine) and has_comment_above(owner):
-                self.report(node, message + " (not removed automatically: the line has a comment above it)",
+                self.report(node, message + " (not removed: a comment above)",
                             effort="low")
             else:
                 self.report(owner, message, replacement=statement_without(owner, small))  # type: ignore[arg-type]

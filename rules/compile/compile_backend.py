@@ -250,7 +250,7 @@ class CompileCudaBackend(PythonRule):
         if self.context.target == "accelerator":
             if info.default and qualname in COMPILE_FUNCS:
                 self.report(node, f"torch.compile backend {backend!r} cannot compile for Trainium ({info.why}): "
-                                  "drop it, the default is Inductor on a GPU and neuron on Trainium",
+                                  "drop it (the default suits each device)",
                             replacement=remove_arg(node, arg))
             else:
                 self.report(arg.value, message + " on Trainium", effort="low")

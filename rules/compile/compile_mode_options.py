@@ -54,8 +54,7 @@ class CompileMode(CompileCallRule):
     SEVERITY = "info"
     FIX_AVAILABILITY = "sometimes"
     MESSAGE = (
-        "torch.compile mode {mode} has no effect on Trainium (the neuron backend warns and uses the default "
-        "mode{note})"
+        "torch.compile mode {mode} has no effect on Trainium (the default mode is used{note})"
     )
 
     VALID = [

@@ -112,5 +112,5 @@ class CudaGraphs(PythonRule):
         if node.keyword is not None and node.keyword.value in CUDA_GRAPH_KEYWORDS and is_true(node.value):
             self.report(node, self.MESSAGE.format(
                 name=f"{node.keyword.value}=True",
-                advice="set it to False on Trainium (compile the step with torch.compile(backend=\"neuron\") "
-                       "for the same launch-overhead saving)"), effort="low")
+                advice="set it to False on Trainium (or compile the step with torch.compile(backend=\"neuron\"))"),
+                effort="low")

@@ -60,8 +60,8 @@ class CompileDynamicShapes(StatementRule):
     FIX_SAFETY = "unsafe"
     EFFORT = "medium"
     MESSAGE = (
-        "dynamic shapes are rejected by the neuron torch.compile backend (static shapes only): pass "
-        "`dynamic=False` and pad inputs to a few fixed sizes (buckets)"
+        "dynamic shapes are rejected by the neuron torch.compile backend: pass `dynamic=False` and pad "
+        "inputs to a few fixed sizes"
     )
     TRIGGERS = (r"dynamic(?<!\wdynamic)\s*=(?!=)", r"mark_dynamic\b", r"dynamic_shapes\b", 'assume_static_by_default')
 
@@ -113,5 +113,5 @@ class CompileDynamicShapes(StatementRule):
         wanted = DYNAMO_DYNAMIC_CONFIG[qualname]
         if not ((wanted and is_true(value)) or (not wanted and is_false(value))):
             return None
-        return (f"`{qualname}` = {wanted} turns dynamic shapes on, which the neuron torch.compile backend "
-                "rejects (static shapes only): remove it and pad inputs to fixed sizes")
+        return (f"`{qualname}` = {wanted} turns dynamic shapes on, which the neuron backend rejects: remove "
+                "it")

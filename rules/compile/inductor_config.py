@@ -55,8 +55,7 @@ class InductorConfig(StatementRule):
     FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = (
-        "`{name}` configures TorchInductor, which the neuron backend does not use: it has no effect on "
-        "Trainium{note}"
+        "`{name}` configures TorchInductor, which has no effect on Trainium{note}"
     )
     TRIGGERS = ("_inductor",)
     TARGETS = ("neuron",)
@@ -96,7 +95,7 @@ class InductorConfig(StatementRule):
 
     def _message(self, qualname: str) -> str:
         key = qualname[len(INDUCTOR_CONFIG) + 1:]
-        note = " (CUDA graphs have no Trainium equivalent)" if key in INDUCTOR_CUDA_GRAPH_KEYS else ""
+        note = " (nor do CUDA graphs)" if key in INDUCTOR_CUDA_GRAPH_KEYS else ""
         return self.MESSAGE.format(name=qualname, note=note)
 
     def match(self, small: cst.BaseSmallStatement) -> Optional[str]:

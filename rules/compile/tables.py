@@ -23,8 +23,7 @@ class BackendInfo(NamedTuple):
 # String backends of torch.compile that cannot run on neuron tensors. Device-agnostic debug backends
 # ("eager", "aot_eager", ...) and user-registered names are not listed and are left alone.
 CUDA_BACKENDS: dict[str, BackendInfo] = {
-    "inductor": BackendInfo("safe", "TorchNeuron does not use TorchInductor (it lowers to StableHLO and "
-                                    "neuronx-cc)", default=True),
+    "inductor": BackendInfo("safe", "TorchNeuron does not use TorchInductor", default=True),
     "cudagraphs": BackendInfo("safe", "CUDA graphs have no Trainium equivalent"),
     "tensorrt": BackendInfo("unsafe", "TensorRT is NVIDIA-only"),
     "torch_tensorrt": BackendInfo("unsafe", "TensorRT is NVIDIA-only"),
@@ -35,9 +34,9 @@ CUDA_BACKENDS: dict[str, BackendInfo] = {
 # torch.compile(mode=...) values. TorchNeuron logs "Neuron backend does not support mode='...',
 # falling back to default mode." for every mode but "default".
 MODE_NOTES: dict[str, str] = {
-    "reduce-overhead": "it captures CUDA graphs, which have no Trainium equivalent",
-    "max-autotune": "it autotunes Triton kernels and uses CUDA graphs",
-    "max-autotune-no-cudagraphs": "it autotunes Triton kernels",
+    "reduce-overhead": "it captures CUDA graphs",
+    "max-autotune": "Triton autotuning and CUDA graphs",
+    "max-autotune-no-cudagraphs": "Triton autotuning",
 }
 
 # torch.compile(options={...}) keys the neuron backend reads; every other key is an Inductor setting.
@@ -61,8 +60,7 @@ CUDA_FLAG_ASSIGNMENTS: dict[str, str] = {
     "torch.backends.cudnn.benchmark": "cuDNN autotuning; the Neuron compiler chooses kernels itself",
     "torch.backends.cudnn.benchmark_limit": "cuDNN autotuning; the Neuron compiler chooses kernels itself",
     "torch.backends.cudnn.deterministic": (
-        "a cuDNN setting; for reproducible runs on Trainium call torch.use_deterministic_algorithms(True) "
-        "(which also turns off Adaptive Eager Execution fusion)"),
+        "a cuDNN setting; for reproducible runs call torch.use_deterministic_algorithms(True)"),
     "torch.backends.cudnn.enabled": "there is no cuDNN on Trainium",
     "torch.backends.cudnn.allow_tf32": "TF32 is a CUDA math mode (convolutions)",
     "torch.backends.cudnn.fp32_precision": "TF32 is a CUDA math mode (convolutions)",
@@ -78,8 +76,7 @@ CUDA_FLAG_ASSIGNMENTS: dict[str, str] = {
 # Statement calls that only configure CUDA libraries: qualified name -> why. Removal is the fix.
 CUDA_FLAG_CALLS: dict[str, str] = {
     "torch.set_float32_matmul_precision": (
-        "it selects TF32/bf16 paths of CUDA (and oneDNN on CPU) matmuls; neuron matmuls follow the "
-        "tensor dtypes (use bf16 autocast for speed)"),
+        "it selects TF32 paths of CUDA matmuls; neuron matmuls follow the tensor dtypes"),
     "torch.backends.cuda.enable_flash_sdp": (
         "it selects a CUDA SDPA kernel; on neuron SDPA picks its NKI flash path itself"),
     "torch.backends.cuda.enable_mem_efficient_sdp": (
@@ -106,27 +103,21 @@ SDPA_CONTEXTS = frozenset({
 
 # CUDA graphs: torch.cuda.<name> (also reached through torch.cuda.graphs) -> (advice, effort).
 CUDA_GRAPH_APIS: dict[str, tuple[str, str]] = {
-    "CUDAGraph": ("capture/replay has no Trainium equivalent; run the captured step eagerly or compile "
-                  "it with torch.compile(backend=\"neuron\") (one NEFF per input shape)", "high"),
-    "graph": ("capture/replay has no Trainium equivalent; run the captured region eagerly or compile "
-              "it with torch.compile(backend=\"neuron\")", "high"),
-    "make_graphed_callables": ("drop the wrapper and call the module directly, or wrap it in "
-                               "torch.compile(backend=\"neuron\")", "medium"),
+    "CUDAGraph": ("run the captured step eagerly or compile it with torch.compile(backend=\"neuron\")", "high"),
+    "graph": ("run the captured region eagerly or compile it with torch.compile(backend=\"neuron\")", "high"),
+    "make_graphed_callables": ("drop the wrapper, or use torch.compile(backend=\"neuron\")", "medium"),
     "graph_pool_handle": ("CUDA-graph memory pools have no Trainium equivalent; drop it with the "
                           "capture code", "medium"),
     "is_current_stream_capturing": ("there is no stream capture on Trainium; the answer is always no", "low"),
     # private helpers (torch.cuda._<name>, also reached through torch.cuda.graphs and torch._C)
-    "_graph_annotations": ("CUDA-graph kernel annotations (mark_kernels, mark_stream, remap_to_exec_graph) "
-                           "label the nodes of a captured graph for profiler traces; drop them with the capture "
-                           "code (torch.profiler.record_function labels regions in Neuron profiles)", "low"),
+    "_graph_annotations": ("kernel annotations of a captured graph: drop them with the capture code", "low"),
     "_annotate_cuda_graph_trace": ("it post-processes profiler traces of CUDA graphs; drop it with the capture "
                                    "code", "low"),
     "_POOL_HANDLE": ("CUDA-graph memory pool handles have no Trainium equivalent; drop them with the capture "
                      "code", "medium"),
     "_graph_pool_handle": ("CUDA-graph memory pools have no Trainium equivalent; drop it with the capture code",
                            "medium"),
-    "_CUDAGraph": ("capture/replay has no Trainium equivalent; run the captured step eagerly or compile it with "
-                   "torch.compile(backend=\"neuron\")", "high"),
+    "_CUDAGraph": ("run the captured step eagerly or compile it with torch.compile(backend=\"neuron\")", "high"),
     "_cuda_isCurrentStreamCapturing": ("there is no stream capture on Trainium; the answer is always no", "low"),
 }
 # the torch._C names of the private graph helpers (reported like torch.cuda._<name>)

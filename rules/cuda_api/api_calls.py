@@ -7,12 +7,10 @@ import libcst as cst
 
 from neuron_port.rules.cuda_api.api_renames import rank_call, rename
 from neuron_port.rules.cuda_api.capability import CAPABILITY_CALLS, capability_checks
-from neuron_port.rules.cuda_api.kept_references import (
-    availability_guard_message,
-    availability_guards,
-    capability_guard_message,
-    capability_properties_message,
-)
+from neuron_port.rules.cuda_api.kept_arguments import kept_cuda_calls
+from neuron_port.rules.cuda_api.kept_references import (availability_guard_message, availability_guards,
+                                                        capability_guard_message, capability_properties_message,
+                                                        kept_argument_message)
 from neuron_port.rules.cuda_api.references import TorchCudaReference
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
 from neuron_port.rules.device_placement.ranks import rank_devices
@@ -59,18 +57,17 @@ class CudaApiCall(TorchCudaReference):
     or an alias of one (NP107 has the whole rule); the rank devices of a file are rewritten all together or
     not at all (NP107).
 
-    Compute-capability reads are never renamed into code that raises: ``torch.neuron.get_device_properties``
-    has ``name`` and ``total_memory`` only, so a ``get_device_properties(d)`` whose result is read for
-    ``.major``, ``.minor``, ``.multi_processor_count`` (directly or through the name it is assigned to) is
-    reported and left as it is, and so is a ``torch.cuda.is_available()`` test guarding such a read or a
-    ``get_device_capability()`` call (NP202) that NP210 does not rewrite: on Trainium the test stays False
-    and the CUDA check is skipped, instead of becoming True and raising. For the same reason a
-    ``torch.cuda.is_available()`` test that guards other CUDA-only code (flash-attn, Triton, a CUDA
-    extension, a CUDA graph, a ``torch.cuda`` API with no neuron equivalent such as ``mem_get_info``: what
-    NP720 finds), directly or through a name it is assigned to (``use_cuda = torch.cuda.is_available()``
-    ... ``if use_cuda:``), is kept and reported, not renamed; on the accelerator target so is one guarding
-    a ``torch.cuda`` API that has no ``torch.accelerator`` spelling (``get_device_name``, ``stream``...),
-    which stays ``torch.cuda`` and would run, and raise, on any other accelerator.
+    Capability reads are never renamed into code that raises: ``torch.neuron.get_device_properties`` has
+    ``name`` and ``total_memory`` only, so a ``get_device_properties(d)`` read for ``.major``, ``.minor``,
+    ``.multi_processor_count`` (directly or through the name it is assigned to) is reported and left as it
+    is, and so is a ``torch.cuda.is_available()`` test guarding such a read or a ``get_device_capability()``
+    call (NP202) that NP210 does not rewrite: on Trainium the test stays False and the CUDA check is
+    skipped. So is a ``torch.cuda.is_available()`` test that guards other CUDA-only code (what NP720
+    finds), directly or through a name it is assigned to (``use_cuda = torch.cuda.is_available()``), and,
+    on the accelerator target, one guarding a ``torch.cuda`` API with no ``torch.accelerator`` spelling.
+    A test that decides code not known to run on Trainium (NP102's allow list: an import, another
+    package's call, a raise naming the GPU) is an unsafe rename. The arguments of a ``torch.cuda`` call
+    that stays (``get_device_capability('cuda')``, a stream passed to ``torch.cuda.graph``) stay too.
 
     One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
     renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
@@ -343,6 +340,12 @@ class CudaApiCall(TorchCudaReference):
             message_contains="no torch.accelerator spelling",
             runs=True,
         ),
+        Invalid(  # a stream passed to a CUDA graph stays CUDA's; the test decides code not known to be portable
+            "import torch\n\ng = torch.cuda.CUDAGraph()\ns = torch.cuda.Stream()\nwith torch.cuda.graph(g, stream=s):\n"
+            "    pass\nif not torch.cuda.is_available():\n    config = None\nelse:\n    config = load_kernels()\n",
+            None,
+            message_contains="an argument of a `torch.cuda` call that stays CUDA's",
+        ),
     ]
 
     def __init__(self, context) -> None:
@@ -360,17 +363,19 @@ class CudaApiCall(TorchCudaReference):
         self._references.append((node, qualname, key))  # decided per file, at the end (ranks, capabilities)
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        """Each reference, in order: kept (``kept_references.py``: capability reads and guards, availability
-        tests guarding CUDA-only code), renamed with a rank device set to 0, or renamed
-        (``api_renames.py``)."""
+        """Each reference: kept (``kept_references.py``, ``kept_arguments.py``), renamed with a rank set to 0,
+        or renamed (``api_renames.py``)."""
         if not self._references:
             return
         caps = capability_checks(self.context, original_node) if self._capability_calls else None
-        ranks = None  # the file's rank analysis, computed only if a call may pass a rank as its device
-        guarding = None  # is_available() tests that guard CUDA-only code (NP720), computed only if one is seen
+        ranks = guarding = None  # the rank analysis, the is_available() tests kept or unsafe: computed when needed
+        kept = kept_cuda_calls(self.context, original_node).nodes  # arguments of kept torch.cuda calls
         for node, qualname, key in self._references:
             if caps is not None and node in caps.rewritten:
                 continue  # inside a capability comparison NP210 rewrites
+            if node in kept:
+                self.report(node, kept_argument_message(key), effort="low")
+                continue
             if caps is not None and node in caps.kept_guards:
                 self.report(node, capability_guard_message(key, caps.kept_guards[node]), effort="low")
                 continue
@@ -391,4 +396,4 @@ class CudaApiCall(TorchCudaReference):
                 ranks = ranks or rank_devices(self.context, original_node)
                 if rank_call(self, node, key, call, ranks):
                     continue
-            rename(self, node, key)
+            rename(self, node, key, unsafe=guarding.unsafe.get(node) if key == "is_available" else None)

@@ -5,6 +5,8 @@ set to 0, the process's only NeuronCore under torchrun (``set_device(<rank>)`` i
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
@@ -12,6 +14,7 @@ from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
+from neuron_port.rules.no_port.cuda_only_branches import unsafe_flip_note
 from neuron_port.rules.spec import PythonRule
 
 
@@ -35,7 +38,7 @@ def rank_call(rule: PythonRule, node: cst.BaseExpression, key: str, call: cst.Ca
     rule.report(
         call,
         rule.MESSAGE.format(api=key, new=f"torch.neuron.{TORCH_CUDA_API[key].neuron}")
-        + f"; the rank `{source_of(arg.value)}` becomes 0: {ONE_CORE_PER_PROCESS}" + ranks.note(),
+        + f"; rank `{source_of(arg.value)}` becomes 0: {ONE_CORE_PER_PROCESS}" + ranks.note(),
         replacement=replacement, safety=ranks.safety, imports=imports,
     )
     return True
@@ -54,9 +57,12 @@ def neuron_spelling(context, node: cst.BaseExpression, key: str):
     return expr(f"{torch_name}.neuron.{mapping.neuron}"), imports
 
 
-def rename(rule: PythonRule, node: cst.BaseExpression, key: str) -> None:
+def rename(rule: PythonRule, node: cst.BaseExpression, key: str, unsafe: Optional[str] = None) -> None:
     """Report the reference with its rename for the target (``rule`` is NP201), or, on the accelerator
-    target, without a fix where ``torch.accelerator`` has no spelling for it."""
+    target, without a fix where ``torch.accelerator`` has no spelling for it; ``unsafe``: the code not
+    known to run on Trainium whose running the renamed test would change (the fix is then unsafe)."""
+    safety = "safe" if unsafe is None else "unsafe"
+    note = "" if unsafe is None else unsafe_flip_note(unsafe)
     mapping = TORCH_CUDA_API[key]
     if rule.context.target == "accelerator":
         if mapping.accelerator is None:
@@ -69,10 +75,10 @@ def rename(rule: PythonRule, node: cst.BaseExpression, key: str) -> None:
             return
         torch_name, imports = rule.context.torch_module_name()
         new = mapping.accelerator.replace("torch.", f"{torch_name}.", 1)
-        rule.report(node, rule.MESSAGE.format(api=key, new=mapping.accelerator),
-                    replacement=expr(new), imports=imports)
+        rule.report(node, rule.MESSAGE.format(api=key, new=mapping.accelerator) + note,
+                    replacement=expr(new), imports=imports, safety=safety)
         return
     new_name = f"torch.neuron.{mapping.neuron}"
-    message = rule.MESSAGE.format(api=key, new=new_name) + (f" ({mapping.note})" if mapping.note else "")
+    message = rule.MESSAGE.format(api=key, new=new_name) + (f" ({mapping.note})" if mapping.note else "") + note
     replacement, imports = neuron_spelling(rule.context, node, key)
-    rule.report(node, message, replacement=replacement, imports=imports)
+    rule.report(node, message, replacement=replacement, imports=imports, safety=safety)

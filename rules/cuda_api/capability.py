@@ -174,10 +174,10 @@ class CapabilityChecks:
         if bf16:
             torch_name, imports = self.context.torch_module_name()
             call = f"{torch_name}.neuron.is_bf16_supported()"
-            replacement, meaning = expr(call if newer else f"not {call}"), "bf16 support (always on Trainium)"
+            replacement, meaning = expr(call if newer else f"not {call}"), "bf16 (always on Trainium)"
         else:
             replacement = cst.Name("False" if newer else "True")
-            meaning = "flash-attn / TF32 / FP8 / Triton, which Trainium does not have"
+            meaning = "flash-attn / TF32 / FP8 / Triton (none on Trainium)"
         replacement = replacement.with_changes(lpar=comparison.lpar, rpar=comparison.rpar)
         self.rewrites[comparison] = (replacement, meaning, imports)
         self.rewritten.update(walk(comparison))
@@ -266,7 +266,7 @@ class CudaCapabilityCheck(PythonRule):
     SEVERITY = "error"
     FIX_AVAILABILITY = "always"
     EFFORT = "low"
-    MESSAGE = "`{old}` reads a CUDA compute capability, which Trainium does not have; it checks for {meaning}: use `{new}`"
+    MESSAGE = "`{old}` reads a CUDA compute capability; it checks for {meaning}: use `{new}`"
     TARGETS = ("neuron",)
     TRIGGERS = ("get_device_capability", "get_device_properties")
 

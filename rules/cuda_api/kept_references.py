@@ -19,39 +19,46 @@ Reference = tuple[cst.BaseExpression, str, str]
 def capability_guard_message(key: str, read: str) -> str:
     """An availability test kept because it guards the capability read ``read``."""
     return (
-        f"`torch.cuda.{key}()` is kept: it guards `{read}`, a compute-capability read "
-        "that has no Trainium equivalent, so on Trainium this test is False and the CUDA-only check is "
-        "skipped; decide what the check is for (bf16 is always supported; flash-attn, TF32 and FP8 "
-        "are not) and rewrite it, then this test can become torch.neuron.is_available()"
+        f"`torch.cuda.{key}()` is kept: it guards `{read}`, a compute-capability read with no Trainium "
+        "equivalent"
     )
 
 
 def capability_properties_message(key: str, attribute: str) -> str:
     """``get_device_properties(...)`` kept because it is read for ``.attribute``."""
     return (
-        f"`torch.cuda.{key}(...)` is read for `.{attribute}`, which "
-        "torch.neuron.get_device_properties does not have (only `name` and `total_memory`): not "
-        "renamed; there is no compute capability on Trainium, branch on the feature instead (bf16 is "
-        "always supported; flash-attn, TF32 and FP8 are not)"
+        f"`torch.cuda.{key}(...)` is read for `.{attribute}`: not renamed (torch.neuron's has only `name` and "
+        "`total_memory`)"
     )
 
 
 def availability_guard_message(call: str, what: str) -> str:
     """An availability test kept because it guards ``what`` (``call``), code that cannot run on Trainium."""
     return (
-        f"`torch.cuda.is_available()` is kept: it guards {what} (`{call}`), which cannot run on "
-        "Trainium, so there the test stays False and that code is skipped, as before; "
-        "port it, then this test can become torch.neuron.is_available()"
+        f"`torch.cuda.is_available()` is kept: it guards {what} (`{call}`), CUDA-only"
     )
 
 
-def availability_guards(context, module: cst.Module,
-                        references: list[Reference]) -> dict[cst.CSTNode, tuple[str, str, str]]:
+def kept_argument_message(key: str) -> str:
+    """A ``torch.cuda`` reference inside the arguments of a ``torch.cuda`` call that stays as it is."""
+    return (f"`torch.cuda.{key}` is kept: it is an argument of a `torch.cuda` call that stays CUDA's (no "
+            "Trainium equivalent), and a call is rewritten whole or not at all")
+
+
+class AvailabilityGuards(dict):
     """The ``is_available`` references that guard CUDA-only code: node -> (the guarded call, what it is,
-    effort)."""
-    guarding = dict(cuda_only_guards(context, module).kept_availability)
+    effort); ``unsafe``: those whose rename would change whether code not known to run on Trainium runs
+    (node -> that code)."""
+
+    unsafe: dict
+
+
+def availability_guards(context, module: cst.Module, references: list[Reference]) -> AvailabilityGuards:
+    guards = cuda_only_guards(context, module)
+    guarding = AvailabilityGuards(guards.kept_availability)
     if context.target == "accelerator":
         guarding.update(guarding_unrenamed(module, references))
+    guarding.unsafe = guards.unsafe_availability
     return guarding
 
 

@@ -64,32 +64,23 @@ TORCH_CUDA_API: dict[str, ApiMapping] = {
 # torch.cuda.<key> with no neuron equivalent: advice and effort for the report.
 TORCH_CUDA_NO_EQUIVALENT: dict[str, tuple[str, str]] = {
     "get_device_capability": (
-        "there is no compute capability on Trainium; branch on torch.neuron.is_available() or on the "
-        "feature itself (bf16 is always supported)", "low"),
+        "no compute capability on Trainium; branch on the feature (bf16 is always supported)", "low"),
     "get_arch_list": ("there are no CUDA architectures on Trainium; drop the check", "low"),
     "is_tf32_supported": ("TF32 flags have no effect on Trainium; drop the check", "low"),
-    "nvtx": ("NVTX ranges have no Trainium equivalent; use torch.profiler.record_function, which "
-             "shows up in Neuron profiles (ProfilerActivity.PrivateUse1)", "low"),
+    "nvtx": ("NVTX ranges: use torch.profiler.record_function", "low"),
     "memory_snapshot": ("use torch_neuronx memory snapshots, viewable in Neuron Explorer", "medium"),
-    "memory._record_memory_history": ("CUDA memory-history recording has no neuron equivalent; use "
-                                      "torch_neuronx memory snapshots in Neuron Explorer", "medium"),
+    "memory._record_memory_history": ("use torch_neuronx memory snapshots in Neuron Explorer", "medium"),
     "memory._dump_snapshot": ("use torch_neuronx memory snapshots in Neuron Explorer", "medium"),
-    "memory._snapshot": ("CUDA caching-allocator snapshots have no torch.neuron equivalent (on a Trainium host "
-                         "the call raises); torch-neuronx records its own memory snapshots, viewable in Neuron "
-                         "Explorer or the PyTorch memory visualizer (Neuron memory profiling guide)", "medium"),
+    "memory._snapshot": ("it raises on Trainium: use torch-neuronx memory snapshots (Neuron memory profiling "
+                         "guide)", "medium"),
     # torch.neuron has get_rng_state(i) / set_rng_state(state, i) but no *_all variants
     # (https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py)
-    "get_rng_state_all": ("torch.neuron has no get_rng_state_all: use [torch.neuron.get_rng_state(i) for i in "
-                          "range(torch.neuron.device_count())] (one NeuronCore per process under torchrun); on a "
-                          "Trainium host the CUDA call returns [] and the device RNG state is silently not saved",
+    "get_rng_state_all": ("use [torch.neuron.get_rng_state(i) for i in range(torch.neuron.device_count())]",
                           "low"),
-    "set_rng_state_all": ("torch.neuron has no set_rng_state_all: call torch.neuron.set_rng_state(state, i) for "
-                          "each saved state; on a Trainium host the CUDA call restores nothing", "low"),
-    "random.get_rng_state_all": ("torch.neuron has no get_rng_state_all: use [torch.neuron.get_rng_state(i) for i in "
-                                 "range(torch.neuron.device_count())]; on a Trainium host the CUDA call returns [] "
-                                 "and the device RNG state is silently not saved", "low"),
-    "random.set_rng_state_all": ("torch.neuron has no set_rng_state_all: call torch.neuron.set_rng_state(state, i) "
-                                 "for each saved state; on a Trainium host the CUDA call restores nothing", "low"),
+    "set_rng_state_all": ("call torch.neuron.set_rng_state(state, i) for each saved state", "low"),
+    "random.get_rng_state_all": ("use [torch.neuron.get_rng_state(i) for i in range(torch.neuron.device_count())]",
+                                 "low"),
+    "random.set_rng_state_all": ("call torch.neuron.set_rng_state(state, i) for each saved state", "low"),
     "mem_get_info": ("use torch.neuron.get_device_properties(i).total_memory minus "
                      "torch.neuron.memory_reserved(i)", "low"),
     "set_per_process_memory_fraction": ("not available on neuron; partition cores with "
@@ -113,10 +104,7 @@ TORCH_CUDA_NO_EQUIVALENT: dict[str, tuple[str, str]] = {
 # torch.neuron name to rename them to): key -> (advice, effort).
 TORCH_CUDA_GENERIC_NAMES: dict[str, tuple[str, str]] = {
     # torch.cuda.OutOfMemoryError is torch.OutOfMemoryError (c10::OutOfMemoryError) in PyTorch 2.13
-    "OutOfMemoryError": ("it is torch.OutOfMemoryError: spell it that way; which exception TorchNeuron's "
-                         "allocator raises when device memory runs out is not documented (the simulator does "
-                         "not model it), so check the handler on Trainium or also catch RuntimeError with an "
-                         "out-of-memory message", "low"),
+    "OutOfMemoryError": ("spell it torch.OutOfMemoryError (what TorchNeuron raises is not documented)", "low"),
 }
 
 # Other dotted names (outside torch.cuda) with no neuron equivalent, reported by NP202.

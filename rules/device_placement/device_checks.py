@@ -7,7 +7,7 @@ import libcst as cst
 
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.helpers.names import source_of
-from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards
+from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards, unsafe_flip_note
 from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
 
@@ -50,6 +50,13 @@ class CudaDeviceCheck(DeviceStringRule):
     would shadow it) and not fixed on the accelerator target, where there is no device-agnostic spelling
     of "is this the accelerator": compare with ``torch.accelerator.current_accelerator().type`` after
     checking ``torch.accelerator.is_available()``.
+    Beyond that list, the fix is safe only when everything the test decides (the ``if`` and ``else``
+    bodies, both arms of a ternary, the rest of an ``and`` / ``or`` chain, the rest of a block after an
+    early ``return``) is known to run on Trainium: torch APIs the simulated device implements, printing,
+    logging, seeding, literals, functions of the same file whose bodies are such code
+    (``rules/helpers/portable.py`` has the allow list). Anything else (an import, a call into another
+    package, a ``raise`` / ``print`` / warning naming CUDA, GPU, FP8 or quantization, an attribute the file
+    sets to ``None`` such as ``self.cuda_config``) makes it an unsafe fix whose message names that code.
 
     ## References
     - https://docs.pytorch.org/docs/stable/accelerator.html
@@ -147,6 +154,62 @@ class CudaDeviceCheck(DeviceStringRule):
             """,
             runs=True,
         ),
+        Invalid(
+            # what the tests decide is about a feature Trainium lacks (FP8, GPU quantization): turned into
+            # 'neuron', Trainium would skip the warning and the raise and enter the path they keep it out of
+            """
+            def configure(args, device, device_type):
+                if device_type != "cuda":
+                    print("FP8 training requires CUDA, ignoring --fp8")
+                    args.fp8 = False
+                if device.type != "cuda":
+                    raise ValueError("Quantization is only supported on the GPU.")
+                return args
+            """,
+            None,
+            message_contains='unsafe: it guards `print("FP8',
+        ),
+        Invalid(
+            """
+            def configure(args, device_type):
+                if device_type != "cuda":
+                    print("FP8 training requires CUDA, ignoring --fp8")
+                    args.fp8 = False
+                return args
+            """,
+            """
+            def configure(args, device_type):
+                if device_type != "neuron":
+                    print("FP8 training requires CUDA, ignoring --fp8")
+                    args.fp8 = False
+                return args
+            """,
+            unsafe_fixes=True,
+            not_runnable=FRAGMENT,
+        ),
+        Invalid(
+            # the rest of the expression reads an optional Triton module; the guarded code calls bitsandbytes:
+            # neither is known to run on Trainium
+            """
+            try:
+                import triton
+            except ImportError:
+                triton = None
+            import bitsandbytes as bnb
+
+
+            def use_kernel(x):
+                return triton is not None and x.device.type == "cuda"
+
+
+            def to_int8(layer, device):
+                if device.type == "cuda":
+                    layer.weight = bnb.nn.Int8Params(layer.weight.data, has_fp16_weights=False).half().cuda()
+                return layer
+            """,
+            None,
+            message_contains="`bnb.nn.Int8Params`",
+        ),
     ]
 
     def __init__(self, context) -> None:
@@ -158,12 +221,14 @@ class CudaDeviceCheck(DeviceStringRule):
             self._checks.append((role_node, literal))  # reported at the end: is it a CUDA-only guard?
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        kept = cuda_only_guards(self.context, original_node).guard_nodes if self._checks else set()
+        if not self._checks:
+            return
+        guards = cuda_only_guards(self.context, original_node)
         for role_node, literal in self._checks:
-            if literal not in kept:  # a guard of Triton / flash-attn / a CUDA extension is NP720's, kept
-                self._check(role_node, literal)
+            if literal not in guards.guard_nodes:  # a guard of Triton / flash-attn / a CUDA extension is NP720's
+                self._check(role_node, literal, guards.unsafe.get(literal))
 
-    def _check(self, role_node: cst.CSTNode, literal: cst.CSTNode) -> None:
+    def _check(self, role_node: cst.CSTNode, literal: cst.CSTNode, guarded=None) -> None:
         role = self._role(role_node)
         old = source_of(role_node)
         if role == "multibackend":
@@ -177,12 +242,14 @@ class CudaDeviceCheck(DeviceStringRule):
             self.report(
                 literal,
                 f"device check against `{old}` is False on other accelerators: compare with "
-                "`torch.accelerator.current_accelerator().type` (after `torch.accelerator.is_available()`)",
+                "`torch.accelerator.current_accelerator().type`",
             )
             return
         replacement = self._neuron_version(literal)
         self.report(
             literal,
-            self.MESSAGE.format(old=old, new=old.replace(source_of(literal), source_of(replacement), 1)),
+            self.MESSAGE.format(old=old, new=old.replace(source_of(literal), source_of(replacement), 1))
+            + ("" if guarded is None else unsafe_flip_note(guarded)),
             replacement=replacement,
+            safety="safe" if guarded is None else "unsafe",
         )

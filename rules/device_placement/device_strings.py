@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from neuron_port.rules.cuda_api.kept_arguments import kept_cuda_calls
 from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
@@ -96,6 +97,7 @@ class CudaDeviceString(DeviceStringRule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._rank_pending: list = []
+        self._in_cuda_calls: list = []  # candidates inside torch.cuda calls, decided at the end
 
     VALID = [
         Valid("device = 'neuron' if torch.neuron.is_available() else 'cpu'\n"),
@@ -105,6 +107,9 @@ class CudaDeviceString(DeviceStringRule):
         Valid("model = AutoModel.from_pretrained(name, device_map='cuda')\n"),  # NP6xx
         Valid("if device.type == 'cuda':\n    pass\n"),  # NP102
         Valid("state = torch.load(f, map_location={'cuda:1': 'cpu'})\n"),
+        # arguments of torch.cuda calls that stay CUDA's (a call is rewritten whole or not at all)
+        Valid("import torch\nmajor, minor = torch.cuda.get_device_capability('cuda')\n"
+              "props = torch.cuda.get_device_properties(torch.device('cuda'))\nprint(props.major)\n"),
         Valid("x = torch.zeros(3, device='cpu')\ny = b'cuda'\nz = 'cudagraphs'\n"),
     ]
     INVALID = [
@@ -154,14 +159,14 @@ class CudaDeviceString(DeviceStringRule):
             "ckpt = torch.load(p, map_location={'cuda:0': 'neuron'})\n",
             not_runnable=FRAGMENT,
         ),
-        Invalid(
-            "backend = {'cuda': 'nccl', 'cpu': 'gloo'}[device.type]\n",
+        Invalid(  # (a {'cuda': 'nccl'} backend map is NP501's: key and value together)
+            "batch = {'cuda': 256, 'cpu': 32}[device.type]\n",
             None,  # a dict key may be a label: unsafe fix only
             message_contains="dict key",
         ),
         Invalid(
-            "backend = {'cuda': 'nccl', 'cpu': 'gloo'}[device.type]\n",
-            "backend = {'neuron': 'nccl', 'cpu': 'gloo'}[device.type]\n",
+            "batch = {'cuda': 256, 'cpu': 32}[device.type]\n",
+            "batch = {'neuron': 256, 'cpu': 32}[device.type]\n",
             unsafe_fixes=True,
         ),
         Invalid(
@@ -271,17 +276,23 @@ class CudaDeviceString(DeviceStringRule):
     ]
 
     def _candidate(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:
-        role = self._role(role_node)
-        if role in ("skip", "check", "multibackend"):
+        if self._role(role_node) in ("skip", "check", "multibackend"):
             return
+        if self._in_cuda_call():  # decided at the end: an argument of a kept torch.cuda call stays
+            self._in_cuda_calls.append((role_node, literal, kind))
+            return
+        self._decide(role_node, literal, kind)
+
+    def _decide(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:
+        role = self._role(role_node)
         old = source_of(role_node)
         if self.context.target == "accelerator":
             built = None if role in ("key", "container") else self._accelerator_version(literal, kind)
             if built is None:
                 self.report(
                     literal,
-                    f"`{old}` is a CUDA device string; there is no torch.accelerator spelling for it here: "
-                    "derive it from `torch.accelerator.current_accelerator()` (None on CPU-only hosts)",
+                    f"`{old}` is a CUDA device string with no torch.accelerator spelling here: derive it from "
+                    "`torch.accelerator.current_accelerator()`",
                 )
                 return
             replacement, imports = built
@@ -289,7 +300,7 @@ class CudaDeviceString(DeviceStringRule):
             self.report(
                 literal,
                 self.MESSAGE.format(old=old, new=source_of(replacement))
-                + ("" if safety == "safe" else " (unsafe: `current_accelerator()` is None on CPU-only hosts)"),
+                + ("" if safety == "safe" else " (unsafe: None on CPU-only hosts)"),
                 replacement=replacement,
                 safety=safety,
                 imports=imports,
@@ -325,6 +336,11 @@ class CudaDeviceString(DeviceStringRule):
         return None
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        if self._in_cuda_calls:
+            kept = kept_cuda_calls(self.context, original_node).nodes
+            for role_node, literal, kind in self._in_cuda_calls:
+                if literal not in kept:
+                    self._decide(role_node, literal, kind)
         if not self._rank_pending:
             return
         ranks = rank_devices(self.context, original_node)

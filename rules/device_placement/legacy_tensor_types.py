@@ -174,8 +174,8 @@ class LegacyCudaTensorType(PythonRule):
                 node,
                 self.MESSAGE.format(
                     name=name,
-                    advice=f"use `torch.tensor(data, dtype=torch.{dtype_name}, device=\"neuron\")` for data or "
-                    f"`torch.empty(*sizes, dtype=torch.{dtype_name}, device=\"neuron\")` for sizes",
+                    advice=f"use `torch.tensor(data, dtype=torch.{dtype_name}, device=\"neuron\")` (or "
+                    "`torch.empty` for sizes)",
                 ),
             )
             return
@@ -205,9 +205,7 @@ class LegacyCudaTensorType(PythonRule):
             node,
             self.MESSAGE.format(
                 name=name,
-                advice=f"for isinstance/type checks test `x.is_neuron and x.dtype == torch.{dtype_name}`; "
-                f"to create tensors use `torch.tensor`/`torch.empty` with "
-                f"`dtype=torch.{dtype_name}, device=\"neuron\"`",
+                advice=f"for isinstance checks test `x.is_neuron and x.dtype == torch.{dtype_name}`",
             ),
         )
 

@@ -7,10 +7,16 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.device_placement.ranks import INDEX_KEYWORD_CALLEES, is_rank_expression, rank_devices
+from neuron_port.rules.device_placement.ranks import (
+    INDEX_KEYWORD_CALLEES,
+    is_rank_expression,
+    kind_rank_fstring,
+    rank_devices,
+)
 from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
+from neuron_port.rules.helpers.nodes import replace_string, string_value
 from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, PythonRule, Valid
 
 _DDP = "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -74,8 +80,16 @@ class RankDeviceIndex(PythonRule):
     NeuronCore, on every rank, and on rank 0, where the old index was valid, it is the same device. A
     single-process script that picks a core with ``--gpu 3`` now runs on the first visible core (set
     ``NEURON_RT_VISIBLE_CORES=3`` instead). Unsafe, with the finding that names the blocker, when some rank
-    device of the file cannot be rewritten. The accelerator target keeps the index, which is what CUDA
-    needs, so the rule runs on the neuron target only.
+    device of the file cannot be rewritten: rewriting only the others would put the process's tensors on
+    two devices (``neuron`` and ``neuron:<rank>``), so that finding asks to rewrite the blocker by hand
+    and run again. The accelerator target keeps the index, which is what CUDA needs, so the rule runs on
+    the neuron target only.
+
+    TorchNeuron's ``init_process_group`` pins each process to one NeuronCore
+    (``NEURON_RT_VISIBLE_CORES`` from ``LOCAL_RANK`` under torchrun; a program started with
+    ``torch.multiprocessing.spawn``, whose rank is the spawned function's first parameter, is pinned to
+    its position among the ranks of its host), so ``neuron`` is that core and ``neuron:<rank>`` is
+    invalid for every rank but 0; the messages say "each process sees one NeuronCore".
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (one NeuronCore per process; ``init_process_group`` and
@@ -90,7 +104,7 @@ class RankDeviceIndex(PythonRule):
     SEVERITY = "error"
     FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
-    MESSAGE = "`{old}` puts the process's tensors on `neuron:<rank>`: use `{new}`; " + ONE_CORE_PER_PROCESS
+    MESSAGE = "`{old}` puts tensors on `neuron:<rank>`: use `{new}`; " + ONE_CORE_PER_PROCESS
     TARGETS = ("neuron",)
     TRIGGERS = ("rank", "RANK", "gpu", "device_id")
 
@@ -119,6 +133,23 @@ class RankDeviceIndex(PythonRule):
             "import os\nimport torch\ndevice = int(os.environ['LOCAL_RANK'])\n"
             "x = x.to(\"neuron\", non_blocking=True)\ng = torch.device(\"neuron\")\nm = FSDP(model, device_id=0)\n"
             "h = torch.device(args.device_type)\n",
+            not_runnable=FRAGMENT,
+        ),
+        Invalid(  # a device that reaches device_id= through a name keeps its index (0, the process's core)
+            "import os\nimport torch\nimport torch.distributed as dist\n"
+            "local_rank = int(os.environ['LOCAL_RANK'])\ndevice = torch.device('cuda', local_rank)\n"
+            "dist.init_process_group(backend='nccl', device_id=device)\n",
+            "import os\nimport torch\nimport torch.distributed as dist\n"
+            "local_rank = int(os.environ['LOCAL_RANK'])\ndevice = torch.device('neuron', 0)\n"
+            "dist.init_process_group(backend='nccl', device_id=device)\n",
+            message_contains="torch.device('neuron', 0)",
+            not_runnable=OTHER_RULES,
+        ),
+        Invalid(
+            _INIT + "local_rank = int(os.environ['LOCAL_RANK'])\ndevice_type = args.device\n"
+            "x = x.to(f\"{device_type}:{local_rank}\")\n",
+            _INIT + "local_rank = int(os.environ['LOCAL_RANK'])\ndevice_type = args.device\n"
+            "x = x.to(f\"{device_type}\")\n",
             not_runnable=FRAGMENT,
         ),
         Invalid(
@@ -234,6 +265,10 @@ class RankDeviceIndex(PythonRule):
         first = node.parts[0] if node.parts else None
         if isinstance(first, cst.FormattedStringText) and first.value == "cuda:":
             self._maybe = True  # f"cuda:{rank}" (NP101's): the analysis tells whether it is a rank
+        kind_rank = kind_rank_fstring(node)
+        if kind_rank is not None and self.context.target == "neuron" and not is_rank_expression(kind_rank[0]):
+            # f"{device_type}:{local_rank}": "neuron:<rank>" once device_type is "neuron"; the type alone
+            self._candidates.append((node, kind_rank[1], "drop-fstring-index"))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         if not (self._candidates or self._maybe):
@@ -256,23 +291,31 @@ class RankDeviceIndex(PythonRule):
             first = ranks.blockers[0]
             self.report(
                 first.node,
-                f"this file's rank devices are left as they are: `{first.what}` {first.why}, and rewriting only "
-                "the others would put this process's tensors on two devices (`neuron` and `neuron:<rank>`); "
-                "their fixes are marked unsafe. Rewrite this one by hand (each process has one NeuronCore, "
-                "`neuron`), then run again",
+                f"rank devices change together or not at all: `{first.what}` {first.why}; rewrite it by hand",
                 severity="warning",
             )
 
     @staticmethod
     def _replacement(node: cst.CSTNode, how: str, ranks) -> Optional[cst.CSTNode]:
         neuron = cst.SimpleString('"neuron"')
+        if how == "drop-fstring-index":  # f"{kind}:{<rank>}" -> f"{kind}"
+            assert isinstance(node, cst.FormattedString)
+            if ranks.needs_index(node):
+                return node.with_changes(parts=[node.parts[0], node.parts[1], cst.FormattedStringText("0")])
+            return node.with_changes(parts=[node.parts[0]])
         if how == "index":  # device_id=<rank> -> device_id=0
             assert isinstance(node, cst.Arg)
             return node.with_changes(value=cst.Integer("0"))
         assert isinstance(node, cst.Call) or how == "device"
-        if how == "drop-index":  # torch.device(kind, <rank>) -> torch.device(kind)
+        if how == "drop-index":  # torch.device(kind, <rank>) -> torch.device(kind) (, 0 where an index is needed)
             assert isinstance(node, cst.Call)
-            return node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+            kind = node.args[0]
+            literal = string_value(kind.value) if isinstance(kind.value, cst.SimpleString) else None
+            if literal == "cuda":  # the whole expression, as NP101 writes it: never a half-renamed device
+                kind = kind.with_changes(value=replace_string(kind.value, "neuron"))
+            if not ranks.needs_index(node):
+                return node.with_changes(args=[kind.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+            return node.with_changes(args=[kind, node.args[1].with_changes(value=cst.Integer("0"))])
         if how == "torch-device":  # torch.device(<rank>) -> torch.device("neuron") (, 0 where an index is needed)
             assert isinstance(node, cst.Call)
             first = node.args[0].with_changes(value=neuron, keyword=None, equal=cst.MaybeSentinel.DEFAULT)

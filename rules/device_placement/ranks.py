@@ -129,6 +129,7 @@ class RankDevices:
         # set_device(rank) call -> (node to replace, replacement) for NP502
         self.set_device_fixes: dict[cst.Call, tuple[cst.CSTNode, cst.CSTNode]] = {}
         self._index_required: set[cst.CSTNode] = set()
+        self._index_names: set[str] = set()  # names passed as device_id= of init_process_group
         self._scan(module)
 
     # -- the questions the rules ask --------------------------------------------------------------
@@ -149,13 +150,13 @@ class RankDevices:
         """What a rank fix's message adds when the file has a blocker ("" otherwise)."""
         if self.consistent:
             return ""
-        first = self.blockers[0]
-        return (f" (unsafe: `{first.what}` {first.why}; this file's rank devices change together or not at "
-                "all, see NP107)")
+        return " (unsafe: rank devices change together or not at all, NP107)"
 
     def needs_index(self, node: cst.CSTNode) -> bool:
-        """The node is (inside) a ``device_id=`` of ``init_process_group``, which needs a device with an
-        index: ``torch.device("neuron", 0)``, not ``torch.device("neuron")``."""
+        """The node is (inside) a ``device_id=`` of ``init_process_group``, or the value of a name passed
+        there (``device = torch.device("cuda", local_rank)`` ... ``device_id=device``), which needs a device
+        with an index: ``torch.device("neuron", 0)``, not ``torch.device("neuron")`` (PyTorch rejects a
+        device_id without one)."""
         return node in self._index_required
 
     # -- the scan ---------------------------------------------------------------------------------
@@ -215,6 +216,10 @@ class RankDevices:
             if self._call(call):
                 rank_set_devices.append(call)
         self._set_device_fixes(rank_set_devices, statements)
+        for name in self._index_names:
+            for value in assigned.get(name, ()):
+                if value is not None:
+                    self._index_required.update(walk(value))
 
     def _aliases(self, assigned: dict[str, list[Optional[cst.BaseExpression]]], params: set[str]) -> None:
         changed = True
@@ -283,6 +288,9 @@ class RankDevices:
             device_id = arg_named(call, "device_id")
             if device_id is not None:
                 self._index_required.update(walk(device_id.value))
+                name = dotted_name(device_id.value)
+                if name is not None:  # device_id=device: the device it names needs its index too
+                    self._index_names.add(name)
         return False
 
     def _set_device_fixes(self, calls: list[cst.Call], statements) -> None:
@@ -297,8 +305,7 @@ class RankDevices:
             owner, small, block = entry
             by_block.setdefault(block, []).append((call, owner, small))
             if not self.init_process_group:
-                self._block(call, "is in a file that does not call init_process_group, so removing it is unsafe "
-                            "(a single-process run that picks a core this way would use the first visible one)")
+                self._block(call, "is in a file without init_process_group, so removing it is unsafe")
         for block, entries in by_block.items():
             body = block.body if isinstance(block, (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
             whole_lines = [owner for _, owner, _ in entries
@@ -324,8 +331,23 @@ def _record_statements(owner, block, statements) -> None:
             statements[small.value] = (owner, small, block)
 
 
+def kind_rank_fstring(node: cst.FormattedString) -> Optional[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """``f"{device_type}:{index}"``: (the device-type expression, the index expression), else None."""
+    parts = node.parts
+    if (len(parts) == 3 and isinstance(parts[0], cst.FormattedStringExpression)
+            and isinstance(parts[1], cst.FormattedStringText) and parts[1].value == ":"
+            and isinstance(parts[2], cst.FormattedStringExpression)
+            and parts[0].conversion is None and parts[0].format_spec is None
+            and parts[2].conversion is None and parts[2].format_spec is None):
+        return parts[0].expression, parts[2].expression
+    return None
+
+
 def _template_fstring(node: cst.FormattedString, out: list) -> None:
     parts = node.parts
+    kind_rank = kind_rank_fstring(node)
+    if kind_rank is not None and not is_rank_expression(kind_rank[0]):
+        out.append((node, kind_rank[1]))
     if (len(parts) == 2 and isinstance(parts[0], cst.FormattedStringText) and parts[0].value == PLUS_TEMPLATE
             and isinstance(parts[1], cst.FormattedStringExpression)):
         out.append((node, parts[1].expression))

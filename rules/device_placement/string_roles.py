@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from neuron_port.rules.device_placement.device_subjects import is_backend_map_entry, names_a_device
 from neuron_port.rules.device_placement.tables import (
     CUDA_DEVICE_RE,
     FOREIGN_DEVICE_CALLEES,
@@ -47,6 +48,7 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
         self._guard_depth = 0
         # 'cuda' literal of torch.device('cuda', index) -> (the call, the index argument)
         self._device_calls: dict[cst.CSTNode, tuple[cst.Call, cst.Arg]] = {}
+        self._cuda_calls = 0  # how many torch.cuda calls the visit is inside (their arguments may be kept)
 
     # -- marking ---------------------------------------------------------------------------------
     def _mark(self, node: cst.CSTNode, role: str) -> None:
@@ -72,7 +74,8 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
         role = "skip" if node in self._maploc_dicts else "key"  # map_location keys name the *saved* device
         for element in node.elements:
             if isinstance(element, cst.DictElement):
-                self._mark(element.key, role)
+                # {"cuda": "nccl"}: NP501 rewrites key and value together (device_subjects.py)
+                self._mark(element.key, "skip" if is_backend_map_entry(element) else role)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if last_segment(node.value) == "Literal":
@@ -134,8 +137,18 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
             for operand in operands:
                 self._mark(operand, "multibackend")
 
+    def _in_cuda_call(self) -> bool:
+        """Inside the arguments of a ``torch.cuda`` call (which may be kept whole: ``kept_arguments.py``)."""
+        return self._cuda_calls > 0
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        if (self.context.qualname(original_node.func) or "").startswith("torch.cuda."):
+            self._cuda_calls -= 1
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if (self.context.qualname(func) or "").startswith("torch.cuda."):
+            self._cuda_calls += 1
         last = last_segment(func)
         if isinstance(func, cst.Name) and func.value in NAME_ARG_FUNCS:
             for arg in node.args:
@@ -146,8 +159,10 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
                 for arg in node.args:
                     self._mark(arg.value, "skip")
         elif isinstance(func, cst.Attribute) and func.attr.value in ("startswith", "endswith"):
+            # a prefix test of this process's device, or of data naming another's (device_subjects.py)
+            role = "check" if names_a_device(func.value) else "skip"
             for arg in node.args:
-                self._mark(arg.value, "check")
+                self._mark(arg.value, role)
         if last in FOREIGN_DEVICE_CALLEES:
             for arg in node.args:
                 if arg.keyword is None:

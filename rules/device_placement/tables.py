@@ -70,11 +70,9 @@ CUDA_API_DEVICE_ARGS: dict[str, int] = {
     "reset_peak_memory_stats": 0, "reset_accumulated_memory_stats": 0, "memory_summary": 0,
     "current_stream": 0, "default_stream": 0, "Stream": 0, "get_rng_state": 0, "set_rng_state": 1,
 }
-ONE_CORE_PER_PROCESS = (
-    "under torchrun TorchNeuron's init_process_group pins each process to one NeuronCore "
-    "(NEURON_RT_VISIBLE_CORES=LOCAL_RANK), so `neuron` is that core and `neuron:<rank>` is invalid for every "
-    "rank but 0 (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html)"
-)
+# the short form for messages; the rules' docs explain the pinning (init_process_group sets
+# NEURON_RT_VISIBLE_CORES from the local rank, under torchrun and mp.spawn alike)
+ONE_CORE_PER_PROCESS = "each process has one NeuronCore"
 
 # Device types that name a NeuronCore (no rule reads it; it was a public name of the package before the split).
 NEURON_DEVICE_VALUES = ("neuron",)

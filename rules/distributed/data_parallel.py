@@ -6,8 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.device_placement.ranks import rank_devices
-from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
-from neuron_port.rules.distributed.tables import DATA_PARALLEL_QUALNAMES, DDP_QUALNAMES
+from neuron_port.rules.distributed.tables import DATA_PARALLEL_QUALNAMES, DDP_QUALNAMES, SPAWN_QUALNAMES
 from neuron_port.rules.helpers.calls import arg_named, remove_arg
 from neuron_port.rules.helpers.names import is_none, last_segment, source_of
 from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
@@ -56,6 +55,14 @@ class DdpDeviceIds(PythonRule):
     The same rewrite is valid on CUDA, so the accelerator target uses it too. Left as it is, a
     rank-indexed ``device_ids`` fails on Trainium for rank >= 1, so apply this fix when porting DDP code.
 
+    Under torchrun TorchNeuron's ``init_process_group`` pins each process to one NeuronCore
+    (``NEURON_RT_VISIBLE_CORES=LOCAL_RANK`` when unset), so ``neuron`` is that core and ``neuron:<rank>``
+    is invalid for every rank but 0. A program started with ``torch.multiprocessing.spawn`` has no
+    ``LOCAL_RANK``: its rank is the first argument of the spawned function, passed to
+    ``init_process_group(rank=...)``, which pins the process to the core of its position among the
+    ranks of its host (the ranks register their host in the store). Index 0 is the process's own core
+    there too, once ``init_process_group`` has run; the message names ``mp.spawn`` instead of torchrun.
+
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html
@@ -102,6 +109,37 @@ class DdpDeviceIds(PythonRule):
             "m = DDP(net, device_ids=[local_rank], output_device=local_rank)\n",
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
             "m = DDP(net, device_ids=[0], output_device=0)\n",
+            not_runnable=FRAGMENT,
+        ),
+        # mp.spawn: the rank is the spawned function's first parameter; init_process_group pins the core
+        Invalid(
+            """
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+            def worker(rank, world_size):
+                dist.init_process_group('neuron', rank=rank, world_size=world_size)
+                m = DDP(model.to(f'neuron:{rank}'), device_ids=[rank])
+
+
+            mp.spawn(worker, args=(2,), nprocs=2)
+            """,
+            """
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+            def worker(rank, world_size):
+                dist.init_process_group('neuron', rank=rank, world_size=world_size)
+                m = DDP(model.to(f'neuron:{rank}'), device_ids=[0])
+
+
+            mp.spawn(worker, args=(2,), nprocs=2)
+            """,
+            message_contains="pins each mp.spawn process",
             not_runnable=FRAGMENT,
         ),
         Invalid(
@@ -154,9 +192,12 @@ class DdpDeviceIds(PythonRule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._calls: list[cst.Call] = []
+        self._spawned = False  # the file starts its processes with torch.multiprocessing.spawn
 
     def visit_Call(self, node: cst.Call) -> None:
         qualname = self.context.qualname(node.func)
+        if qualname in SPAWN_QUALNAMES:
+            self._spawned = True
         if qualname in DDP_QUALNAMES or (qualname is None and last_segment(node.func) == "DistributedDataParallel"):
             self._calls.append(node)  # a rank index is decided per file, at the end
 
@@ -193,10 +234,6 @@ class DdpDeviceIds(PythonRule):
         )
         if rank_indexed:
             assert ranks is not None and isinstance(ids, (cst.List, cst.Tuple))
-            message += (
-                f" (`device_ids={source_of(ids)}` moves inputs to `neuron:<rank>`, which fails on every rank but 0: "
-                f"{ONE_CORE_PER_PROCESS})"
-            )
             # The faithful translation: the process's own core is index 0 on every rank.
             zero = cst.Integer("0")
             new_values = {device_ids: ids.with_changes(elements=[ids.elements[0].with_changes(value=zero)])}
@@ -204,8 +241,12 @@ class DdpDeviceIds(PythonRule):
                 new_values[output_device] = zero
             replacement = node.with_changes(args=[
                 a.with_changes(value=new_values[a]) if a in new_values else a for a in node.args])
-            self.report(node, message + "; rewritten to index 0, the process's own NeuronCore (or drop both)"
-                        + ranks.note(), replacement=replacement, safety=ranks.safety)
+            launcher = "mp.spawn process" if self._spawned else "process"
+            message = (f"`device_ids={source_of(ids)}` fails on every rank but 0 (init_process_group pins each "
+                       f"{launcher} to one NeuronCore): use index 0, its own core")
+            if not ranks.consistent:
+                message += " (unsafe: see NP107)"
+            self.report(node, message, replacement=replacement, safety=ranks.safety)
             return
         if any(a.keyword is None for a in drop):
             self.report(node, message)  # positional device arguments: keep it simple, report only
@@ -253,8 +294,8 @@ class DataParallel(PythonRule):
     SEVERITY = "warning"
     EFFORT = "medium"
     MESSAGE = (
-        "`DataParallel` is single-process multi-device, which Trainium does not support: use "
-        "DistributedDataParallel with one process per NeuronCore (torchrun --nproc_per_node=<cores>)"
+        "`DataParallel` (one process, several devices) is not supported on Trainium: use DDP with one process "
+        "per NeuronCore"
     )
     TRIGGERS = ("DataParallel", "data_parallel")
 

@@ -57,8 +57,8 @@ class CudaVisibleDevices(SkipProse):
     FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = (
-        "CUDA_VISIBLE_DEVICES has no effect on Trainium: use NEURON_RT_VISIBLE_CORES (values are NeuronCore "
-        "indices or ranges like \"0-3\"; init_process_group sets it from LOCAL_RANK when unset)"
+        "CUDA_VISIBLE_DEVICES has no effect on Trainium: use NEURON_RT_VISIBLE_CORES (NeuronCore indices or "
+        "ranges like \"0-3\")"
     )
     TRIGGERS = (CUDA_VISIBLE_DEVICES,)
 

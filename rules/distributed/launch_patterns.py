@@ -111,8 +111,7 @@ def config_pairs(code: str, kind: str) -> Iterator[ConfigPair]:
 # -- hits shared by scripts and configs ------------------------------------------------------------
 def count_advice(cores: Optional[tuple[int, str]]) -> str:
     if cores is None:
-        return ("one process per logical NeuronCore: 4 on trn2.3xlarge, 64 on trn2.48xlarge at the default LNC=2 "
-                "(twice that at LNC=1); pass --instance or --neuron-cores to rewrite the count")
+        return "one process per NeuronCore: 4 on trn2.3xlarge, 64 on trn2.48xlarge (--instance rewrites it)"
     return f"one process per logical NeuronCore: {cores[0]} ({cores[1]})"
 
 
@@ -124,13 +123,12 @@ def process_count_hit(match: re.Match, what: str, options: LineOptions, fixable:
     if cores is not None and value.isdigit() and int(value) == cores[0]:
         return None  # already the instance's core count
     hit = LineHit(match.start(), match.end(),
-                  f"`{what}` counts GPUs (one process per GPU); on Trainium {count_advice(cores)}")
+                  f"`{what}` counts GPUs; on Trainium {count_advice(cores)}")
     if cores is not None and fixable and (value.isdigit() or value in ("gpu", "auto")):
         hit.start, hit.end = match.start("value"), match.end("value")
         hit.replacement = f"{quote}{cores[0]}{quote}"
         hit.safety = "unsafe"
-        hit.message += ("; unsafe: the global batch is the per-process batch times the process count, so "
-                        "review batch size, learning rate and mesh shapes")
+        hit.message += " (unsafe: review the batch size and learning rate)"
     return hit
 
 
@@ -143,8 +141,7 @@ def device_hit(match: re.Match, shown: str, options: LineOptions) -> LineHit:
     if options.target == "neuron":
         hit.replacement, hit.safety = new, "safe"
     else:
-        hit.message += " (no device-agnostic spelling in a script or config: the code that reads it can use " \
-                       "torch.accelerator.current_accelerator())"
+        hit.message += " (no device-agnostic spelling in a config)"
     return hit
 
 

@@ -98,9 +98,8 @@ class LaunchCudaVisibleDevices(LineRule):
             if CVD in code:
                 for match in CVD_TOKEN_RE.finditer(code):
                     yield LineHit(match.start(), match.end(),
-                                  f"{CVD} has no effect on Trainium: the Neuron runtime reads {NRT_CORES} (logical "
-                                  "NeuronCore indices or ranges such as \"0-3\"; under torchrun init_process_group sets "
-                                  "it per rank)")
+                                  f"{CVD} has no effect on Trainium: the Neuron runtime reads {NRT_CORES} (NeuronCore "
+                                  "indices or ranges such as \"0-3\")")
             return
         covered: list[tuple[int, int]] = []
         for match in CVD_ASSIGN_RE.finditer(code):
@@ -110,7 +109,7 @@ class LaunchCudaVisibleDevices(LineRule):
             if any(a <= match.start() < b for a, b in covered):
                 continue
             yield LineHit(match.start(), match.end(),
-                          f"{CVD} has no effect on Trainium: the Neuron runtime reads {NRT_CORES} (logical NeuronCore "
+                          f"{CVD} has no effect on Trainium: the Neuron runtime reads {NRT_CORES} (NeuronCore "
                           "indices or ranges such as \"0-3\")")
 
     @staticmethod
@@ -120,20 +119,16 @@ class LaunchCudaVisibleDevices(LineRule):
         rest = code[match.end():]
         # `CUDA_VISIBLE_DEVICES=0,1 torchrun ...`: an assignment that prefixes a command
         inline = not match.group("export") and match.group("op") == "=" and rest[:1].isspace() and rest.strip() != ""
-        base = (f"{CVD} has no effect on Trainium; the Neuron runtime selects cores with {NRT_CORES} "
-                "(logical NeuronCore indices or ranges such as \"0-3\"; a GPU index is not a core index)")
+        base = f"{CVD} has no effect on Trainium (the Neuron runtime reads {NRT_CORES})"
         if inline and LAUNCHER_RE.search(line.logical):
             # CUDA_VISIBLE_DEVICES=... torchrun ...: each rank gets its own core from init_process_group
             end = match.end() + (len(rest) - len(rest.lstrip(" \t")))
             return LineHit(match.start(), end,
-                           f"{base}; under torchrun TorchNeuron's init_process_group pins rank LOCAL_RANK to "
-                           f"NeuronCore LOCAL_RANK when {NRT_CORES} is unset, and a range here would give every rank "
-                           "all of those cores: drop the assignment",
+                           f"{base}; unset, each rank gets its own core: drop the assignment",
                            replacement="", safety="unsafe")
         if match.group("export") and line.in_launcher_script and code.strip() == match.group(0).strip():
             return LineHit(match.start(), match.end(),
-                           f"{base}; this script runs torchrun, whose ranks each get NeuronCore LOCAL_RANK from "
-                           f"init_process_group only when {NRT_CORES} is unset: delete the line",
+                           f"{base}; torchrun's ranks each get their own core when it is unset: delete the line",
                            delete_line=True, safety="unsafe")
         new_value = as_core_range(value)
         raw = match.group("value")

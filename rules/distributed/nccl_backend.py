@@ -62,7 +62,7 @@ class NcclBackend(AvailabilityMixin, SkipProse):
     SEVERITY = "error"
     FIX_AVAILABILITY = "always"
     EFFORT = "low"
-    MESSAGE = "the NCCL backend does not exist on Trainium: use `{new}`"
+    MESSAGE = "NCCL does not exist on Trainium: use `{new}`"
     TRIGGERS = ("nccl", "NCCL")
 
     VALID = [
@@ -71,6 +71,11 @@ class NcclBackend(AvailabilityMixin, SkipProse):
         Valid('timers["NCCL"] = 0.0\nprint("NCCL")\n'),  # upper case: only where a backend is named
     ]
     INVALID = [
+        Invalid("import torch.distributed as dist\nbackend = {'cuda': 'nccl', 'cpu': 'gloo'}[device_type]\n"
+                "dist.init_process_group(backend)\n",
+                "import torch.distributed as dist\nbackend = {'neuron': 'neuron', 'cpu': 'gloo'}[device_type]\n"
+                "dist.init_process_group(backend)\n", message_contains="the device-type key with it",
+                not_runnable=FRAGMENT),
         Invalid(
             "import torch.distributed as dist\ndist.init_process_group('nccl')\n"
             "parser.add_argument('--dist-backend', default='nccl', type=str)\n",
@@ -156,6 +161,7 @@ class NcclBackend(AvailabilityMixin, SkipProse):
         super().__init__(context)
         self._guarded: set[cst.CSTNode] = set()
         self._backend_values: set[cst.CSTNode] = set()  # expressions that name a backend (any case)
+        self._map_values: set[cst.CSTNode] = set()  # "nccl" of a {"cuda": "nccl"} entry (fixed with its key)
 
     # -- where a string names a backend (for the spellings other than "nccl") ---------------------
     def _values(self, node: cst.BaseExpression) -> None:
@@ -196,8 +202,22 @@ class NcclBackend(AvailabilityMixin, SkipProse):
         if self.is_availability_check(node.test):
             self._guarded.add(node.body)
 
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        # {"cuda": "nccl", "cpu": "gloo"}[device_type]: key and value together, or the lookup by the renamed
+        # device type misses and the program silently takes another backend
+        if self.context.target != "neuron" or not isinstance(node.key, cst.SimpleString) \
+                or not isinstance(node.value, cst.SimpleString):
+            return
+        if string_value(node.key) != "cuda" or (string_value(node.value) or "").lower() != NCCL:
+            return
+        self._map_values.add(node.value)
+        replacement = node.with_changes(key=replace_string(node.key, "neuron"),
+                                        value=replace_string(node.value, NEURON_BACKEND))
+        self.report(node, self.MESSAGE.format(new=source_of(replacement).strip().rstrip(",")) + " (the device-type key with it)",
+                    replacement=replacement)
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if node in self._prose:
+        if node in self._prose or node in self._map_values:
             return
         value = string_value(node)
         if value == NCCL or (value is not None and value.lower() == NCCL and node in self._backend_values):
@@ -224,7 +244,7 @@ class NcclBackend(AvailabilityMixin, SkipProse):
             self.report(
                 node,
                 self.MESSAGE.format(new=new)
-                + ("" if safety == "safe" else " (unsafe: current_accelerator() is None on CPU-only hosts)"),
+                + ("" if safety == "safe" else " (unsafe: CPU-only hosts)"),
                 replacement=expr(new),
                 safety=safety,
                 imports=imports,

@@ -13,18 +13,13 @@ from neuron_port.rules.spec import Invalid, Valid
 
 NCCL_MODULE = "torch.cuda.nccl"
 COLLECTIVES_ADVICE = (
-    "NCCL collectives over several GPUs of one process have no Trainium counterpart: run one process per "
-    "NeuronCore and use the torch.distributed collective with the `neuron` backend"
+    "run one process per NeuronCore and use the torch.distributed collective (`neuron` backend)"
 )
 # torch.cuda.nccl.<name> -> (advice, effort); "" is the module itself
 NCCL_ADVICE: dict[str, tuple[str, str]] = {
-    "": ("there is no NCCL on Trainium (the `neuron` process-group backend talks to the Neuron runtime "
-         "collectives): use torch.distributed with backend=\"neuron\"", "medium"),
-    "version": ("there is no NCCL on Trainium and the call raises there (torch is built without NCCL); to log "
-                "the communication stack, log the torch-neuronx version (importlib.metadata.version("
-                "\"torch-neuronx\")) or drop the line", "low"),
-    "is_available": ("it is False on Trainium (with a warning that torch is not compiled with NCCL); test "
-                     "torch.distributed.is_available() and the `neuron` backend instead", "low"),
+    "": ("there is no NCCL on Trainium: use torch.distributed with backend=\"neuron\"", "medium"),
+    "version": ("it raises on Trainium (no NCCL): log the torch-neuronx version instead, or drop it", "low"),
+    "is_available": ("it is False on Trainium: test torch.distributed.is_available() instead", "low"),
     "all_reduce": (COLLECTIVES_ADVICE, "medium"),
     "reduce": (COLLECTIVES_ADVICE, "medium"),
     "broadcast": (COLLECTIVES_ADVICE, "medium"),

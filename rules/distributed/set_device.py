@@ -6,7 +6,6 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.device_placement.ranks import is_rank_expression, rank_devices
-from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.distributed.prose import SkipProse
 from neuron_port.rules.distributed.tables import SET_DEVICE_QUALNAMES
 from neuron_port.rules.helpers.calls import arg_named
@@ -69,10 +68,7 @@ class DistributedSetDevice(SkipProse):
     SEVERITY = "warning"
     FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
-    MESSAGE = (
-        "TorchNeuron's init_process_group pins each process to NeuronCore LOCAL_RANK (NEURON_RT_VISIBLE_CORES), "
-        "so the process sees one device, `neuron`: drop `set_device({arg})`{extra}"
-    )
+    MESSAGE = "each process has one NeuronCore: drop `set_device({arg})`{extra}"
     TRIGGERS = ("set_device",)
 
     VALID = [
@@ -176,19 +172,16 @@ class DistributedSetDevice(SkipProse):
             arg = arg_named(node, "device", 0) or node.args[0]
             rank = not arg.star and (ranks.is_rank(arg.value) if ranks is not None else is_rank_expression(arg.value))
             source = source_of(arg.value)
+            source = source if len(source) <= 20 else "..."
             if not (self._init_seen or rank or "rank" in source.lower()):
                 continue
             extra = (
-                "; called before init_process_group it may initialise the Neuron runtime, which "
-                "init_process_group rejects"
+                "; called before init_process_group: too early"
                 if self._init_seen and not after_init
                 else ""
             )
             if rank and ranks is not None:
-                extra += (
-                    f"; `torch.neuron.set_device({source})` raises ValueError(\"Invalid device id\") on every "
-                    f"rank but 0: {ONE_CORE_PER_PROCESS}"
-                )
+                extra += "; renamed: \"Invalid device id\" on ranks > 0"
                 message = self.MESSAGE.format(arg=source, extra=extra)
                 fix = ranks.set_device_fixes.get(node)
                 if fix is not None:  # the statement goes (`pass` if its block would be left empty)
@@ -197,4 +190,5 @@ class DistributedSetDevice(SkipProse):
                     continue
                 self.report(node, message)
                 continue
-            self.report(node, self.MESSAGE.format(arg=source, extra=extra))
+            self.report(node, f"each process has one NeuronCore, `neuron`: NP201 renames `set_device({source})`; "
+                        f"drop it where it names a rank{extra}")

@@ -54,11 +54,9 @@ CUDA_ENV_ADVICE: dict[str, str] = {
 }
 NCCL_ENV_RE = re.compile(r"^(TORCH_)?NCCL_[A-Z0-9_]+$")
 NCCL_ENV_ADVICE = (
-    "NCCL is not used on Trainium (the `neuron` process-group backend talks to the Neuron runtime "
-    "collectives); drop it, or see NEURON_RT_ROOT_COMM_ID and the TORCH_NEURONX_* / NEURON_RT_* variables"
+    "NCCL is not used on Trainium (the `neuron` backend uses the Neuron runtime's collectives): drop it"
 )
 
 CORES_ADVICE = (
-    "on Trainium the unit is the logical NeuronCore, one process per core: 4 per Trainium2 chip at the "
-    "default LNC=2 (8 at LNC=1), 64 on a trn2.48xlarge; torch.neuron.device_count() returns that number"
+    "count logical NeuronCores (torch.neuron.device_count()): 4 per Trainium2 chip, 64 on a trn2.48xlarge"
 )

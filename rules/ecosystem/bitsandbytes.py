@@ -53,8 +53,7 @@ class BitsAndBytesQuantization(PythonRule):
     SEVERITY = "error"
     EFFORT = "high"
     MESSAGE = (
-        "{what} uses bitsandbytes, whose kernels are CUDA-only: load the model in bfloat16 (shard it over "
-        "NeuronCores if it does not fit) and use a torch optimizer"
+        "{what} uses bitsandbytes (CUDA-only kernels): load the model in bfloat16 and use a torch optimizer"
     )
     TRIGGERS = ("load_in_", "BitsAndBytes", "8bit", "paged_", "bnb")
 

@@ -121,9 +121,8 @@ class HfDeviceMap(PythonRule):
         if value in self.AUTO_VALUES:
             self.report(
                 value_node,
-                f'`device_map="{value}"` spreads the model over the devices accelerate can count; whether it '
-                "knows NeuronCores depends on the transformers/accelerate version (unconfirmed): use "
-                '`device_map="neuron"` for a model that fits one core, or check `model.hf_device_map`',
+                f'`device_map="{value}"`: whether accelerate counts NeuronCores is not confirmed: use '
+                '`device_map="neuron"` for a model that fits one core',
                 severity="info",
                 effort="low",
             )

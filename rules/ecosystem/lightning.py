@@ -58,8 +58,8 @@ class LightningAccelerator(PythonRule):
     SEVERITY = "error"
     EFFORT = "medium"
     MESSAGE = (
-        "Lightning `{what}` needs CUDA GPUs; a Lightning accelerator for neuron is not confirmed: write a "
-        "custom Accelerator for the neuron device or port the loop to plain PyTorch/accelerate"
+        "Lightning `{what}` needs CUDA GPUs (no confirmed neuron accelerator): write a custom Accelerator or "
+        "port the loop to PyTorch"
     )
     TRIGGERS = (r"accelerator(?<!\waccelerator)\s*=", r"gpus(?<!\wgpus)\s*=")
 

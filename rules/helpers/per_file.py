@@ -12,6 +12,8 @@ from typing import Any, Callable, Generic, TypeVar
 
 import libcst as cst
 
+from neuron_port.rules.helpers.names import walk
+
 Analysis = TypeVar("Analysis")
 
 
@@ -29,3 +31,16 @@ class PerFileAnalysis(Generic[Analysis]):
             found = self._build(context, module)
             self._cache[context] = found
         return found
+
+
+class ModuleWalk:
+    """Every node of a module in ``walk`` order, made once per file and pass for the analyses that read
+    the whole module (CUDA-only guards, kept ``torch.cuda`` calls)."""
+
+    def __init__(self, context: Any, module: cst.Module) -> None:
+        self.module = module
+        self.nodes = list(walk(module))
+
+
+# The walk of a module, once per file and pass.
+module_walk = PerFileAnalysis(ModuleWalk)

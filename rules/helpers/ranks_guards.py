@@ -31,6 +31,13 @@ def _flatten(node: cst.BaseExpression, operator: type) -> list[cst.BaseExpressio
     return [node]
 
 
+def _terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The terms of a test split on every ``and`` / ``or`` (``not`` kept on its term)."""
+    if isinstance(node, cst.BooleanOperation) and not node.lpar:
+        return _terms(node.left) + _terms(node.right)
+    return [node]
+
+
 def _polarity(node: cst.BaseExpression, polarity: Polarity) -> Optional[bool]:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
         inner = _polarity(node.expression, polarity)
@@ -61,28 +68,66 @@ def _exits(block: cst.BaseSuite) -> bool:
     return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in smalls)
 
 
-def regions_where(module: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
-    """Every region of ``module`` that runs only when the condition holds, with the atom that says so."""
-    for node in walk(module):
-        if isinstance(node, (cst.If, cst.IfExp)):
-            orelse = node.orelse
-            if isinstance(orelse, cst.Else):
-                orelse = orelse.body
-            for atom in _asserting(node.test, polarity, True):
-                yield atom, [node.body]
-            if orelse is not None:
-                for atom in _asserting(node.test, polarity, False):
-                    yield atom, [orelse]
-        elif isinstance(node, cst.BooleanOperation):
-            when = isinstance(node.operator, cst.And)
-            for atom in _asserting(node.left, polarity, when):
-                yield atom, [node.right]
-        if isinstance(node, (cst.Module, cst.IndentedBlock)):
-            body = list(node.body)
-            for i, statement in enumerate(body):
-                if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
-                    for atom in _asserting(statement.test, polarity, False):  # `if not x.is_cuda: return ...`
-                        yield atom, body[i + 1:]
+def regions_where(module: cst.CSTNode, polarity: Polarity, nodes=None) -> Iterator[Region]:
+    """Every region of ``module`` that runs only when the condition holds, with the atom that says so
+    (``nodes``: a walk of ``module`` the caller already made)."""
+    for node in nodes if nodes is not None else walk(module):
+        yield from _node_regions(node, polarity)
+
+
+def _negated(polarity: Polarity) -> Polarity:
+    def negated(node: cst.BaseExpression) -> Optional[bool]:
+        found = polarity(node)
+        return None if found is None else not found
+    return negated
+
+
+def regions_either_way(nodes, polarity: Polarity) -> Iterator[tuple[cst.BaseExpression, list[cst.CSTNode], str]]:
+    """For each atom of a test on the condition (``nodes``: a walk of the module, made once by the
+    caller), every region whose running depends on it: ``"holds"`` (runs only when the condition holds),
+    ``"fails"`` (runs only when it does not: the ``else`` of ``if x.is_cuda:``, the body of
+    ``if not x.is_cuda: return ...``) and ``"depends"`` (both branches of an ``if`` / ternary whose test has the atom among its ``and`` /
+    ``or`` terms), ``"rest"`` (the other terms of the ``and`` / ``or`` chain the
+    atom is part of, whose evaluation the atom decides). A fix that flips the atom on Trainium changes
+    which of them run there."""
+    negated = _negated(polarity)
+    for node in nodes:
+        for atom, region in _node_regions(node, polarity):
+            yield atom, region, "holds"
+        for atom, region in _node_regions(node, negated):
+            yield atom, region, "fails"
+        if isinstance(node, (cst.If, cst.IfExp)) and any(
+                _polarity(t, polarity) is not None for t in _terms(node.test)):
+            orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else node.orelse
+            for atom in (_atom(t) for t in _terms(node.test) if _polarity(t, polarity) is not None):
+                yield atom, [node.body] + ([orelse] if orelse is not None else []), "depends"
+        if isinstance(node, cst.BooleanOperation):
+            terms = _flatten(node, type(node.operator))
+            for term in terms:
+                if _polarity(term, polarity) is not None:
+                    yield _atom(term), [t for t in terms if t is not term], "rest"
+
+
+def _node_regions(node: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
+    if isinstance(node, (cst.If, cst.IfExp)):
+        orelse = node.orelse
+        if isinstance(orelse, cst.Else):
+            orelse = orelse.body
+        for atom in _asserting(node.test, polarity, True):
+            yield atom, [node.body]
+        if orelse is not None:
+            for atom in _asserting(node.test, polarity, False):
+                yield atom, [orelse]
+    elif isinstance(node, cst.BooleanOperation):
+        when = isinstance(node.operator, cst.And)
+        for atom in _asserting(node.left, polarity, when):
+            yield atom, [node.right]
+    if isinstance(node, (cst.Module, cst.IndentedBlock)):
+        body = list(node.body)
+        for i, statement in enumerate(body):
+            if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
+                for atom in _asserting(statement.test, polarity, False):  # `if not x.is_cuda: return ...`
+                    yield atom, body[i + 1:]
 
 
 def nodes_in(region: list[cst.CSTNode]) -> Iterator[cst.CSTNode]:

@@ -18,29 +18,25 @@ def import_message(template: str, line, mine: list[Binding], repoint: dict, guar
     reasons = {b.reason for b in mine}
     parts = []
     if "ported" in reasons:
-        parts.append("its uses are ported to `torch.autocast` / `torch.amp` (NP301, NP303, NP305), so the "
-                     "import goes")
+        parts.append("its uses are ported (NP301, NP303, NP305): the import goes")
     if "unused" in reasons or "unused-module" in reasons:
-        note = " (unsafe at module level: another module may import it from here)" \
+        note = " (unsafe: another module may import it)" \
             if "unused-module" in reasons else ""
-        parts.append("the name is not used in this file: remove it" + note)
+        parts.append("unused: remove it" + note)
     if "guarded" in reasons and repoint:
-        parts.append("the other branch imports the `torch.amp` name the rewritten calls use: import it "
-                     "from `torch.amp` in every branch")
+        parts.append("import it from `torch.amp` in every branch")
     if "annotation" in reasons and repoint:
-        parts.append("`GradScaler` is only used in annotations: import `torch.amp.GradScaler` (the CUDA "
-                     "class is a subclass of it)")
+        parts.append("only used in annotations: import `torch.amp.GradScaler`")
     if "exported" in reasons:
-        parts.append("it is re-exported in `__all__`: export `torch.amp`'s name instead once its users pass "
-                     "a device type")
+        parts.append("re-exported in `__all__`: export `torch.amp`'s name once its users pass a device type")
     used = [b.local for b in mine if b.reason == "used" or (b.action == "repoint" and not repoint)]
     if used:
-        parts.append(f"`{'`, `'.join(sorted(set(used)))}` is still used where it could not be ported (see "
-                     "NP301 / NP303 / NP305 there): the import stays until those uses move to `torch.amp`")
+        parts.append(f"`{'`, `'.join(sorted(set(used)))}` is still used where it could not be ported: the "
+                     "import stays")
     if guarded == "whole":
-        parts.append("no branch of the version-guarded import is used any more: it goes whole")
+        parts.append("it goes whole")
     elif guarded:
-        parts.append("the version-guarded import stays valid")
+        parts.append("the guarded import stays valid")
     return template.format(import_=import_, what="; ".join(parts))
 
 
@@ -49,11 +45,11 @@ def skip_note(skip: bool, path: str) -> str:
     if not skip:
         return ""
     if path.endswith(".ipynb"):
-        return " (not changed automatically in a notebook: later cells may use the name)"
-    return " (not changed automatically: the file has `# neuron-port: ignore` comments)"
+        return " (not changed in a notebook: later cells may use it)"
+    return " (not changed: the file has `# neuron-port: ignore` comments)"
 
 
 def import_text(small) -> str:
-    """The import statement on one line, at most 70 characters."""
+    """The import statement on one line, at most 45 characters."""
     text = " ".join(cst.Module(body=[]).code_for_node(small).split()).replace("( ", "(").replace(", )", ")")
-    return text if len(text) <= 70 else text[:67] + "..."
+    return text if len(text) <= 45 else text[:42] + "..."

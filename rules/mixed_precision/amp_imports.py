@@ -98,7 +98,7 @@ class CudaAmpImport(PythonRule):
     SEVERITY = "info"
     FIX_AVAILABILITY = "sometimes"
     EFFORT = "low"
-    MESSAGE = "`{import_}` imports the deprecated CUDA-only `torch.cuda.amp`: {what}"
+    MESSAGE = "`{import_}` (deprecated `torch.cuda.amp`): {what}"
     TRIGGERS = ("cuda.amp", "cuda import")
 
     VALID = [
@@ -309,7 +309,7 @@ class CudaAmpImport(PythonRule):
             self.report(line, message + skip_note(self._skip, self.context.path))
             return
         if has_comment_above(line):
-            self.report(line, message + " (not changed automatically: the line has a comment above it)")
+            self.report(line, message + " (not changed: a comment above)")
             return
         safety = max((b.safety for b in changes), key=_ORDER.__getitem__) or "safe"
         self.report(line, message, replacement=self._or_pass(line, edit_line(line, removed, repoint)), safety=safety)
@@ -325,7 +325,7 @@ class CudaAmpImport(PythonRule):
             self.report(group, message + skip_note(self._skip, self.context.path))
             return
         if any(line.comment is not None for line in group.leading_lines):
-            self.report(group, message + " (not changed automatically: the import has a comment above it)")
+            self.report(group, message + " (not changed: a comment above)")
             return
         if every_unused:
             all_removed = {b.alias for b in members}

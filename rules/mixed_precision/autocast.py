@@ -18,10 +18,7 @@ from neuron_port.rules.mixed_precision.common import (
 )
 from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
-DTYPE_NOTE = (
-    "no dtype given: TorchNeuron's default autocast dtype is not documented (CUDA's is float16); "
-    "bfloat16 is the recommended precision on Trainium, see NP302"
-)
+DTYPE_NOTE = "no dtype: see NP302"
 
 
 class CudaAutocast(PythonRule):
@@ -80,7 +77,7 @@ class CudaAutocast(PythonRule):
     NAME = "cuda-autocast"
     SEVERITY = "warning"
     FIX_AVAILABILITY = "sometimes"
-    MESSAGE = "autocast on the CUDA device type is disabled on Trainium (the region runs in float32): use `{new}`"
+    MESSAGE = "autocast on the CUDA device type is disabled on Trainium: use `{new}`"
     TRIGGERS = ("autocast",)
 
     VALID = [
@@ -220,11 +217,8 @@ class CudaAutocast(PythonRule):
         message = self.MESSAGE.format(new=new)
         if self.context.target == "accelerator":
             message += ACCELERATOR_CAVEAT
-        if not has_dtype:
-            if self.context.target == "neuron":
-                message += f" ({DTYPE_NOTE})"
-            else:
-                message += " (no dtype given: each device uses its default autocast dtype)"
+        if not has_dtype and self.context.target == "neuron":
+            message += f" ({DTYPE_NOTE})"  # on the accelerator target each device uses its default
         return message
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -234,7 +228,7 @@ class CudaAutocast(PythonRule):
             has_dtype = autocast_dtype(node) is not None
             ported = port_cuda_autocast(node, self.context)
             new = 'torch.autocast(device_type="neuron", ...)' if self.context.target == "neuron" else (
-                "torch.autocast(device_type=torch.accelerator.current_accelerator().type, ...)")
+                "device_type=torch.accelerator.current_accelerator().type")
             if ported is None:
                 self.report(node, self._message(new, has_dtype), effort="low")
                 return
@@ -260,9 +254,8 @@ class CudaAutocast(PythonRule):
         if self.context.qualname(node) in AUTOCAST_CUDA:
             self.report(
                 node,
-                "`torch.cuda.amp.autocast` is disabled on Trainium; where it is called, call "
-                '`torch.autocast(device_type="neuron", ...)` instead (or use '
-                '`functools.partial(torch.autocast, "neuron")`)',
+                "`torch.cuda.amp.autocast` is disabled on Trainium: call "
+                '`torch.autocast(device_type="neuron", ...)` (or `functools.partial(torch.autocast, "neuron")`)',
                 effort="low",
             )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.helpers.calls import insert_arg, keyword_arg
+from neuron_port.rules.helpers.calls import arg_named, insert_arg, keyword_arg
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 from neuron_port.rules.mixed_precision.common import (
     AUTOCAST_CUDA,
@@ -24,7 +24,8 @@ class AutocastWithoutDtype(PythonRule):
     Reports autocast regions for CUDA or neuron (``torch.cuda.amp.autocast()``,
     ``torch.autocast("cuda")``, ``torch.autocast(device_type="neuron")``, ...) that do not pass a
     ``dtype``, and offers ``dtype=torch.bfloat16`` (moving a CUDA region to ``"neuron"`` in the same
-    edit).
+    edit). A region switched off with a literal ``enabled=False`` runs in full precision whatever its
+    dtype, so it is neither reported nor edited.
 
     ## Why is this bad?
     Without a dtype the region uses the device's default autocast dtype. On CUDA that is float16; for
@@ -64,8 +65,8 @@ class AutocastWithoutDtype(PythonRule):
     FIX_AVAILABILITY = "sometimes"
     FIX_SAFETY = "unsafe"
     MESSAGE = (
-        "autocast without a dtype: TorchNeuron's default autocast dtype is not documented (CUDA's is "
-        "float16); pass `dtype=torch.bfloat16`, the recommended precision on Trainium"
+        "autocast without a dtype (TorchNeuron's default is not documented): pass `dtype=torch.bfloat16`, "
+        "the recommended precision on Trainium"
     )
     TRIGGERS = ("autocast",)
     TARGETS = ("neuron",)
@@ -75,6 +76,11 @@ class AutocastWithoutDtype(PythonRule):
         Valid("import torch\nwith torch.autocast('neuron', torch.float16):\n    pass\n"),
         Valid("import torch\nwith torch.autocast('cpu'):\n    pass\n"),
         Valid("import torch\nctx = torch.autocast(device_type=device_type)\n"),
+        # a disabled region computes in full precision: no dtype to choose, and none is added
+        Valid("import torch\nwith torch.autocast(device_type='neuron', enabled=False):\n    y = model(x)\n"),
+        Valid("import torch\nwith torch.autocast('cuda', None, False):\n    y = model(x)\n"),
+        Valid("import torch\n\n@torch.cuda.amp.autocast(enabled=False)\ndef forward(x):\n    return x\n"),
+        Valid("import torch\nwith torch.cuda.amp.autocast(False):\n    y = model(x)\n"),
     ]
     INVALID = [
         Invalid(
@@ -101,6 +107,11 @@ class AutocastWithoutDtype(PythonRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualname = self.context.qualname(node.func)
+        if qualname in AUTOCAST_CUDA or qualname in AUTOCAST_GENERIC:
+            # torch.cuda.amp.autocast(enabled, dtype, ...) / torch.autocast(device_type, dtype, enabled, ...)
+            enabled = arg_named(node, "enabled", 0 if qualname in AUTOCAST_CUDA else 2)
+            if enabled is not None and isinstance(enabled.value, cst.Name) and enabled.value.value == "False":
+                return  # a disabled region: full precision whatever the dtype
         if qualname in AUTOCAST_CUDA:
             if autocast_dtype(node) is not None:
                 return

@@ -42,7 +42,7 @@ def device_type_expr(
     return cst.SimpleString(f"{quote}neuron{quote}"), ()
 
 
-ACCELERATOR_CAVEAT = " (unsafe: `current_accelerator()` is None on CPU-only hosts)"
+ACCELERATOR_CAVEAT = " (unsafe: None on CPU-only hosts)"
 
 
 def target_safety(context) -> str:

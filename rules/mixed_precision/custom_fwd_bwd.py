@@ -69,7 +69,7 @@ class CudaCustomFwdBwd(PythonRule):
     NAME = "cuda-custom-fwd-bwd"
     SEVERITY = "warning"
     FIX_AVAILABILITY = "always"
-    MESSAGE = "`{old}` follows CUDA's autocast state, not neuron's: use `{new}`"
+    MESSAGE = "`{old}` follows CUDA's autocast state: use `{new}`"
     TRIGGERS = ("custom_fwd", "custom_bwd")
 
     VALID = [

@@ -64,8 +64,7 @@ class CudaGradScaler(PythonRule):
     SEVERITY = "warning"
     FIX_AVAILABILITY = "always"
     MESSAGE = (
-        "a CUDA GradScaler disables itself on Trainium: use `{new}` (with bfloat16 autocast, recommended "
-        "on Trainium, loss scaling is unnecessary: keep the scaler only for float16)"
+        "a CUDA GradScaler disables itself on Trainium: use `{new}`"
     )
     TRIGGERS = ("GradScaler",)
 
@@ -179,6 +178,8 @@ class CudaGradScaler(PythonRule):
         shown = 'torch.amp.GradScaler("neuron", ...)' if self.context.target == "neuron" else (
             "torch.amp.GradScaler(torch.accelerator.current_accelerator().type, ...)")
         message = self.MESSAGE.format(new=shown)
+        if self.context.target == "neuron":
+            message += " (bfloat16 needs no loss scaling)"
         safety = target_safety(self.context)
         if self.context.target == "accelerator":
             message += ACCELERATOR_CAVEAT

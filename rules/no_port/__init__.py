@@ -21,9 +21,17 @@ Codes (stable), and the module that holds each rule:
   ``ProfilerActivity.PrivateUse1``.
 - NP713 ``cuda-only-custom-op`` (``custom_ops``): custom operators registered only for the CUDA dispatch key
   or device type (``torch.library.impl``, ``Library.impl``, ``register_kernel``, ``custom_op(device_types=)``).
+- NP714 ``cuda-array-library`` (``raw_cuda``): CuPy, PyCUDA and cuda-python (``cuda.bindings``, ``cuda.core``).
+- NP715 ``numba-cuda`` (``raw_cuda``): numba's CUDA target (``from numba import cuda``, ``@cuda.jit``).
+- NP716 ``torch-private-cuda`` (``raw_cuda``): ``torch.cuda._compile_kernel`` (NVRTC) and the ``torch._C._cuda*``
+  bindings.
+- NP717 ``cuda-only-module`` (``cuda_only_modules``): a module importing a GPU kernel language or library at top
+  level (no fallback), or a function decorated as a kernel by one: reported once, with its count of CUDA
+  references, and kept unedited (``helpers/kept_scopes.py``; the engine folds the findings inside into it).
+  NP701 (Triton kernels) and NP713 (custom ops whose body launches a kernel) keep their scopes the same way.
 - NP720 ``cuda-only-branch`` (``cuda_only_branches``): ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard
   Triton, CUDA extensions, flash-attn, xformers or CUDA graphs (kept as they are; NP102 and NP104 ask
-  ``cuda_only_guards`` and leave them alone). Its code leaves NP714-NP719 free for package rules.
+  ``cuda_only_guards`` and leave them alone). Its code leaves NP718-NP719 free for package rules.
 - NP799 ``invalid-suppression`` (``suppressions``): a malformed ``# neuron-port: ignore`` comment, or a code
   in one that names no rule (no family is about neuron-port's own comments; this one has no fix either).
 

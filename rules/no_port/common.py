@@ -124,7 +124,7 @@ class PackageRule(GuardedRule):
     LABEL: str = ""
     ADVICE: Advice = {}
     PACKAGES: tuple[str, ...] = ()  # dotted prefixes (default: the keys of ADVICE without a dot)
-    GUARDED_NOTE = " (guarded: a fallback exists; check that it is the torch path)"
+    GUARDED_NOTE = " (guarded: check the fallback)"
 
     def _packages(self) -> tuple[str, ...]:
         return self.PACKAGES or tuple(k for k in self.ADVICE if "." not in k)

@@ -13,9 +13,10 @@ import libcst as cst
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_NO_EQUIVALENT
 from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
-from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
+from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_either_way, regions_where
+from neuron_port.rules.cuda_api.kept_arguments import portability_of
 from neuron_port.rules.helpers.table_rule import covering_key
-from neuron_port.rules.helpers.per_file import PerFileAnalysis
+from neuron_port.rules.helpers.per_file import PerFileAnalysis, module_walk
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 # Qualified-name prefixes of code that runs on CUDA only -> (what it is, effort to port it).
@@ -59,12 +60,12 @@ def is_cuda_availability_test(node: cst.CSTNode) -> bool:
             and node.func.attr.value == "is_available" and last_segment(node.func.value) == "cuda")
 
 
-def _availability_aliases(module: cst.Module) -> dict[str, list[cst.Call]]:
+def _availability_aliases(nodes) -> dict[str, list[cst.Call]]:
     """Names assigned exactly ``torch.cuda.is_available()`` (``use_cuda = torch.cuda.is_available()``), with
     those calls: a test of the name is a test of CUDA (in any scope: keeping a test is the safe mistake). A
     longer expression (``flash is not None and torch.cuda.is_available() and ...``) says more than that."""
     aliases: dict[str, list[cst.Call]] = {}
-    for node in walk(module):
+    for node in nodes:
         if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
                 and is_cuda_availability_test(node.value)):
             aliases.setdefault(node.targets[0].target.value, []).append(node.value)  # type: ignore[arg-type]
@@ -107,15 +108,35 @@ class CudaOnlyGuards:
         # torch.cuda.is_available references (in a test, or assigned to a name a test reads) that guard
         # CUDA-only code -> (call, what, effort): NP201 keeps them
         self.kept_availability: dict[cst.CSTNode, tuple[str, str, str]] = {}
-        if not self._has_cuda_only_code(module):
-            return  # the common case: one cheap look
-        functions = self._cuda_only_functions(module)
-        aliases = _availability_aliases(module)
+        # tests whose fix would be unsafe: what they decide is not known to run on Trainium (``portable.py``)
+        self.unsafe: dict[cst.CSTNode, str] = {}  # every node inside such a test -> what it guards
+        self.unsafe_availability: dict[cst.CSTNode, str] = {}  # torch.cuda.is_available reference -> the same
+        nodes = module_walk(context, module).nodes
+        aliases = _availability_aliases(nodes)
 
         def polarity(node: cst.BaseExpression) -> Optional[bool]:
             return True if isinstance(node, cst.Name) and node.value in aliases else on_cuda_polarity(node)
 
-        for atom, region in regions_where(module, polarity):
+        if self._has_cuda_only_code(module, nodes):
+            self._cuda_only_guards(module, nodes, polarity, aliases)
+        portability = portability_of(context, module, nodes)
+        for atom, region, _how in regions_either_way(nodes, polarity):
+            if atom in self.guards or atom in self.unsafe:
+                continue
+            found = portability.first_unportable(region)
+            if found is None:
+                continue
+            found = found if len(found) <= 60 else found[:57] + "..."
+            for node in walk(atom):
+                self.unsafe.setdefault(node, found)
+            for call in aliases.get(atom.value, []) if isinstance(atom, cst.Name) else [atom]:
+                if is_cuda_availability_test(call):
+                    self.unsafe_availability.setdefault(call.func, found)
+
+    def _cuda_only_guards(self, module, nodes, polarity, aliases) -> None:
+        """The denylist's fast path: tests guarding code known to be CUDA-only are kept (NP720)."""
+        functions = self._cuda_only_functions(module)
+        for atom, region in regions_where(module, polarity, nodes):
             if atom in self.guards:
                 continue
             found = self._first_cuda_only(nodes_in(region), functions)
@@ -127,17 +148,20 @@ class CudaOnlyGuards:
                     if is_cuda_availability_test(call):
                         self.kept_availability.setdefault(call.func, found)
 
-    def _has_cuda_only_code(self, module: cst.Module) -> bool:
-        """An import of CUDA-only code (the import tracker has them all), or a fully qualified use of
-        one (``torch.cuda.graph(...)``, ``torch.utils.cpp_extension.load(...)``)."""
+    def _has_cuda_only_code(self, module: cst.Module, nodes) -> bool:
+        """An import of CUDA-only code (the import tracker has them all; a package-relative import,
+        which it does not bind, is looked at here), or a fully qualified use of one
+        (``torch.cuda.graph(...)``, ``torch.utils.cpp_extension.load(...)``)."""
         for qualified in self.context.aliases.values():
             if covering_key(qualified, CUDA_ONLY) is not None or (
                     not qualified.startswith("torch") and _cuda_module_name(qualified.split(".")[-1])):
                 return True
+        if any(isinstance(n, cst.ImportFrom) and n.relative and _cuda_only_import(n) is not None for n in nodes):
+            return True
         seen = _QUALIFIED_SEEN.get(self.context)
         if seen is not None:  # NP720 looked at every attribute during the pass
             return seen[0]
-        return any(_qualified_cuda_only(self.context, n) for n in walk(module))
+        return any(_qualified_cuda_only(self.context, n) for n in nodes)
 
     def _what(self, node: cst.CSTNode, names: dict[str, tuple[str, str]]) -> Optional[tuple[str, str]]:
         if not isinstance(node, (cst.Name, cst.Attribute)) or not self.context.is_reference(node):
@@ -192,6 +216,9 @@ class CudaOnlyGuards:
 
     def _first_cuda_only(self, nodes, names) -> Optional[tuple[str, str, str]]:
         for node in nodes:
+            imported = _cuda_only_import(node) if isinstance(node, (cst.Import, cst.ImportFrom)) else None
+            if imported is not None:
+                return source_of(node), *imported
             if isinstance(node, cst.Call):
                 what = self._what(node.func, names) or (
                     self._what(node.func.value, names) if isinstance(node.func, cst.Subscript) else None)
@@ -205,6 +232,22 @@ class CudaOnlyGuards:
         return None
 
 
+def _cuda_only_import(node) -> Optional[tuple[str, str]]:
+    """``import triton``, ``from flash_attn import ...``, ``from .ops import median_filter_cuda``: an import of
+    CUDA-only code, absolute or package-relative: (what it is, effort), else None."""
+    if isinstance(node.names, cst.ImportStar):
+        return None
+    base = (dotted_name(node.module) or "") if isinstance(node, cst.ImportFrom) and node.module else ""
+    for alias in node.names:
+        full = ".".join(p for p in (base, dotted_name(alias.name) or "") if p)
+        key = covering_key(full, CUDA_ONLY)
+        if key is not None:
+            return CUDA_ONLY[key]
+        if not full.startswith("torch") and _cuda_module_name(full.split(".")[-1]):
+            return "a CUDA extension", "high"
+    return None
+
+
 def _qualified_cuda_only(context, node: cst.CSTNode) -> bool:
     return (isinstance(node, cst.Attribute) and node.attr.value in _QUALIFIED_ATTRS
             and covering_key(context.qualname(node) or "", CUDA_ONLY) is not None)
@@ -213,6 +256,12 @@ def _qualified_cuda_only(context, node: cst.CSTNode) -> bool:
 # context -> [whether a fully qualified CUDA-only name was seen], filled by NP720 during the batched pass
 # (so the analysis need not walk the module again when NP720 runs)
 _QUALIFIED_SEEN: "weakref.WeakKeyDictionary[object, list[bool]]" = weakref.WeakKeyDictionary()
+
+
+def unsafe_flip_note(guarded: str) -> str:
+    """What NP102 / NP104 / NP201 add to a fix that flips a test deciding code not known to run on Trainium."""
+    shown = guarded if len(guarded) <= 30 else guarded[:27] + "..."
+    return f" (unsafe: it guards `{shown}`, not known to run there)"
 
 
 # The CUDA-only guards of a module, once per file and pass.
@@ -226,14 +275,17 @@ class CudaOnlyBranch(PythonRule):
     Finds device tests (``x.is_cuda``, ``x.device.type == "cuda"``, ``"cuda" in str(x.device)``,
     ``str(x.device).startswith("cuda")``, their negations and ``and`` / ``or`` chains of them) whose guarded
     code calls something that runs on CUDA only: a Triton kernel (``@triton.jit``, ``kernel[grid](...)``), a
-    CUDA extension (``torch.utils.cpp_extension.load``, a module imported as ``*_cuda`` / ``cuda_*``),
+    CUDA extension (``torch.utils.cpp_extension.load``, a module imported as ``*_cuda`` / ``cuda_*``, also
+    package-relative: ``from .ops import median_filter_cuda``; the import itself counts),
     flash-attn, xformers, a CUDA graph, or a ``torch.cuda`` API that has no Trainium equivalent (NP202's
     table: ``mem_get_info``, ``nvtx``, ``get_device_capability``, ``set_per_process_memory_fraction``...),
     directly or through a function of the same file that does. The guarded code is the ``if``
     body, the ``else`` of a negated test, the right side of ``and``, or the rest of the block after
     ``if not x.is_cuda: return fallback(x)``. NP102 and NP104, which otherwise turn these tests into
     ``'neuron'`` / ``is_neuron``, leave them alone; NP201 likewise keeps (and reports) a
-    ``torch.cuda.is_available()`` test that guards such code.
+    ``torch.cuda.is_available()`` test that guards such code. This list is the fast path: a test deciding
+    code that is on neither list nor the allow list of portable code is not kept but an unsafe fix of
+    NP102 / NP104 / NP201 (``rules/helpers/portable.py``).
 
     ## Why is this bad?
     Rewritten to ``x.is_neuron``, the test would send neuron tensors into the CUDA-only path: a Triton
@@ -271,7 +323,7 @@ class CudaOnlyBranch(PythonRule):
     NAME = "cuda-only-branch"
     SEVERITY = "warning"
     EFFORT = "medium"
-    MESSAGE = "`{test}` guards {what} (`{call}`): kept, so Trainium runs the other path; port it to run it there"
+    MESSAGE = "`{test}` guards {what} (`{call}`): kept, so Trainium runs the other path"
     TARGETS = ("neuron", "accelerator")
     TRIGGERS = ("is_cuda", "'cuda'", '"cuda"')
 
@@ -299,6 +351,13 @@ class CudaOnlyBranch(PythonRule):
             "import torch\nif str(x.device).startswith('cuda'):\n    free, total = torch.cuda.mem_get_info()\n",
             None,
             message_contains="a CUDA API with no Trainium equivalent (`torch.cuda.mem_get_info`)",
+        ),
+        Invalid(
+            # a package-relative import of a CUDA extension is kept as the absolute form is
+            "def median_filter(x, k):\n    if x.is_cuda:\n        from .triton_ops import median_filter_cuda\n"
+            "        return median_filter_cuda(x, k)\n    return x.unfold(-1, k, 1).median(-1).values\n",
+            None,
+            message_contains="a CUDA extension (`from .triton_ops import median_filter_cuda`)",
         ),
     ]
 

@@ -10,8 +10,11 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.helpers.calls import arg_named
-from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment
+from neuron_port.rules.helpers.kept_scopes import keep_scope
+from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment, walk
 from neuron_port.rules.helpers.nodes import string_value
+from neuron_port.rules.no_port.common import covers
+from neuron_port.rules.no_port.tables import KERNEL_LIBRARIES
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 LIBRARY = frozenset({"torch.library.Library"})
@@ -115,15 +118,10 @@ class CudaOnlyCustomOp(PythonRule):
     SEVERITY = "error"
     EFFORT = "medium"
     MESSAGE = (
-        "custom op `{op}` has a kernel only for CUDA ({spelled}): on Trainium the dispatcher finds no "
-        "kernel for its neuron (PrivateUse1) tensors; register one for \"PrivateUse1\" (\"neuron\" as a "
-        "device type) or a CPU / CompositeImplicitAutograd reference kernel, and an NKI kernel "
-        "(@torch_neuronx.nki_op) for speed"
+        "custom op `{op}` has a kernel only for CUDA ({spelled}): register one for \"PrivateUse1\" (neuron)"
     )
-    RENAMED_NOTE = (
-        " (where NP101 renames the \"cuda\" device type to \"neuron\", this kernel runs on neuron tensors: "
-        "that works only if its body is plain torch ops)"
-    )
+    KERNEL_NOTE = " (its body launches a GPU kernel: left as it is)"
+    RENAMED_NOTE = " (NP101 renames it: fine for plain torch ops)"
     TRIGGERS = (r"\.[ \t]*library\b", r"library(?<!\wlibrary)[ \t]*\.[A-Za-z_]", r"library(?<!\wlibrary)\s+as\b")
 
     VALID = [
@@ -147,6 +145,10 @@ class CudaOnlyCustomOp(PythonRule):
                 None),
         Invalid("import torch\n\n@torch.library.custom_op('mylib::scale', mutates_args=(), device_types='cuda')\n"
                 "def scale(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n", None),
+        Invalid("import torch\n\n@torch.library.custom_op('mylib::add', mutates_args=(), device_types='cuda')\n"
+                "def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:\n    out = torch.empty_like(x)\n"
+                "    add_kernel[(1,)](x, y, out, x.numel())\n    return out\n", None,
+                message_contains="launches a GPU kernel"),
         Invalid("import torch\ncuda_lib = torch.library.Library('mylib', 'IMPL', 'CUDA')\n"
                 "cuda_lib.impl('scale', scale_cuda)\n", None),
     ]
@@ -156,6 +158,7 @@ class CudaOnlyCustomOp(PythonRule):
         self._libs: dict[str, _Lib] = {}  # local name (or attribute name) -> library
         self._custom_ops: dict[str, tuple[str, str]] = {}  # function / variable name -> op
         self._registrations: list[_Registration] = []
+        self._decorated: dict[cst.CSTNode, cst.FunctionDef] = {}  # decorator call -> the function
 
     # -- libraries and custom ops ------------------------------------------------------------------
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -179,8 +182,18 @@ class CudaOnlyCustomOp(PythonRule):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         for decorator in node.decorators:
             call = decorator.decorator
+            if isinstance(call, cst.Call):
+                self._decorated[call] = node
             if isinstance(call, cst.Call) and self.context.qualname(call.func) in CUSTOM_OP:
                 self._custom_ops[node.name.value] = self._custom_op(call, node.name.value)
+
+    def _launches_kernel(self, function: cst.FunctionDef) -> bool:
+        """The body launches a GPU kernel: ``kernel[grid](...)`` or a call into a kernel library."""
+        for node in walk(function.body):
+            if isinstance(node, cst.Call) and (isinstance(node.func, cst.Subscript)
+                                               or covers(self.context.qualname(node.func) or "", KERNEL_LIBRARIES)):
+                return True
+        return False
 
     def _custom_op(self, call: cst.Call, fallback: str) -> tuple[str, str]:
         name = arg_named(call, "name", 0)
@@ -270,5 +283,11 @@ class CudaOnlyCustomOp(PythonRule):
             op = f"{ns}::{name}" if ns != "?" else name
             lowercase = registration.spelled != "dispatch key"
             spelled = "device type \"cuda\"" if lowercase else "dispatch key \"CUDA\""
+            function = self._decorated.get(registration.node)
+            if function is not None and self._launches_kernel(function):
+                # a Triton (or other GPU) op: its "cuda" stays "cuda", nothing inside is edited
+                self.report(registration.node, self.MESSAGE.format(op=op, spelled=spelled) + self.KERNEL_NOTE)
+                keep_scope(self.context, self.CODE, registration.node, function)
+                continue
             self.report(registration.node, self.MESSAGE.format(op=op, spelled=spelled)
                         + (self.RENAMED_NOTE if lowercase else ""))

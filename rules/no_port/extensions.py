@@ -94,8 +94,8 @@ class CudaExtension(PythonRule):
         else:
             self.report(
                 node,
-                f"`{api}` builds a C++ extension: it runs on the CPU (neuron tensors need `.cpu()` first); "
-                "check that its sources include no CUDA code, device kernels need NKI",
+                f"`{api}` builds a C++ extension: it runs on the CPU (neuron tensors need `.cpu()`); check "
+                "its sources hold no CUDA code",
                 severity="warning",
                 effort="medium",
             )

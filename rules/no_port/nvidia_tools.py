@@ -245,7 +245,6 @@ class ProfilerActivityCuda(PythonRule):
         if self.context.qualname(node) not in PROFILER_ACTIVITY_CUDA:
             return
         if self.context.target != "neuron":
-            self.report(node, self.MESSAGE + " on Trainium; there is no device-agnostic activity: add it when "
-                        "the current accelerator is neuron", effort="low")
+            self.report(node, self.MESSAGE + " when the current accelerator is neuron", effort="low")
             return
         self.report(node, replacement=node.with_changes(attr=cst.Name("PrivateUse1")))

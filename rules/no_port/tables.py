@@ -13,14 +13,13 @@ import re
 
 Advice = dict[str, tuple[str, str]]
 
-NKI_ROUTE = (
-    "write an NKI kernel (check aws-neuron/nki-library first) and register it as a PyTorch op with "
-    "`@torch_neuronx.nki_op(\"ns::name\", mutates_args=...)` (plus `register_autograd()` for training)"
-)
-SDPA_ROUTE = (
-    "use `torch.nn.functional.scaled_dot_product_attention` (TorchNeuron runs it on its NKI "
-    "flash-attention kernel when seq len % 512 == 0, head dim <= 128, no dropout)"
-)
+# the short form for messages: the family's docs (rules/no_port/__init__.py, NP701) give the recipe
+# (check aws-neuron/nki-library first; `@torch_neuronx.nki_op("ns::name", mutates_args=...)`, plus
+# `register_autograd()` for training)
+NKI_ROUTE = "write an NKI kernel (`@torch_neuronx.nki_op`)"
+# TorchNeuron runs SDPA on its NKI flash-attention kernel when seq len % 512 == 0, head dim <= 128, no
+# dropout (NP702's docs)
+SDPA_ROUTE = "use `F.scaled_dot_product_attention`"
 
 TRITON: Advice = {
     "triton": ("Triton compiles for GPUs only: " + NKI_ROUTE, "high"),
@@ -33,15 +32,14 @@ TRITON: Advice = {
 FLASH_ATTN: Advice = {
     "flash_attn": ("flash-attn's kernels are CUDA-only: " + SDPA_ROUTE, "medium"),
     "flash_attn.flash_attn_func": (
-        SDPA_ROUTE + "; flash_attn takes (batch, seq, heads, dim), SDPA (batch, heads, seq, dim): "
-        "`F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "
-        "is_causal=causal).transpose(1, 2)`", "medium"),
+        SDPA_ROUTE + " on `q.transpose(1, 2)` ... and transpose back",
+        "medium"),
     "flash_attn.flash_attn_interface": (SDPA_ROUTE, "medium"),
     "flash_attn.flash_attn_qkvpacked_func": (SDPA_ROUTE + " on `qkv.unbind(dim=2)`", "medium"),
     "flash_attn.flash_attn_kvpacked_func": (SDPA_ROUTE + " on `kv.unbind(dim=2)`", "medium"),
     "flash_attn.flash_attn_varlen_func": (
-        "variable-length (unpadded) attention has no static-shape equivalent: pad the batch to a fixed "
-        "length and use `F.scaled_dot_product_attention` with an attention mask", "high"),
+        "variable-length attention has no static-shape equivalent: pad the batch and use SDPA with a mask",
+        "high"),
     "flash_attn.flash_attn_with_kvcache": ("use SDPA over a static KV cache (HF StaticCache)", "high"),
     "flash_attn.bert_padding": ("unpad/pad helpers serve varlen kernels: keep padded batches and masks", "medium"),
     "flash_attn.layers.rotary": ("use the real-valued rotary formulation `x * cos + rotate_half(x) * sin`",
@@ -54,7 +52,7 @@ FLASH_ATTN: Advice = {
 XFORMERS: Advice = {
     "xformers": ("xformers' kernels are CUDA-only: " + SDPA_ROUTE, "medium"),
     "xformers.ops.memory_efficient_attention": (
-        SDPA_ROUTE + "; xformers takes (batch, seq, heads, dim), SDPA (batch, heads, seq, dim)", "medium"),
+        SDPA_ROUTE + " on (batch, heads, seq, dim): xformers takes (batch, seq, heads, dim)", "medium"),
     "xformers.ops.fmha": ("attention biases map to SDPA's `attn_mask` / `is_causal=True` "
                           "(LowerTriangularMask is `is_causal=True`)", "medium"),
     "xformers.ops.LowerTriangularMask": ("use `is_causal=True` in SDPA", "low"),
@@ -82,8 +80,7 @@ APEX: Advice = {
 
 TRANSFORMER_ENGINE: Advice = {
     "transformer_engine": (
-        "TransformerEngine's fused/FP8 kernels are CUDA-only: use the torch module (`nn.Linear`, "
-        "`nn.LayerNorm`, SDPA) under bf16 autocast", "high"),
+        "TransformerEngine's kernels are CUDA-only: use the torch modules under bf16 autocast", "high"),
     "transformer_engine.pytorch.Linear": ("use `torch.nn.Linear`", "low"),
     "transformer_engine.pytorch.LayerNorm": ("use `torch.nn.LayerNorm`", "low"),
     "transformer_engine.pytorch.RMSNorm": ("use `torch.nn.RMSNorm`", "low"),
@@ -92,18 +89,16 @@ TRANSFORMER_ENGINE: Advice = {
     "transformer_engine.pytorch.DotProductAttention": (SDPA_ROUTE, "medium"),
     "transformer_engine.pytorch.TransformerLayer": ("build the layer from torch modules and SDPA", "high"),
     "transformer_engine.pytorch.fp8_autocast": (
-        "FP8 training has no TorchNeuron equivalent of TE's recipes (trn2 supports only non-OCP e4m3 "
-        "casts, no `_scaled_mm`): use `torch.autocast(device_type=\"neuron\", dtype=torch.bfloat16)`", "medium"),
+        "no fp8 recipes on Trainium: use `torch.autocast(device_type=\"neuron\", dtype=torch.bfloat16)`",
+        "medium"),
     "transformer_engine.common.recipe": ("FP8 recipes have no Neuron equivalent: train in bf16", "medium"),
 }
 
 DEEPSPEED: Advice = {
     "deepspeed": (
-        "DeepSpeed has no documented Trainium accelerator and its ops build CUDA kernels; TorchNeuron "
-        "supports DDP, FSDP2, DTensor tensor/sequence parallelism and pipeline parallelism instead", "high"),
+        "DeepSpeed has no Trainium accelerator: use DDP, FSDP2 or DTensor parallelism", "high"),
     "deepspeed.initialize": (
-        "replace the DeepSpeed engine by FSDP2 (`fully_shard`) or DDP with a torch optimizer and the "
-        "`neuron` process-group backend; ZeRO-3 corresponds to FSDP2", "high"),
+        "replace the engine by FSDP2 (`fully_shard`, as ZeRO-3) or DDP with a torch optimizer", "high"),
     "deepspeed.init_distributed": ("use `dist.init_process_group(backend=\"neuron\")`", "low"),
     "deepspeed.zero.Init": ("initialise on `device=\"meta\"` and shard with FSDP2 (`to_empty` after)", "medium"),
     "deepspeed.zero": ("ZeRO corresponds to FSDP2 sharding", "high"),
@@ -117,8 +112,7 @@ DEEPSPEED: Advice = {
 
 BITSANDBYTES: Advice = {
     "bitsandbytes": ("bitsandbytes ships CUDA kernels only: use the torch equivalent in bf16", "high"),
-    "bitsandbytes.optim": ("use `torch.optim.AdamW` (8-bit and paged optimizer states have no Neuron port; "
-                           "shard optimizer state with FSDP2 to save memory)", "low"),
+    "bitsandbytes.optim": ("use `torch.optim.AdamW` (no 8-bit optimizer states on Neuron)", "low"),
     "bitsandbytes.nn.Linear8bitLt": ("use `torch.nn.Linear` with bf16 weights", "medium"),
     "bitsandbytes.nn.Linear4bit": ("use `torch.nn.Linear` with bf16 weights (QLoRA becomes LoRA)", "medium"),
     "bitsandbytes.nn.StableEmbedding": ("use `torch.nn.Embedding` followed by `nn.LayerNorm`", "low"),
@@ -135,13 +129,11 @@ CPP_EXTENSION_CALLS: frozenset[str] = frozenset({
 CUDA_SOURCE_RE = re.compile(r"^[\w./\\*{}$-]*\.(cu|cuh)$")
 
 NVTX: Advice = {
-    "nvtx": ("NVTX ranges are CUDA tooling: use `torch.profiler.record_function(name)`, which shows up in "
-             "Neuron profiles (ProfilerActivity.PrivateUse1)", "low"),
+    "nvtx": ("NVTX ranges are CUDA tooling: use `torch.profiler.record_function(name)`", "low"),
 }
 
 GPU_MONITORING: Advice = {
-    "pynvml": ("NVML sees no devices on Trainium: use `neuron-ls --json-output` / `neuron-monitor` for "
-               "telemetry, `torch.neuron.device_count()` and `torch.neuron.memory_allocated()` in code", "low"),
+    "pynvml": ("NVML sees no devices on Trainium: use `neuron-monitor` / `torch.neuron.device_count()`", "low"),
     "nvidia_smi": ("use `neuron-ls` / `neuron-monitor` (nvidia-ml-py's nvidia_smi sees no devices)", "low"),
     "py3nvml": ("use `neuron-ls` / `neuron-monitor`", "low"),
     "GPUtil": ("GPUtil parses nvidia-smi: use `torch.neuron.device_count()` / `neuron-ls`", "low"),
@@ -149,9 +141,8 @@ GPU_MONITORING: Advice = {
     "nvitop": ("use `neuron-top` / `neuron-monitor`", "low"),
 }
 NVIDIA_SMI_ADVICE = (
-    "`nvidia-smi` does not exist on a Trainium host: use `neuron-ls` (devices, `--json-output`), "
-    "`neuron-top` (usage) or `neuron-monitor`; in code `torch.neuron.device_count()` and the "
-    "`torch.neuron` memory statistics"
+    "`nvidia-smi` does not exist on a Trainium host: use `neuron-ls`, `neuron-top` or `neuron-monitor` "
+    "(in code `torch.neuron.device_count()`)"
 )
 SHELL_CALLS: frozenset[str] = frozenset({
     "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
@@ -168,3 +159,31 @@ GUARD_EXCEPTIONS: frozenset[str] = frozenset(
 # `if is_flash_attn_2_available():`, `if importlib.util.find_spec("triton"):`, `if HAS_TRITON:`
 AVAILABILITY_CALL_RE = re.compile(r"^_?(is_\w*available|find_spec|find_loader|has_\w+|\w*_available)$")
 AVAILABILITY_FLAG_RE = re.compile(r"^_?(HAS_\w+|has_\w+|\w+_AVAILABLE|\w+_available|USE_\w+|use_\w+|HAVE_\w+)$")
+
+# NP714-NP716: raw CUDA reached from Python without a kernel language NP701-NP708 know.
+CUDA_ARRAYS: Advice = {
+    "cupy": ("CuPy runs on NVIDIA GPUs only: use torch tensors on `neuron`", "high"),
+    "cupy.RawKernel": ("CUDA C compiled by NVRTC: " + NKI_ROUTE, "high"),
+    "cupy.RawModule": ("CUDA C compiled by NVRTC: " + NKI_ROUTE, "high"),
+    "pycuda": ("PyCUDA drives the CUDA driver directly: use torch on `neuron`", "high"),
+    "cuda.bindings": ("cuda-python calls the CUDA driver directly: use torch on `neuron`", "high"),
+    "cuda.core": ("cuda-python's cuda.core compiles and launches CUDA code: " + NKI_ROUTE, "high"),
+}
+NUMBA_CUDA: Advice = {
+    "numba.cuda": ("numba's CUDA target is NVIDIA-only: write the kernel with torch ops", "high"),
+    "numba.cuda.to_device": ("use `tensor.to(\"neuron\")`", "medium"),
+    "numba.cuda.is_available": ("use `torch.neuron.is_available()`", "low"),
+}
+TORCH_RAW_CUDA: Advice = {
+    "torch.cuda._compile_kernel": ("compiles CUDA C with NVRTC: " + NKI_ROUTE, "high"),
+    "torch._C": ("a private CUDA binding (torch._C._cuda_*): use the public `torch.neuron` API", "medium"),
+    "torch._C._cudart": ("direct CUDA runtime access has no neuron equivalent", "high"),
+}
+# Which torch._C names NP716 reports (the advice of TORCH_RAW_CUDA["torch._C"]): its CUDA bindings only.
+TORCH_C_CUDA_RE = re.compile(r"^torch\._C\._cuda")
+
+# NP717: a module that imports one of these at top level (unguarded) is CUDA-only as a whole, and a function
+# decorated by one of them is a kernel: neither is edited inside. Prefixes of dotted names.
+# (CUDA extension builds stay NP708's, site by site: a setup.py is not a module to keep, it has nothing to edit.)
+KERNEL_LIBRARIES = ("triton", "tilelang", "cutlass", "helion", "cupy", "pycuda", "numba.cuda", "cuda.bindings",
+                    "cuda.core")

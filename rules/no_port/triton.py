@@ -8,6 +8,7 @@ from typing import Optional
 
 import libcst as cst
 
+from neuron_port.rules.helpers.kept_scopes import keep_scope
 from neuron_port.rules.no_port.common import LOWER, PackageRule, covers
 from neuron_port.rules.no_port.tables import NKI_ROUTE, TRITON
 from neuron_port.rules.spec import Invalid, Valid
@@ -100,6 +101,7 @@ class TritonKernel(PackageRule):
             if qualname is not None:
                 self._kernels.add(node)
                 self._kernel_depth += 1
+                keep_scope(self.context, self.CODE, decorator, node)  # nothing inside a kernel is edited
                 guarded = self.guarded()
                 self.report(
                     decorator,

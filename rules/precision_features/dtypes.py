@@ -9,13 +9,18 @@ import libcst as cst
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.precision_features.common import ReferenceRule
+from neuron_port.rules.precision_features.float64_flow import Float64Flow
 from neuron_port.rules.spec import Invalid, Valid
 
 
 FLOAT64_MESSAGE = (
-    "`{name}`: float64 is not native on Trainium: ops compute in float32 and cast back, so the tensor "
-    "still says float64 but has float32 precision (casts to/from 64-bit bounce through the CPU); use "
-    "float32, or keep this computation on the CPU if it needs double precision"
+    "`{name}`: float64 is not native on Trainium (computed with float32 precision): use float32, or keep "
+    "this computation on the CPU"
+)
+
+CPU_ONLY_MESSAGE = (
+    "`{name}`: float64 only on the CPU here (every use is cast to 32 bits or stays CPU-side before any "
+    "device move): fine on Trainium"
 )
 
 
@@ -41,6 +46,15 @@ class Float64(ReferenceRule):
     ```python
     x = torch.randn(8, dtype=torch.float32, device="neuron")
     ```
+
+    A float64 value that provably never reaches a device as float64 is reported as ``info`` with that
+    reason: CPU-side initialisation such as a diffusion beta schedule made with
+    ``torch.linspace(..., dtype=torch.float64)``, derived in float64 (``1.0 - betas``,
+    ``torch.cumprod``) and cast before it is stored (``register_buffer(name, v.to(torch.float32))``).
+    The proof is a simple data flow over the function: every path of the value ends in a cast to a
+    narrower dtype or a CPU-only use (numpy, ``.item()``, ``.tolist()``) before anything that could move
+    it (an unknown call, a return, an attribute, ``register_buffer`` of the float64 value itself,
+    ``.to(device)``); otherwise the finding is a warning as before.
 
     ## Fix safety
     No automatic fix: whether the precision matters is a decision about the algorithm. CPU-side data
@@ -69,36 +83,79 @@ class Float64(ReferenceRule):
     ]
     INVALID = [
         Invalid("import torch\nx = torch.randn(8, dtype=torch.float64)\n", None, message_contains="float32 precision"),
+        # a diffusion beta schedule: float64 on the CPU, cast before it is stored
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+
+            class Diffusion(nn.Module):
+                def __init__(self, steps):
+                    super().__init__()
+                    betas = torch.linspace(1e-4, 0.02, steps, dtype=torch.float64)
+                    alphas_cumprod = torch.cumprod(1.0 - betas, dim=0)
+                    self.register_buffer("betas", betas.to(torch.float32))
+                    self.register_buffer("sqrt_ac", torch.sqrt(alphas_cumprod).float())
+                    self.log_snr = float(torch.log(alphas_cumprod[-1]).item())
+            """,
+            None,
+            message_contains="only on the CPU",
+        ),
+        Invalid("import torch\ndef table(device):\n    schedule = torch.arange(10, dtype=torch.float64)\n"
+                "    return torch.tensor(schedule.numpy() ** 2, dtype=torch.float32).to(device)\n", None,
+                message_contains="only on the CPU"),
+        # the float64 value itself is stored or moved: a warning as before
+        Invalid("import torch\ndef init(model):\n    betas = torch.linspace(0, 1, 10, dtype=torch.float64)\n"
+                "    model.register_buffer('betas', betas)\n", None, message_contains="float32 precision"),
+        Invalid("import torch\ndef init(device):\n    betas = torch.linspace(0, 1, 10, dtype=torch.float64)\n"
+                "    betas = betas.to(device)\n", None, message_contains="float32 precision"),
+        Invalid("import torch\ndef schedule(n):\n    betas = torch.linspace(0, 1, n, dtype=torch.float64)\n"
+                "    return betas\n", None, message_contains="float32 precision"),
         Invalid("import torch as th\ny = x.double()\nz = x.to(th.double)\n", None),
         Invalid("import torch\ntorch.set_default_dtype(torch.float64)\n", None, message_contains="default dtype",
                 target="accelerator"),
     ]
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._pending: list[tuple[cst.CSTNode, str, str]] = []  # (reference, message, effort)
+
+    def on_reference(self, node: cst.BaseExpression, qualname: str, key: str) -> None:
+        message, effort = self.TABLE[key]
+        self._pending.append((node, message.format(name=qualname), effort))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        flow = Float64Flow(original_node, self.context) if self._pending else None
+        for node, message, effort in self._pending:
+            assert flow is not None
+            value = flow.produced_value(node)
+            if value is not None and flow.is_contained(value):
+                name = message.split("`")[1]
+                self.report(node, CPU_ONLY_MESSAGE.format(name=name), severity="info", effort=None)
+            else:
+                self.report(node, message, effort=effort)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "double" and not node.args:
             qualname = self.context.qualname(func)
             if qualname is None or qualname.startswith("torch"):
-                self.report(node, FLOAT64_MESSAGE.format(name=source_of(func) + "()"))
+                self._pending.append((node, FLOAT64_MESSAGE.format(name=source_of(func) + "()"), "low"))
             return
         if self.context.qualname(func) == "torch.set_default_dtype":
             arg = arg_named(node, "d", 0)
             if arg is not None and self.context.qualname(arg.value) in ("torch.float64", "torch.double"):
                 self.not_uses.add(arg.value)
-                self.report(node, "float64 as the default dtype makes every new float tensor float64: "
-                            + FLOAT64_MESSAGE.format(name="float64").split(": ", 1)[1])
+                self.report(node, "float64 as the default dtype makes every new float tensor float64, which "
+                            "Trainium computes with float32 precision")
 
 
 ROTARY_ADVICE = (
-    "complex dtypes are not supported natively on Neuron (\"complex dtypes are not supported natively on "
-    "Neuron\" / NCC_EVRF004); for rotary embeddings use the real-valued form "
-    "`x * cos + rotate_half(x) * sin` with precomputed cos/sin tables"
+    "complex dtypes are not supported natively on Neuron; for rotary embeddings use "
+    "`x * cos + rotate_half(x) * sin`"
 )
-FFT_ADVICE = (
-    "FFTs produce complex tensors, which are not supported natively on Neuron (aten::_fft_c2r fails); "
-    "TorchNeuron 2.33 adds TORCH_NEURONX_COMPLEX_DECOMPOSE (not confirmed for this version), otherwise "
-    "compute the FFT on the CPU"
-)
+FFT_ADVICE = "FFTs produce complex tensors, which Neuron does not support natively: compute the FFT on the CPU"
 
 
 class ComplexDtype(ReferenceRule):
@@ -169,8 +226,8 @@ class ComplexDtype(ReferenceRule):
 
 FLOAT8_MESSAGES = {
     "torch.float8_e4m3fn": (
-        "`{name}`: OCP float8_e4m3fn is supported on Trainium3 only; Trainium2 supports only the non-OCP "
-        "e4m3 variant (max 240) and no scaled matmul: train in bf16 on trn2", "medium"),
+        "`{name}`: OCP float8_e4m3fn is supported on Trainium3 only (Trainium2: non-OCP e4m3, no scaled "
+        "matmul): train in bf16 on trn2", "medium"),
     "torch.float8_e5m2": (
         "`{name}`: float8_e5m2 is limited to casts and data-path ops under torch.compile (no scaled "
         "matmul): keep matmuls in bf16", "medium"),

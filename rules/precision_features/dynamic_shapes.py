@@ -78,8 +78,8 @@ class CompiledDynamicShape(PythonRule):
     SEVERITY = "warning"
     EFFORT = "medium"
     MESSAGE = (
-        "{what} inside compiled `{where}` has a data-dependent shape: the neuron compile backend requires "
-        "static shapes; use a static formulation (torch.where / masked_fill / multiply by the mask)"
+        "{what} inside compiled `{where}` has a data-dependent shape (neuron compiles static shapes): use "
+        "torch.where / masked_fill"
     )
     TRIGGERS = (r"\.[ \t]*(?:compile)\b(?<!\bre\.compile)", r"import\b[^\n]*\b(?:compile)\b", r"compile(?<=[\s(,]compile)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
 

@@ -9,9 +9,8 @@ from neuron_port.rules.spec import Invalid, Valid
 
 
 FORWARD_AD_MESSAGE = (
-    "`{name}`: forward-mode AD (dual numbers, jvp/jacfwd) is not in TorchNeuron's documented support "
-    "(unconfirmed; its ops may have no forward-derivative lowering): use reverse mode (`torch.func.vjp`, "
-    "`jacrev`, or the double-backward trick `torch.autograd.functional.jvp`), or run it on the CPU"
+    "`{name}`: forward-mode AD is not documented for TorchNeuron: use reverse mode (`torch.func.vjp`) or "
+    "the CPU"
 )
 
 

@@ -62,8 +62,8 @@ class InterpolateMode(PythonRule):
     SEVERITY = "warning"
     EFFORT = "low"
     MESSAGE = (
-        "{mode} resampling: native support on Neuron is not confirmed (it may fall back to the CPU or "
-        "lower to slow gathers): measure it, or use repeat_interleave / a transposed conv for integer scales"
+        "{mode} resampling: native support on Neuron is not confirmed (it may fall back to the CPU): "
+        "measure it"
     )
     TRIGGERS = ('\\.[ \\t]*(?:interpolate|upsample|Upsample)\\b\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', 'interpolate(?<!\\winterpolate)\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', 'upsample(?<!\\wupsample)\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', 'Upsample(?<!\\wUpsample)\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']', r"interpolate(?<!\winterpolate)\s+as\b", r"upsample(?<!\wupsample)\s+as\b", r"Upsample(?<!\wUpsample)\s+as\b", r"\.[ \t]*(?:upsample_bilinear|UpsamplingBilinear2d)\b", r"upsample_bilinear(?<!\wupsample_bilinear)\s*\(", r"UpsamplingBilinear2d(?<!\wUpsamplingBilinear2d)\s*\(", r"upsample_bilinear(?<!\wupsample_bilinear)\s+as\b", r"UpsamplingBilinear2d(?<!\wUpsamplingBilinear2d)\s+as\b")
 

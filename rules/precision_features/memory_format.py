@@ -62,8 +62,8 @@ class ChannelsLast(PythonRule):
     FIX_SAFETY = "unsafe"
     EFFORT = "low"
     MESSAGE = (
-        "`{name}`: Neuron tensors support only the contiguous memory format (\"Neuron tensors only support "
-        "contiguous or preserve memory format\"): drop the channels_last conversion"
+        "`{name}`: Neuron tensors support only the contiguous memory format: drop the channels_last "
+        "conversion"
     )
     TRIGGERS = (r"\.[ \t]*(?:channels_last|channels_last_3d)\b", r"import\b[^\n]*\b(?:channels_last|channels_last_3d)\b", r"channels_last(?<=[\s(,]channels_last)\b[ \t]*(?:[,)\\]|as\b|\r?$)", r"channels_last_3d(?<=[\s(,]channels_last_3d)\b[ \t]*(?:[,)\\]|as\b|\r?$)")
 
@@ -158,5 +158,5 @@ class ChannelsLast(PythonRule):
         if qualname in CHANNELS_LAST:
             message = self.MESSAGE.format(name=qualname)
             if self.context.target != "neuron":
-                message += " on Trainium (guard it by device type: it helps on GPUs)"
+                message += " on Trainium (guard it by device type)"
             self.report(node, message)

@@ -12,8 +12,8 @@ from neuron_port.rules.spec import Invalid, Valid
 
 
 SPARSE_MESSAGE = (
-    "`{name}`: sparse tensors are not supported on Neuron (\"Sparse is currently not supported\"): use "
-    "dense tensors (with a mask), or keep the sparse part on the CPU"
+    "`{name}`: sparse tensors are not supported on Neuron: use dense tensors (with a mask), or keep the "
+    "sparse part on the CPU"
 )
 
 
@@ -95,8 +95,7 @@ class SparseTensor(ReferenceRule):
 
 
 NESTED_MESSAGE = (
-    "`{name}`: nested (ragged) tensors are not supported on Neuron (not in its documented feature set; "
-    "compiled code needs static shapes anyway): pad to a fixed length and pass a mask"
+    "`{name}`: nested (ragged) tensors are not supported on Neuron: pad to a fixed length and pass a mask"
 )
 
 
@@ -139,4 +138,18 @@ class NestedTensor(ReferenceRule):
     VALID = [Valid("import torch\nbatch = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True)\nnested = 1\n")]
     INVALID = [
         Invalid("import torch\nnt = torch.nested.nested_tensor([a, b], layout=torch.jagged)\n", None),
+        Invalid("import torch\nnt = torch.nested.as_nested_tensor(seqs, layout=torch.jagged)\n", None,
+                message_contains="torch.nested.as_nested_tensor"),
     ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # one finding per call: the layout passed to a torch.nested constructor is the same cause
+        qualname = self.context.qualname(node.func)
+        if qualname is None or self.lookup(qualname) != "torch.nested":
+            return
+        pending: list[cst.CSTNode] = [arg.value for arg in node.args]
+        while pending:
+            child = pending.pop()
+            if isinstance(child, (cst.Name, cst.Attribute)):
+                self.not_uses.add(child)
+            pending.extend(child.children)

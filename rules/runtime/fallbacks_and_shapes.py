@@ -182,7 +182,7 @@ class UnevenLastBatch(RuntimeRule):
     SEVERITY = "info"
     EFFORT = "low"
     MESSAGE = ("the last batch is smaller ({size} instead of {normal}, first at step {step}): {n} more eager NEFF "
-               "compile(s) here{others}; use `drop_last=True` in the DataLoader, or pad the last batch to {normal}")
+               "compile(s) here{others}; use `drop_last=True`")
     VALID = [Valid("""
         import torch
         from torch import nn

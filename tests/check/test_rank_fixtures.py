@@ -1,4 +1,5 @@
-"""The fixtures of issue 11 (rank devices, capability checks, CUDA-only branches), end to end through the
+"""The fixtures of issue 11 (rank devices, capability checks, CUDA-only branches) and issue 20 (DDP
+``device_id=``, a kernel project with a Triton module and a ``.cu`` file), end to end through the
 real CLI: each rewrites to its expected tree (and a second run changes nothing), and the rewritten copy
 runs under `neuron-port check` (`--nproc 2` for DDP) with no manual edit and prints the same losses as
 the *unrewritten* script run on the CPU.
@@ -32,6 +33,8 @@ PROJECTS = {
     "ddp_rank_devices": (2, ["train.py", "--steps", "4"]),
     "capability_checks": (1, ["train.py", "--steps", "5"]),
     "cuda_only_branch": (1, ["train.py", "--steps", "5"]),
+    "ddp_device_id": (2, ["train.py", "--steps", "5"]),
+    "kernel_ops": (1, ["train.py", "--steps", "5"]),
 }
 EXPECTED = FIXTURES / "expected"
 LOSS_RE = re.compile(r"(step \d+ loss [\d.]+|rank \d+ samples \d+ eval loss [\d.]+)")
@@ -94,12 +97,21 @@ def test_rewritten_fixture_runs_under_check_with_the_cpu_losses(name, tmp_path, 
     assert not [f for f in doc["findings"] if f["code"] == "NP909"]
     assert losses(result.stderr) == expected  # the program's stdout goes to stderr with JSON output
     codes = {f["code"] for f in doc["findings"]}
-    if name == "ddp_rank_devices":
+    if name == "ddp_device_id":  # device_id= kept its index, so init_process_group took it on both ranks
+        assert len(status["ranks"]) == 2 and codes.isdisjoint({"NP101", "NP107", "NP501"})
+    elif name == "kernel_ops":  # the Triton module is one finding and unedited; the .cu file is one finding
+        assert [f["path"] for f in doc["findings"] if f["code"] == "NP717"] == ["ops/triton_bias_gelu.py"]
+        assert [f["path"] for f in doc["findings"] if f["code"] == "NP709"] == ["csrc/bias_gelu.cu"]
+        assert (rewritten / "ops" / "triton_bias_gelu.py").read_bytes() == \
+            (FIXTURES / name / "ops" / "triton_bias_gelu.py").read_bytes()
+    elif name == "ddp_rank_devices":
         assert len(status["ranks"]) == 2 and codes.isdisjoint({"NP101", "NP103", "NP107", "NP502", "NP503"})
     elif name == "capability_checks":
         # left on purpose, and said: the properties read for .major and the guard in front of them
         kept = [f for f in doc["findings"] if f["code"] == "NP201"]
-        assert {f["line"] for f in kept} == {33, 35} and all(not f["fix"]["available"] for f in kept)
+        # 20: a flash-attn availability test (`flash_attn_func is not None and ...`): an unsafe fix (issue 20)
+        assert {f["line"] for f in kept} == {20, 33, 35}
+        assert all(f["fix"]["safety"] == "unsafe" if f["line"] == 20 else not f["fix"]["available"] for f in kept)
     else:
         branches = sorted(f["line"] for f in doc["findings"] if f["path"] == "layers.py" and f["code"] == "NP720")
         assert branches == [54, 69, 78]

@@ -60,3 +60,34 @@ def test_multibackend_chain_untouched_by_all_rules():
     out = _run(src, all_rules())
     assert out.code == textwrap.dedent(src)
     assert any(f.code == "NP102" and not f.fix.applied for f in out.findings)
+
+
+# -- issue 20: a fix that flips a device test is safe only when what the test decides is portable ------
+
+_FP8_CONFIG = textwrap.dedent('''\
+    import torch
+
+
+    def configure(args):
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if device.type != "cuda":
+            print("FP8 training requires CUDA, ignoring --fp8")
+            args.fp8 = False
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return device
+    ''')
+
+
+def test_a_flip_of_a_test_deciding_an_fp8_warning_needs_unsafe_fixes(tmp_path, cli):
+    """Through the CLI: the FP8 test stays CUDA's in a plain rewrite (its finding names the print), the
+    portable test and the device choice are rewritten; `--unsafe-fixes` flips the FP8 test too."""
+    path = tmp_path / "config.py"
+    path.write_text(_FP8_CONFIG)
+    out = cli("rewrite", str(path), cwd=tmp_path)
+    text = path.read_text()
+    assert 'if device.type != "cuda":' in text and 'if device.type == "neuron":' in text, text
+    assert 'torch.device("neuron" if torch.neuron.is_available() else "cpu")' in text
+    assert "[unsafe fix]" in out.stdout and "guards `print(\"FP8" in out.stdout
+    cli("rewrite", "--unsafe-fixes", str(path), cwd=tmp_path)
+    assert 'if device.type != "neuron":' in path.read_text()

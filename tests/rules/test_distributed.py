@@ -192,3 +192,65 @@ def test_torchrun_accelerator_keeps_rank_index():
     assert ":{local_rank}" in code
     again = transform_source(code, all_rules(), EngineOptions(target="accelerator", unsafe_fixes=True))
     assert again.code == code
+
+
+def test_backend_map_is_rewritten_key_and_value_together():
+    # a renamed value under the key "cuda" is never found by the renamed device type: gloo, silently
+    code, findings = run(
+        "import torch\nimport torch.distributed as dist\n"
+        "device_type = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "dist.init_process_group(backend={'cuda': 'nccl', 'cpu': 'gloo'}[device_type])\n")
+    assert "{'neuron': 'neuron', 'cpu': 'gloo'}[device_type]" in code
+    assert [f for f in findings if f.code == "NP501" and "key" in f.message]
+    assert not [f for f in findings if f.code == "NP101" and f.line == 4]  # no second, unsafe advice on the key
+
+
+def test_backend_map_target_accelerator_keeps_the_key():
+    code, _ = run("import torch.distributed as dist\nBACKENDS = {'cuda': 'nccl', 'cpu': 'gloo'}\n",
+                  target="accelerator")
+    assert "'cuda'" in code
+
+
+# -- messages that agree with the fixes, mp.spawn told apart from torchrun -------------------------
+
+SPAWNED = '''\
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def worker(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    model = DDP(torch.nn.Linear(4, 4).to(f"cuda:{rank}"), device_ids=[rank])
+    model(torch.randn(2, 4, device=f"cuda:{rank}")).sum().backward()
+
+
+if __name__ == "__main__":
+    mp.spawn(worker, args=(2,), nprocs=2)
+'''
+
+
+def test_ddp_device_ids_message_says_what_the_fix_writes_and_names_mp_spawn(tmp_path, cli):
+    """NP503 writes `[0]` for a rank-indexed list: its message says index 0 (it used to say "drop them"),
+    and in a program started by mp.spawn it names mp.spawn (the rank is the spawned function's first
+    parameter), not torchrun's LOCAL_RANK."""
+    import json
+
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED)
+    result = cli("rewrite", "--output-format", "json", str(script))
+    [np503] = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "NP503"]
+    assert "device_ids=[0]" in script.read_text()
+    assert "use index 0" in np503["message"] and "drop" not in np503["message"]
+    assert "mp.spawn" in np503["message"] and "LOCAL_RANK" not in np503["message"]
+
+
+def test_set_device_message_agrees_with_np201s_rename():
+    """`set_device(device)` (not a rank) in a DDP file: NP201 renames it; NP502 no longer says to drop that
+    call (it says NP201 renames it, and to drop it only where it names a rank)."""
+    code, findings = run("import torch\nimport torch.distributed as dist\n"
+                         "dist.init_process_group('nccl')\ntorch.cuda.set_device(device)\n")
+    assert "torch.neuron.set_device(device)" in code
+    [np502] = codes(findings, "NP502")
+    assert "NP201 renames" in np502.message and not np502.message.startswith("drop")

@@ -3,6 +3,8 @@ NP306 (torch.cuda.amp imports) following the rewritten calls with every rule ena
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from neuron_port.rewrite.engine import EngineOptions, transform_source
@@ -203,3 +205,20 @@ def test_notebook_cells_are_reported_without_a_fix():
     outcome = transform_source(source, list(all_rules()), EngineOptions(), path="nb.ipynb")
     assert "from torch.cuda.amp import GradScaler" in outcome.code
     assert "notebook" in codes(outcome.findings, "NP306")[0].message
+
+
+def test_disabled_autocast_region_is_neither_reported_nor_given_a_dtype(tmp_path, cli):
+    """`autocast(..., enabled=False)` runs in full precision: NP302 has no dtype to ask for, and
+    `--unsafe-fixes` must not add one to the disabled region (the device type still moves, NP301)."""
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n\n\ndef loss_fp32(model, x):\n"
+                      "    with torch.autocast('cuda', enabled=False):\n        return model(x.float())\n\n\n"
+                      "@torch.cuda.amp.autocast(enabled=False)\ndef head(x):\n    return x\n")
+    result = cli("rewrite", "--unsafe-fixes", "--output-format", "json", str(script))
+    assert result.returncode in (0, 1), result.stderr
+    codes = [f["code"] for f in json.loads(result.stdout)["findings"]]
+    assert "NP302" not in codes and "NP301" in codes
+    text = script.read_text()
+    assert "with torch.autocast('neuron', enabled=False):" in text
+    assert '@torch.autocast(device_type="neuron", enabled=False)' in text
+    assert "bfloat16" not in text

@@ -127,3 +127,208 @@ def test_cuda_extension_and_sources_not_doubled():
 def test_custom_ops_with_only_a_cuda_kernel_are_reported(source, reported):
     _, findings = run(source)
     assert bool(codes(findings, "NP713")) == reported
+
+
+# -- CUDA-only modules and kernel scopes (issue 20, item 2) ---------------------------------------
+
+_KERNEL_MODULE = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid, tl.load(x_ptr + pid) + tl.load(y_ptr + pid))
+
+
+def add(x, y):
+    assert all(t.is_cuda for t in (x, y))
+    out = torch.empty_like(x, device="cuda")
+    if x.device.type == "cuda":
+        add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), BLOCK=1024)
+    return out
+"""
+
+
+def test_cuda_only_module_is_reported_once_and_left_unedited():
+    code, findings = run(_KERNEL_MODULE, path="ops/add.py")
+    assert code == _KERNEL_MODULE  # the precondition `all(t.is_cuda ...)` is not inverted
+    assert [f.code for f in findings] == ["NP717"]
+    assert "imports `triton` at top level" in findings[0].message
+    assert "CUDA references" in findings[0].message and "folded into this one" in findings[0].message
+
+
+def test_guarded_triton_module_is_edited_outside_kernels_only():
+    source = """\
+import torch
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+
+
+@triton.jit
+def double_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    assert x_ptr.is_cuda
+    tl.store(x_ptr, 2)
+
+
+def move(x):
+    return x.cuda()
+"""
+    code, findings = run(source)
+    assert "assert x_ptr.is_cuda" in code  # inside the kernel: kept
+    assert "x.cuda()" not in code  # outside the kernel: ported
+    assert not findings_in_kernel(findings, first=10, last=12)
+
+
+def findings_in_kernel(findings, first, last):
+    return [f for f in findings if first <= f.line <= last and f.code != "NP701"]
+
+
+def test_custom_op_launching_a_kernel_keeps_its_cuda_device_type():
+    source = """\
+import torch
+
+
+@torch.library.custom_op("demo::scale", mutates_args=(), device_types="cuda")
+def scale(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    scale_kernel[(1,)](x, out, x.numel())
+    return out
+"""
+    code, findings = run(source)
+    assert code == source
+    [np713] = [f for f in findings if f.code == "NP713"]
+    assert "launches a GPU kernel" in np713.message
+    assert not [f for f in findings if f.code == "NP101"]
+
+
+def test_plain_custom_op_is_still_renamed():
+    source = """\
+import torch
+
+
+@torch.library.custom_op("demo::scale", mutates_args=(), device_types="cuda")
+def scale(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+"""
+    code, _ = run(source)
+    assert 'device_types="neuron"' in code
+
+
+def test_cu_files_are_discovered_and_reported_once(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "scale.cu").write_text(
+        "__global__ void scale(float* x) { x[threadIdx.x] *= 2; }\n__global__ void zero(float* x) {}\n")
+    (tmp_path / "csrc" / "common.cuh").write_text("#pragma once\n")
+    cli = Path(sys.executable).with_name("neuron-port")
+    out = subprocess.run([str(cli), "rewrite", "--diff", str(tmp_path)], capture_output=True, text=True)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if " NP709 " in line]
+    assert len(lines) == 2, out.stdout + out.stderr
+    assert any("scale.cu:1:1" in line and "2 `__global__` kernels" in line for line in lines)
+    assert (tmp_path / "csrc" / "scale.cu").read_text().startswith("__global__")
+
+
+def test_raw_cuda_idioms_are_reported():
+    source = """\
+import torch
+
+ADD = 'extern "C" __global__ void add(float* x) { x[threadIdx.x] += 1; }'
+add = torch.cuda._compile_kernel(ADD, "add")
+count = torch._C._cuda_getDeviceCount()
+"""
+    code, findings = run(source)
+    assert code == source
+    assert [f.line for f in findings if f.code == "NP716"] == [4, 5]
+
+
+def test_cupy_module_is_one_cuda_only_module_finding():
+    source = "import cupy as cp\nimport torch\n\n\ndef to_gpu(x):\n    return cp.asarray(x.cuda())\n"
+    code, findings = run(source)
+    assert code == source
+    [module] = findings
+    assert module.code == "NP717" and "`cupy`" in module.message and "NP714" in module.message
+
+
+def test_numba_cuda_kernel_in_a_guarded_module_is_kept():
+    source = """\
+import torch
+
+try:
+    from numba import cuda
+except ImportError:
+    cuda = None
+
+
+@cuda.jit
+def scale(x, out):
+    if x.is_cuda:
+        out[0] = x[0]
+
+
+def move(t):
+    return t.cuda()
+"""
+    code, findings = run(source)
+    assert "if x.is_cuda:" in code and "t.cuda()" not in code
+    assert [f.code for f in findings if 9 <= f.line <= 12] == ["NP717"]
+
+
+def test_cuda_only_module_is_kept_whatever_the_selection(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "add.py").write_text(_KERNEL_MODULE)
+    cli = Path(sys.executable).with_name("neuron-port")
+    out = subprocess.run([str(cli), "rewrite", "--select", "NP104,NP101", str(tmp_path)], capture_output=True,
+                         text=True)
+    assert (tmp_path / "add.py").read_text() == _KERNEL_MODULE, out.stdout + out.stderr
+    assert "NP717" not in out.stdout + out.stderr  # not selected: not reported
+    assert "left as it is" in out.stdout + out.stderr  # the selected findings say why they have no fix
+
+
+def test_cu_text_given_by_name_is_reported_not_parsed():
+    from neuron_port.api import rewrite_source
+
+    text = "__global__ void k(float* x) { x[0] = 1; }\n"
+    code, findings = rewrite_source(text, path="csrc/k.cu")
+    assert code == text and [(f.code, f.line) for f in findings] == [("NP709", 1)]
+
+
+# -- issue 20: the allow list decides whether a fix that flips a device test is safe ---------------
+
+@pytest.mark.parametrize("guarded, safe", [
+    # portable: torch tensor ops and modules, the file's own functions and classes made of them
+    ("y = scale(x)", True),
+    ("y = Block()(x)", True),
+    ("y = x.pin_memory().float()", True),
+    ("torch.backends.cudnn.benchmark = True", True),
+    ("print('step', x.sum().item())", True),
+    # not known to run on neuron: another package, an import, text naming a CUDA-only feature,
+    # a None-unless-CUDA attribute, a kernel launch
+    ("y = fused.gelu(x)", False),
+    ("import apex", False),
+    ("print('FP8 needs a GPU')", False),
+    ("y = CACHE[0]", False),
+    ("y = kernel[(1,)](x)", False),
+])
+def test_what_a_device_test_guards_decides_whether_its_flip_is_safe(guarded, safe):
+    source = (
+        "import torch\nimport fused\n\nCACHE = None\n\n\ndef scale(x):\n    return x * torch.ones_like(x)\n\n\n"
+        "class Block(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.proj = torch.nn.Identity()\n\n    def forward(self, x):\n        return self.proj(x)\n\n\n"
+        f"def step(x):\n    if x.is_cuda:\n        {guarded}\n    return x\n")
+    code, findings = run(source)
+    np104 = codes(findings, "NP104")
+    assert len(np104) == 1 and np104[0].fix.available
+    assert np104[0].fix.safety == ("safe" if safe else "unsafe"), np104[0].message
+    assert ("x.is_neuron" in code) == safe

@@ -117,7 +117,9 @@ def test_defect_3_capability_reads_are_never_renamed_into_a_crash():
         dtype = torch.bfloat16 if torch.cuda.get_device_capability() >= (8, 0) else torch.float16
         mem = torch.cuda.get_device_properties(0).total_memory
         """)
-    assert "torch.cuda.get_device_properties(torch.device('neuron')).major" in new
+    # the read is kept for .major, and so is its argument: a neuron device inside a kept torch.cuda call
+    # would break the CUDA branch on a GPU (issue 20, item 3: the whole expression or none of it)
+    assert "torch.cuda.get_device_properties(torch.device('cuda')).major" in new
     assert 'if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:' in new
     assert "dtype = torch.bfloat16 if torch.neuron.is_bf16_supported() else torch.float16" in new
     assert "torch.neuron.get_device_properties(0).total_memory" in new
@@ -164,3 +166,72 @@ def test_only_the_documented_rules_use_the_rank_analysis():
     assert users == {r.__module__ for r in all_rules() if r.CODE in RANK_RULES}
     for code in RANK_RULES:
         assert code in ranks_module.__doc__
+
+
+# -- issue 20, item 4: the places PyTorch needs an indexed device -----------------------------------
+
+def test_device_passed_as_device_id_keeps_an_index_and_no_message_says_cuda():
+    new, findings = rewrite("""\
+        local_rank = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group(backend="nccl", device_id=device)
+        model = nn.Linear(4, 4).to(device)
+    """)
+    # PyTorch rejects torch.device("neuron") as device_id ("Please use a device_id with index.")
+    assert 'device = torch.device("neuron", 0)\n' in new
+    assert "device_id=device" in new and "to(device)" in new
+    messages = [f.message for f in findings if f.line == 7]
+    assert messages and not [m for m in messages if 'torch.device("cuda")' in m], messages
+
+
+def test_device_not_passed_as_device_id_drops_its_index():
+    new, _ = rewrite("""\
+        local_rank = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group(backend="nccl")
+        model = nn.Linear(4, 4).to(device)
+    """)
+    assert 'device = torch.device("neuron")\n' in new
+
+
+def test_fstring_of_a_variable_device_type_and_the_rank_is_a_rank_device():
+    new, findings = rewrite("""\
+        local_rank = int(os.environ["LOCAL_RANK"])
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+        dist.init_process_group(backend="nccl")
+        x = torch.ones(2).to(f"{device_type}:{local_rank}")
+    """)
+    assert 'x = torch.ones(2).to(f"{device_type}")' in new
+    assert [f for f in findings if f.code == "NP107" and "neuron:<rank>" in f.message]
+
+
+def test_fstring_of_two_ranks_or_a_format_spec_is_left_alone():
+    new, _ = rewrite("""\
+        local_rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group(backend="nccl")
+        tag = f"{local_rank}:{local_rank}"
+        name = f"{run_name}:{local_rank:03d}"
+    """)
+    assert 'tag = f"{local_rank}:{local_rank}"' in new and 'name = f"{run_name}:{local_rank:03d}"' in new
+
+
+# -- issue 20, pattern 4: a string naming the device of a serialized artifact is not this process's ------
+
+def test_prefix_test_on_a_serialized_archive_constant_is_not_rewritten():
+    source = """\
+        def retarget(archive):
+            for node in archive.graph.nodes():
+                if node.kind() == "prim::Constant" and str(node["value"]).startswith("cuda"):
+                    node.s_("value", "cpu")
+            return archive
+        """
+    new, findings = rewrite(source, unsafe_fixes=True)
+    assert 'startswith("cuda")' in new
+    assert not [f for f in findings if f.code == "NP102"]
+
+
+def test_prefix_test_on_a_config_device_field_is_still_a_device_test():
+    new, _ = rewrite("""\
+        use_amp = cfg["device"].startswith("cuda")
+        """)
+    assert 'cfg["device"].startswith("neuron")' in new

@@ -1,0 +1,60 @@
+"""Scopes the engine does not edit inside: a CUDA-only module, a kernel function, a custom op registered
+for CUDA only.
+
+A rule that finds such a scope reports it once and calls ``keep_scope(context, finding_node, scope)``;
+the engine (``neuron_port/rewrite/engine.py``) then drops every other report whose node lies inside
+``scope`` (its fixes are not applied and its finding is folded into the scope's one finding, which
+gains the count). The decision is a fact about the scope, not a list of what inside it is CUDA-only.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from neuron_port.rules.helpers.names import walk
+
+# The rules that declare kept scopes: the engine runs them even when they are not selected, so a
+# `--select NP104` run does not edit inside a CUDA-only module either (their own findings are then dropped).
+SCOPE_RULES = ("NP701", "NP713", "NP717")
+
+_KEY = "kept_scopes"  # FileContext.shared key: finding node -> (code of the rule, scope node)
+
+
+def keep_scope(context, code: str, finding_node: cst.CSTNode, scope: cst.CSTNode) -> None:
+    """The report of rule ``code`` on ``finding_node`` stands for everything inside ``scope``."""
+    context.shared.setdefault(_KEY, {})[finding_node] = (code, scope)
+
+
+def kept_scopes(context) -> dict[cst.CSTNode, tuple[str, cst.CSTNode]]:
+    """Finding node -> (rule code, scope node), as the rules of this pass declared them."""
+    return context.shared.get(_KEY, {})
+
+
+def is_scope_finding(code: str, node: cst.CSTNode, scopes: dict[cst.CSTNode, tuple[str, cst.CSTNode]]) -> bool:
+    """The report of ``code`` on ``node`` is the one finding of a kept scope."""
+    entry = scopes.get(node)
+    return entry is not None and entry[0] == code
+
+
+def scope_of(code: str, node: cst.CSTNode, scopes: dict[cst.CSTNode, tuple[str, cst.CSTNode]],
+             members: dict[cst.CSTNode, set[cst.CSTNode]]) -> Optional[cst.CSTNode]:
+    """The finding node of the kept scope that the report of ``code`` on ``node`` lies inside (None when
+    it lies in none, or is that scope's finding). ``members`` caches each scope's nodes (a module scope
+    holds every node and is not walked)."""
+    # a module scope first: a kernel function inside a CUDA-only module folds into the module's finding
+    ordered = sorted(scopes.items(), key=lambda item: not isinstance(item[1][1], cst.Module))
+    if is_scope_finding(code, node, scopes) and isinstance(scopes[node][1], cst.Module):
+        return None
+    for finding_node, (owner, scope) in ordered:
+        if finding_node is node and owner == code:
+            return None
+        if isinstance(scope, cst.Module):
+            return finding_node
+        inside = members.get(scope)
+        if inside is None:
+            inside = members[scope] = set(walk(scope))
+        if node in inside:
+            return finding_node
+    return None
