@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'b397566189578f798f45a043447cd9f7926c507b519c0357c3ced6f74e24cf42'
+RULE_SOURCES_SHA256 = '0ba37ca303e34ace494640ecbd72938f0263040308bbd566c179144be2d9f4bb'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

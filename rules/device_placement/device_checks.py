@@ -76,6 +76,9 @@ class CudaDeviceCheck(DeviceStringRule):
         Valid("if x == 'cuda is slow':\n    pass\n"),
     ]
     INVALID = [
+        # a kernel precondition: the rest of the function calls a CUDA library, so the flip is unsafe
+        Invalid('def hist(source, lib):\n    assert source.device.type == "cuda"\n'
+                '    lib.chistogram(source.data_ptr())\n', None, message_contains="unsafe: it guards `lib.chistogram"),
         Invalid(
             "device_type = 'cuda' if 'cuda' in device else 'cpu'\nif device.type == 'cuda':\n    pass\n",
             "device_type = 'cuda' if 'neuron' in device else 'cpu'\nif device.type == 'neuron':\n    pass\n",

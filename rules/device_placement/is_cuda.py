@@ -71,6 +71,19 @@ class IsCudaAttribute(PythonRule):
             not_runnable=FRAGMENT,
         ),
         Invalid("self.is_cuda = flag\nif self.is_cuda:\n    pass\n", None),
+        # an assert is a precondition of the rest of its block: flipped only when that rest is portable
+        Invalid("def f(x):\n    assert x.is_cuda, 'the int8 kernel only runs on CUDA'\n    return x * 2\n", None,
+                message_contains="unsafe: it guards `assert x.is_cuda"),
+        # torch's own assert: the same precondition, and a message naming the GPU says the rest is CUDA's
+        Invalid("def f(x):\n    torch._check(x.is_cuda, lambda: 'x is not on GPU')\n    return x * 2\n", None,
+                message_contains="unsafe: it guards `torch._check"),
+        Invalid(
+            "import torch\n\n\ndef double(x):\n    assert x.is_cuda\n    return x * 2\n\n\n"
+            "print(double(torch.ones(2, device='neuron')))\n",
+            "import torch\n\n\ndef double(x):\n    assert x.is_neuron\n    return x * 2\n\n\n"
+            "print(double(torch.ones(2, device='neuron')))\n",
+            runs=True,
+        ),
         Invalid("pin = x.is_cuda\n", None, target="accelerator", message_contains="current_accelerator"),
         Invalid(
             # the first test guards a Triton launch (NP720): kept; the second is rewritten (Triton imported

@@ -41,6 +41,7 @@ import libcst as cst
 
 from neuron_port.rules.helpers.names import dotted_name, is_none, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
+from neuron_port.rules.helpers.ranks_guards import TORCH_CHECKS
 
 # words that say a piece of code is about a feature Trainium does not have
 CUDA_FEATURE_WORDS = re.compile(
@@ -168,6 +169,10 @@ class Portability:
                     if found is not None:
                         return found
             return None if node.value is None else self._node(node.value)
+        if isinstance(node, cst.Call) and dotted_name(node.func) in TORCH_CHECKS:
+            # torch._check(cond, message) runs anywhere; like a raise, a message naming CUDA says the
+            # code it guards is CUDA's
+            return source_of(node) if _names_feature(node) is not None else self._children(node.args)
         if isinstance(node, cst.Call):
             return self._call(node)
         if isinstance(node, cst.Name):

@@ -14,11 +14,11 @@ follows it.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 import libcst as cst
 
-from neuron_port.rules.helpers.names import walk
+from neuron_port.rules.helpers.names import dotted_name, walk
 
 Polarity = Callable[[cst.BaseExpression], Optional[bool]]
 # (the atom of the test that asserts the condition, the nodes that run only when it holds)
@@ -68,6 +68,33 @@ def _exits(block: cst.BaseSuite) -> bool:
     return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in smalls)
 
 
+# torch's own asserts (torch/__init__.py): ``torch._check(cond, message)``; _check_with takes the error
+# type first. They guard the rest of their block as ``assert`` does.
+TORCH_CHECKS = {"torch._check": 0, "torch._check_value": 0, "torch._check_type": 0, "torch._check_index": 0,
+                "torch._check_not_implemented": 0, "torch._assert": 0, "torch._check_with": 1}
+
+
+class _Check(NamedTuple):
+    test: cst.BaseExpression
+    msg: Optional[cst.CSTNode]  # what runs when the test fails: the statement, judged as a whole
+
+
+def _asserts(statement: cst.CSTNode) -> list[_Check]:
+    """The preconditions a statement line states: ``assert`` and ``torch._check``-style calls."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return []
+    found = []
+    for small in statement.body:
+        if isinstance(small, cst.Assert):
+            found.append(_Check(small.test, small if small.msg is not None else None))
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            index = TORCH_CHECKS.get(dotted_name(small.value.func) or "")
+            args = small.value.args
+            if index is not None and len(args) > index and args[index].keyword is None:
+                found.append(_Check(args[index].value, small if len(args) > index + 1 else None))
+    return found
+
+
 def regions_where(module: cst.CSTNode, polarity: Polarity, nodes=None) -> Iterator[Region]:
     """Every region of ``module`` that runs only when the condition holds, with the atom that says so
     (``nodes``: a walk of ``module`` the caller already made)."""
@@ -86,7 +113,7 @@ def regions_either_way(nodes, polarity: Polarity) -> Iterator[tuple[cst.BaseExpr
     """For each atom of a test on the condition (``nodes``: a walk of the module, made once by the
     caller), every region whose running depends on it: ``"holds"`` (runs only when the condition holds),
     ``"fails"`` (runs only when it does not: the ``else`` of ``if x.is_cuda:``, the body of
-    ``if not x.is_cuda: return ...``) and ``"depends"`` (both branches of an ``if`` / ternary whose test has the atom among its ``and`` /
+    ``if not x.is_cuda: return ...``; the rest of a block after ``assert x.is_cuda`` holds) and ``"depends"`` (both branches of an ``if`` / ternary whose test has the atom among its ``and`` /
     ``or`` terms), ``"rest"`` (the other terms of the ``and`` / ``or`` chain the
     atom is part of, whose evaluation the atom decides). A fix that flips the atom on Trainium changes
     which of them run there."""
@@ -128,6 +155,12 @@ def _node_regions(node: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
             if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
                 for atom in _asserting(statement.test, polarity, False):  # `if not x.is_cuda: return ...`
                     yield atom, body[i + 1:]
+            for check in _asserts(statement):  # `assert x.is_cuda`: a precondition of the rest of the block
+                for atom in _asserting(check.test, polarity, True):
+                    yield atom, body[i + 1:]
+                if check.msg is not None:  # its message is what runs when the test fails
+                    for atom in _asserting(check.test, polarity, False):
+                        yield atom, [check.msg]  # judged as a statement: a message that names CUDA
 
 
 def nodes_in(region: list[cst.CSTNode]) -> Iterator[cst.CSTNode]:
