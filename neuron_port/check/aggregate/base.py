@@ -5,6 +5,7 @@ finding is one new aggregator module and its place in that list."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Mapping, Optional
 
 from neuron_port.check.events import SummaryEvent
@@ -12,7 +13,7 @@ from neuron_port.check.sites import SiteMapper
 from neuron_port.results import Finding
 
 
-class Aggregator:
+class Aggregator(ABC):
     """Takes the events of ``EVENTS`` (event class -> the name of the method that takes ``(event, rank)``),
     merged over processes, and fills the ``SECTION`` keys of the runtime section (``section()``: their
     values in that order, each with a ``to_json()`` or a tuple of such entries)."""
@@ -26,8 +27,9 @@ class Aggregator:
     def start_process(self, summary: Optional[SummaryEvent]) -> None:
         """The events that follow come from one process, whose summary line is ``summary``."""
 
+    @abstractmethod
     def section(self) -> tuple[Any, ...]:
-        raise NotImplementedError
+        """The values of the ``SECTION`` keys, in that order (every aggregator has its own)."""
 
     def findings(self) -> list[Finding]:
         return []
