@@ -69,12 +69,22 @@ def test_fixture_rewrites_to_expected_tree(name, tmp_path, cli):
     assert again.stdout == "", "a second run must change nothing"
 
 
+# PyTorch's gloo process group sometimes aborts a rank at interpreter exit, after the script's last line
+# ("terminate called without an active exception", SIGABRT; about 1 run in 20 of the two-rank fixtures on
+# the plain CPU, with or without DDP, destroy_process_group() called). The CPU run is only the reference
+# losses, so a run that printed everything and then died that way is run again (at most twice).
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
 def run_on_cpu(project: Path, nproc: int, command: list[str]) -> str:
     """The unrewritten fixture on the CPU, without the simulator (torchrun for nproc > 1)."""
     launcher = [sys.executable] if nproc == 1 else [sys.executable, "-m", "torch.distributed.run",
                                                     f"--nproc_per_node={nproc}"]
-    proc = subprocess.run([*launcher, *command], cwd=project, env=simulator_env(), capture_output=True,
-                          text=True, timeout=600)
+    for _attempt in range(3):
+        proc = subprocess.run([*launcher, *command], cwd=project, env=simulator_env(), capture_output=True,
+                              text=True, timeout=600)
+        if proc.returncode == 0 or nproc == 1 or GLOO_EXIT_ABORT not in proc.stderr:
+            break
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
