@@ -97,6 +97,10 @@ def enable() -> bool:
         compile_backend.register()
         distributed.register()
     _enabled = True
+    from . import shape_only
+
+    if shape_only.requested():
+        shape_only.start()
     return mod is not None
 
 
@@ -112,7 +116,7 @@ def stats() -> dict:
 
 
 def __getattr__(name):  # lazy submodules and subpackages: neuron_backend.events, .build, .policy ...
-    if name in ("events", "build", "policy", "device", "unsupported", "compile"):
+    if name in ("events", "build", "policy", "device", "unsupported", "compile", "shape_only"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

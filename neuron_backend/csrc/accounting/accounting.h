@@ -59,6 +59,13 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // arguments and pushes the returns.
 using Runner = void (*)(torch::jit::Stack*);
 void neuron_fallback_with_runner(const c10::OperatorHandle& op, torch::jit::Stack* stack, Runner runner);
+// Count one call as the fallback does (op, signature, site, unsupported checks), without running it:
+// a shape-only run's call on fake tensors (python/fake_calls.cpp). `stack` holds the op's arguments.
+void account_without_running(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+// The PrivateUse1 kernels (aten/minimal.cpp) that count nothing: metadata queries and stream notes.
+const std::vector<std::string>& uncounted_kernels();
+// Count one call of an explicit kernel by its name in kExplicitNames; false when it is not one.
+bool count_explicit_by_name(const std::string& name);
 // Route every op of a namespace (or with a name prefix) through the fallback at run time.
 int route_through_fallback(const std::string& ns, const std::string& prefix);
 

@@ -354,6 +354,11 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
 }
 
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { fallback_impl(op, stack); }
+
+void account_without_running(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (!accounting_on()) return;
+  account(get_op_info(op), stack, 0, stack.size());
+}
 void neuron_fallback_with_runner(const c10::OperatorHandle& op, torch::jit::Stack* stack, Runner runner) {
   fallback_impl(op, stack, runner);
 }

@@ -37,6 +37,15 @@ const char* const kExplicitNames[kNumExplicitOps] = {
     "aten::unfold"};
 
 void count_explicit(ExplicitOp op) { records_explicit()[op].fetch_add(1, std::memory_order_relaxed); }
+bool count_explicit_by_name(const std::string& name) {
+  for (int i = 0; i < kNumExplicitOps; ++i) {
+    if (name == kExplicitNames[i]) {
+      count_explicit(static_cast<ExplicitOp>(i));
+      return true;
+    }
+  }
+  return false;
+}
 
 // ------------------------------------------------------------------ op registry and policy
 static int classify(const OpInfo& o) {

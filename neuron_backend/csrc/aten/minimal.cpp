@@ -134,6 +134,11 @@ static bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::T
 // record_stream: streams are no-ops in the simulator (TorchNeuron registers record_stream natively).
 static void record_stream(at::Tensor& /*self*/, c10::Stream /*s*/) {}
 
+const std::vector<std::string>& uncounted_kernels() {
+  static const std::vector<std::string> names = {"aten::_has_compatible_shallow_copy_type", "aten::record_stream"};
+  return names;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
@@ -149,7 +154,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
-  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));  // kUncountedKernels
   m.impl("record_stream", TORCH_FN(record_stream));
   // CompositeExplicitAutograd ops that TorchNeuron implements natively: route them through the
   // accounting fallback (one counted op instead of its decomposition; argument checks). The norms

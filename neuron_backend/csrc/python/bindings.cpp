@@ -6,6 +6,7 @@
 #include "accounting/alias.h"
 #include "accounting/callbacks.h"
 #include "accounting/records.h"
+#include "python/fake_calls.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
 #include "runtime/memory_stats.h"
@@ -33,7 +34,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .value("TypeError", kTypeError);
   py::tuple explicit_ops(static_cast<size_t>(kNumExplicitOps));
   for (int i = 0; i < kNumExplicitOps; ++i) explicit_ops[i] = py::str(kExplicitNames[i]);
-  m.attr("EXPLICIT_OPS") = explicit_ops;  // names of the explicit_counts() keys, in ExplicitOp order
+  m.attr("EXPLICIT_OPS") = explicit_ops;
+  m.attr("UNCOUNTED_KERNELS") = py::tuple(py::cast(uncounted_kernels()));  // names of the explicit_counts() keys, in ExplicitOp order
 
   m.def("set_device_count", &set_device_count);
   m.def("device_count", &device_count);
@@ -89,6 +91,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(check_device_index(dev, "default_generator", true))));
   });
+  m.def("account_fake_call", &account_fake_call, py::arg("name"), py::arg("overload"), py::arg("args"),
+        py::arg("kwargs"));
+  m.def("count_explicit", &count_explicit_by_name, py::arg("name"));
+  m.def("mem_on_alloc", [](int64_t dev, int64_t nbytes) { mem_on_alloc(static_cast<int>(dev), static_cast<size_t>(nbytes)); });
+  m.def("mem_on_free", [](int64_t dev, int64_t nbytes) { mem_on_free(static_cast<int>(dev), static_cast<size_t>(nbytes)); });
   m.def("route_through_fallback", &route_through_fallback, py::arg("ns"), py::arg("prefix") = "");
   m.def("report_unsupported", [](const std::string& feature, const std::string& op, const std::string& msg, int kind) {
     report_unsupported(feature, op, msg, kind);

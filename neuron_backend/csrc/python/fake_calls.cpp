@@ -1,0 +1,59 @@
+// The arguments arrive as Python objects (a dispatch mode's view of the call); the schema turns them
+// into the IValue stack the fallback's accounting reads (shapes, dtypes, devices, scalar values), so a
+// fake call and a real one of the same signature hash and print the same.
+#include "python/fake_calls.h"
+
+#include "accounting/accounting.h"
+
+#include <ATen/ScalarOps.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+namespace neuron_sim {
+
+// A Python number passed for a Tensor argument (x * 0.5) is, in a real call, a wrapped-number tensor
+// (PyTorch's argument parser makes one); make the same so it hashes and prints as a scalar.
+static py::object as_wrapped_number(const py::handle& v) {
+  c10::Scalar s;
+  if (PyBool_Check(v.ptr())) {
+    s = c10::Scalar(v.cast<bool>());
+  } else if (PyLong_Check(v.ptr())) {
+    s = c10::Scalar(v.cast<int64_t>());
+  } else if (PyFloat_Check(v.ptr())) {
+    s = c10::Scalar(v.cast<double>());
+  } else if (PyComplex_Check(v.ptr())) {
+    s = c10::Scalar(v.cast<c10::complex<double>>());
+  } else {
+    return py::reinterpret_borrow<py::object>(v);
+  }
+  at::Tensor t = c10::scalar_to_tensor(s);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
+}
+
+static bool is_tensor_type(const c10::Argument& a) {
+  return a.type()->kind() == c10::TypeKind::TensorType ||
+         (a.type()->kind() == c10::TypeKind::OptionalType &&
+          a.type()->expectRef<c10::OptionalType>().getElementType()->kind() == c10::TypeKind::TensorType);
+}
+
+void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
+                       const py::dict& kwargs) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  const auto& schema = op.schema();
+  const auto& formals = schema.arguments();
+  py::tuple fixed(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    fixed[i] = (i < formals.size() && is_tensor_type(formals[i])) ? as_wrapped_number(args[i])
+                                                                    : py::reinterpret_borrow<py::object>(args[i]);
+  py::dict fixed_kwargs;
+  for (const auto& a : formals) {
+    py::str key(a.name());
+    if (kwargs.contains(key))
+      fixed_kwargs[key] = is_tensor_type(a) ? as_wrapped_number(kwargs[key]) : py::object(kwargs[key]);
+  }
+  torch::jit::Stack stack = torch::jit::createStackForSchema(schema, fixed, fixed_kwargs, std::nullopt);
+  account_without_running(op, stack);
+}
+
+}  // namespace neuron_sim

@@ -1,0 +1,16 @@
+// Shape-only runs (neuron_backend/shape_only/): calls made on fake tensors, accounted by the same
+// op table, signatures, sites and records as the fallback's, without running a kernel.
+#pragma once
+
+#include <torch/csrc/utils/pybind.h>
+
+#include <string>
+
+namespace neuron_sim {
+
+// Account one call of `name.overload` (an ATen schema) with the Python arguments a
+// TorchDispatchMode received: one counted op, as neuron_fallback counts it.
+void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
+                       const py::dict& kwargs);
+
+}  // namespace neuron_sim

@@ -1,0 +1,82 @@
+"""Where PyTorch tells a fake tensor from a real one and would take another path than a real run.
+
+Optimizers: ``torch.optim`` picks its multi-tensor (foreach) implementation only for parameters whose
+type is exactly ``Tensor`` or ``Parameter``; fake parameters are ``FakeTensor``s, so a shape-only run
+would take the single-tensor loop (other ops, other signatures). FakeTensor is added to that list.
+
+Tied parameters: ``module.to("neuron")`` converts each module's own parameters: a real CPU parameter whose converted
+tensor is fake cannot be swapped or have its ``.data`` set (different tensor types), so PyTorch makes
+a new ``Parameter`` per module, and a weight shared by two modules (an embedding tied to the output
+layer) would become two: twice its bytes, its gradient and its optimizer state. After the outermost
+``_apply``, every (module, name) that held one parameter (or buffer) before holds one after, and the
+conversion runs once per tensor (a real run converts a shared weight once: the second module finds
+it on the device already).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+_depth = threading.local()
+
+
+def _slots(root: torch.nn.Module) -> list[tuple[dict, str, int]]:
+    out = []
+    for module in root.modules():
+        for table in (module._parameters, module._buffers):
+            for key, value in table.items():
+                if value is not None:
+                    out.append((table, key, id(value)))
+    return out
+
+
+def _once_per_tensor(fn):
+    done: dict[int, tuple] = {}
+
+    def convert(t):
+        hit = done.get(id(t))
+        if hit is None:
+            hit = done[id(t)] = (t, fn(t))  # keeps t alive: its id is not reused during the call
+        return hit[1]
+    return convert
+
+
+def install() -> None:
+    _keep_tied_parameters()
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.optim import optimizer
+
+    if FakeTensor not in optimizer._foreach_supported_types:
+        optimizer._foreach_supported_types.append(FakeTensor)
+
+
+def _keep_tied_parameters() -> None:
+    original = torch.nn.Module._apply
+    if getattr(original, "_neuron_port_tied", False):
+        return
+
+    def _apply(self, fn, recurse=True):
+        depth = getattr(_depth, "n", 0)
+        before = _slots(self) if depth == 0 else None
+        if before is not None:
+            fn = _once_per_tensor(fn)
+        _depth.n = depth + 1
+        try:
+            result = original(self, fn, recurse)
+        finally:
+            _depth.n = depth
+        if before is not None:
+            first: dict[int, object] = {}
+            for table, key, old in before:
+                if key not in table:
+                    continue
+                if old in first:
+                    table[key] = first[old]
+                else:
+                    first[old] = table[key]
+        return result
+
+    _apply._neuron_port_tied = True
+    torch.nn.Module._apply = _apply

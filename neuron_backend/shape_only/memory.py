@@ -1,0 +1,52 @@
+"""Device memory of a shape-only run, from fake storages: a storage is allocated when a device call
+first returns a tensor on it, and freed when the last of those tensors dies (a ``weakref.finalize``
+per tensor object; autograd's saved tensors keep theirs alive as in a real run). The bytes go through
+the C++ core's memory statistics (``mem_on_alloc`` / ``mem_on_free``: the same Neuron size classes
+and peak as the allocator's), so ``torch.neuron.max_memory_allocated()`` and the events file's
+``peak_allocated_bytes`` mean the same in both modes.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from torch._subclasses.fake_tensor import FakeTensor
+
+from ..device import runtime
+
+_live: dict[int, list] = {}  # storage id -> [device, bytes, tensors alive]
+
+
+def _release(key: int) -> None:
+    entry = _live.get(key)
+    if entry is None:
+        return
+    entry[2] -= 1
+    if entry[2] <= 0:
+        del _live[key]
+        runtime.C.mem_on_free(entry[0], entry[1])
+
+
+def _track_one(t: FakeTensor) -> None:
+    if t.__dict__.get("_np_tracked") or t.fake_device.type != "neuron":
+        return
+    storage = t.untyped_storage()
+    key = storage._cdata
+    entry = _live.get(key)
+    if entry is None:
+        nbytes = storage.nbytes()
+        dev = t.fake_device.index or 0
+        entry = _live[key] = [dev, nbytes, 0]
+        runtime.C.mem_on_alloc(dev, nbytes)
+    entry[2] += 1
+    t.__dict__["_np_tracked"] = True
+    weakref.finalize(t, _release, key)
+
+
+def track(out) -> None:
+    if isinstance(out, FakeTensor):
+        _track_one(out)
+    elif isinstance(out, (tuple, list)):
+        for t in out:
+            if isinstance(t, FakeTensor):
+                _track_one(t)

@@ -1,0 +1,124 @@
+"""The recording dispatch mode of a shape-only run.
+
+Two modes sit on PyTorch's dispatch-mode stack for the whole process: a ``FakeTensorMode`` (below),
+which computes every device call's outputs as fake tensors, and ``RecordingMode`` (above), which sees
+each ATen call first and decides:
+
+* a call with no ``neuron`` tensor or device runs for real, on the CPU, with both modes out of the
+  way (data loading, tokenizers, CPU-side metrics stay real);
+* a device call is accounted where a real run would account it. Fake tensors never reach the C++
+  PrivateUse1 kernels, so the route is read from the dispatcher's own tables, per op, once: an op with
+  a kernel registered for PrivateUse1 runs that kernel in a real run (the explicit memory and view
+  kernels are counted without signatures, every other one is the fallback or calls it); an op
+  without one but with a CompositeExplicitAutograd(NonFunctional) kernel runs that composite, which
+  calls other ops (we run it too, under this mode, so its inner calls are accounted as they would be:
+  ``aten::sum.default`` -> ``aten::sum.IntList_out``); views and aliases of it only make tensor
+  metadata and reach no kernel that counts; any other op reaches the boxed fallback.
+
+The accounting is the C++ core's (``account_fake_call``): the same op table, signature hash and
+description, site capture and records as a real call, so a signature prints the same in both runs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException, FakeTensor,
+                                           FakeTensorMode)
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from ..device import runtime
+from . import compat, memory, values
+
+_ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _COMPOSITE, _METADATA, _PASS = range(6)
+_CONVOLUTIONS = ("aten::convolution_overrideable", "aten::convolution_backward_overrideable")
+_K = torch._C.DispatchKey
+
+
+def _route(func) -> tuple[int, object]:
+    schema = func._schema
+    name = schema.name if not schema.overload_name else f"{schema.name}.{schema.overload_name}"
+    if not schema.name.startswith("aten::"):
+        return _PASS, None
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    if has(name, "PrivateUse1"):
+        if name in runtime.C.UNCOUNTED_KERNELS or schema.name in runtime.C.UNCOUNTED_KERNELS:
+            return _PASS, None
+        if schema.name in runtime.C.EXPLICIT_OPS or name in runtime.C.EXPLICIT_OPS:
+            return (_EXPLICIT_ACCOUNTED if schema.name in _CONVOLUTIONS else _EXPLICIT), (
+                name if name in runtime.C.EXPLICIT_OPS else schema.name)
+        return _ACCOUNT, None
+    for key in ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"):
+        if has(name, key):
+            if func.is_view or any(r.alias_info is not None for r in schema.returns):
+                return _METADATA, None
+            return _COMPOSITE, getattr(_K, key)
+    return _ACCOUNT, None
+
+
+def _is_device_call(args, kwargs) -> bool:
+    for a in args:
+        if isinstance(a, FakeTensor):
+            return True
+        if isinstance(a, (list, tuple)):
+            for e in a:
+                if isinstance(e, FakeTensor):
+                    return True
+    for k, v in kwargs.items():
+        if isinstance(v, FakeTensor):
+            return True
+        if k == "device" and v is not None and torch.device(v).type == "neuron":
+            return True
+    return False
+
+
+class RecordingMode(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self._routes: dict = {}
+        self._account = runtime.C.account_fake_call
+        self._count_explicit = runtime.C.count_explicit
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not _is_device_call(args, kwargs):
+            with _disable_current_modes():
+                return func(*args, **kwargs)
+        route = self._routes.get(func)
+        if route is None:
+            route = self._routes[func] = _route(func)
+        kind, extra = route
+        schema = func._schema
+        if kind == _COMPOSITE:
+            with self:
+                return func._op_dk(extra, *args, **kwargs)
+        if kind in (_ACCOUNT, _EXPLICIT_ACCOUNTED):
+            self._account(schema.name, schema.overload_name, tuple(args), kwargs)
+        if kind in (_EXPLICIT, _EXPLICIT_ACCOUNTED):
+            self._count_explicit(extra)
+        special = values.special(func, args, kwargs)
+        if special is not None:
+            return special()
+        try:
+            out = func(*args, **kwargs)
+        except DynamicOutputShapeException:
+            out = values.data_dependent_shape(func, args, kwargs)
+        except DataDependentOutputException:
+            return values.data_dependent_value(func, args, kwargs)
+        memory.track(out)
+        return out
+
+
+class _FakeMode(FakeTensorMode):
+    # Never run a real kernel on the device: FakeTensorMode otherwise computes a call with no fake input
+    # for real when the device is available (constant propagation of `cpu_tensor.to("neuron")`).
+    @property
+    def avoid_device_init(self) -> bool:
+        return True
+
+
+def enter() -> None:
+    """Push both modes for the rest of the process (the main thread; autograd's threads inherit them)."""
+    fake = _FakeMode(allow_non_fake_inputs=True)
+    fake.__enter__()
+    RecordingMode().__enter__()
+    compat.install()

@@ -1,0 +1,161 @@
+"""What a shape-only run cannot compute, made explicit: values the program reads from the device and
+output shapes that depend on values. Each site is recorded once as a ``shape_only`` event (EVENTS.md),
+so the report lists where control flow or sizes may differ from a real run.
+
+* Placeholders. A host read of a device value (``.item()``, ``bool(t)``, ``if (x > 0).all():``,
+  ``.tolist()``, any op whose result is a Python number computed from data) returns ``0``, ``0.0``,
+  ``False`` (``0j``) by the result's type: the value a loss, a NaN check or an overflow flag has when
+  nothing is wrong, so loops take their ordinary path. A copy of a device tensor to the CPU
+  (``.cpu()``, ``.to("cpu")``, ``.numpy()`` after it, ``cpu_tensor.copy_(t)``) gives a real CPU
+  tensor of zeros with the right shape and dtype.
+* Size rules. An op whose output shape depends on values (``nonzero``, ``masked_select``, boolean-mask
+  indexing, ``unique``, ``torch.where(cond)``: PyTorch's ``dynamic_output_shape`` ops) gets its upper
+  bound: the op runs on real CPU stand-ins of its inputs whose elements are all nonzero, true and
+  distinct (1, 2, 3, ...), so every element is selected and every value unique. A site can set the
+  size instead: ``NEURON_PORT_SIZE_RULES='{"train.py:57": 128}'`` (``neuron-port check --size-rule
+  train.py:57=128``) makes the data-dependent dimension 128 there (the dimension that is 0 when the
+  stand-ins are zero).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_map
+
+from .. import events
+from . import SIZE_RULES_ENV
+
+_seen: set[tuple] = set()
+_HOST_READS = {torch.ops.aten._local_scalar_dense.default}
+_COPIES = {torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default}
+
+
+def _placeholder(dtype: torch.dtype):
+    if dtype == torch.bool:
+        return False
+    if dtype.is_complex:
+        return 0j
+    if dtype.is_floating_point:
+        return 0.0
+    return 0
+
+
+def _note(event: str, op: str, **fields) -> dict:
+    """Record the site once per (event, op, line); returns the site."""
+    site = events.user_site()
+    key = (event, op, None if site is None else (site["file"], site["line"]))
+    if key not in _seen:
+        _seen.add(key)
+        events.record("shape_only", site=site, event=event, op=op, **fields)
+    return site
+
+
+def special(func, args, kwargs):
+    """A thunk computing the call's result when it reads device values, else None."""
+    if func in _HOST_READS and isinstance(args[0], FakeTensor):
+        value = _placeholder(args[0].dtype)
+        return lambda: (_note("placeholder", "aten::_local_scalar_dense", value=value), value)[1]
+    if func not in _COPIES:
+        return None
+    if func is torch.ops.aten._to_copy.default:
+        target = kwargs.get("device")
+        if not isinstance(args[0], FakeTensor) or target is None or torch.device(target).type != "cpu":
+            return None
+        src = args[0]
+        dtype = kwargs.get("dtype") or src.dtype
+
+        def copy_to_host():
+            _note("placeholder", "aten::_to_copy", value=_placeholder(dtype), shape=list(src.shape))
+            with _disable_current_modes():
+                return torch.zeros(src.shape, dtype=dtype, device="cpu")
+        return copy_to_host
+    dst, src = args[0], args[1]
+    if isinstance(dst, FakeTensor) or not isinstance(src, FakeTensor):
+        return None
+
+    def copy_into_host():
+        _note("placeholder", "aten::copy_", value=_placeholder(dst.dtype), shape=list(dst.shape))
+        with _disable_current_modes():
+            return dst.zero_()
+    return copy_into_host
+
+
+def data_dependent_value(func, args, kwargs):
+    """A call whose result is a Python number computed from data (``aten::equal``, ``is_nonzero``)."""
+    returns = func._schema.returns
+    kind = str(returns[0].type) if len(returns) == 1 else ""
+    value = {"bool": False, "int": 0, "float": 0.0, "complex": 0j, "Scalar": 0}.get(kind)
+    if value is None:
+        raise
+    _note("placeholder", func._schema.name, value=value)
+    return value
+
+
+def _size_rules() -> dict[str, int]:
+    text = os.environ.get(SIZE_RULES_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        rules = json.loads(text)
+    except ValueError:
+        return {}
+    return {str(k): int(v) for k, v in rules.items() if isinstance(v, int) and v >= 0}
+
+
+def _rule_for(site: dict | None) -> int | None:
+    if site is None:
+        return None
+    path, line = site["file"].replace("\\", "/"), site["line"]
+    for where, size in _size_rules().items():
+        file, _, at = where.rpartition(":")
+        if at.isdigit() and int(at) == line and (path == file or path.endswith("/" + file.lstrip("./"))):
+            return size
+    return None
+
+
+def _stand_in(x, fill: str):
+    if not isinstance(x, FakeTensor):
+        return x
+    n = x.numel()
+    if fill == "zeros":
+        return torch.zeros(x.shape, dtype=x.dtype)
+    if x.dtype == torch.bool:
+        return torch.ones(x.shape, dtype=torch.bool)
+    return torch.arange(1, n + 1, dtype=torch.float64).reshape(x.shape).to(x.dtype)
+
+
+def data_dependent_shape(func, args, kwargs):
+    """Outputs of a ``dynamic_output_shape`` op at its upper bound (or the site's size rule), as fake
+    device tensors."""
+    device = next(a.device for a in (*args, *kwargs.values()) if isinstance(a, FakeTensor))
+    with _disable_current_modes():
+        upper = func(*tree_map(lambda x: _stand_in(x, "ones"), args),
+                     **tree_map(lambda x: _stand_in(x, "ones"), kwargs))
+        site = events.user_site()
+        size = _rule_for(site)
+        lower = None
+        if size is not None:
+            lower = func(*tree_map(lambda x: _stand_in(x, "zeros"), args),
+                         **tree_map(lambda x: _stand_in(x, "zeros"), kwargs))
+    upper_flat, lower_flat = _tensors(upper), _tensors(lower) if lower is not None else None
+    shapes = []
+    for i, t in enumerate(upper_flat):
+        shape = list(t.shape)
+        if size is not None and lower_flat is not None:
+            shape = [size if lo != up else up for up, lo in zip(shape, lower_flat[i].shape)]
+        shapes.append(shape)
+    _note("size_rule", func._schema.name, rule="site" if size is not None else "upper_bound",
+          shape=shapes[0] if shapes else [], upper_bound=list(upper_flat[0].shape) if upper_flat else [])
+    made = iter([torch.empty(s, dtype=t.dtype, device=device) for s, t in zip(shapes, upper_flat)])
+    return tree_map(lambda x: next(made) if isinstance(x, torch.Tensor) else x, upper)
+
+
+def _tensors(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for t in out if isinstance(t, torch.Tensor)] if isinstance(out, (tuple, list)) else []
