@@ -21,7 +21,7 @@ import typer
 from neuron_port import __version__, api
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.commands import estimate, reference
-from neuron_port.commands.check_args import CommandAfterDashes, command_after_dashes
+from neuron_port.commands.check_args import CommandAfterDashes, command_after_dashes, parse_size_rules
 from neuron_port.commands.console import err, out, program_output, run_spinner, scan_progress
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.html import HtmlOption, write_html
@@ -31,7 +31,7 @@ from neuron_port.commands.options import (
     ExitZeroOption, ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption,
     IgnoreOption, InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption,
     OutputFormat, OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
-    StatisticsOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
+    ShapeOnlyOption, SizeRuleOption, StatisticsOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
     exit_code, fail_usage)
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
@@ -178,6 +178,8 @@ def check(
     nproc: NprocOption = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_SECONDS,
     preview: PreviewOption = False,
+    shape_only: ShapeOnlyOption = False,
+    size_rule: SizeRuleOption = None,
     unsafe_fixes: PreviewUnsafeFixesOption = None,
     output_format: FormatOption = OutputFormat.text,
     output: OutputOption = None,
@@ -222,17 +224,20 @@ def check(
                          fail_on=fail_on.value if fail_on else None, unsafe_fixes=unsafe_fixes)
     try:
         command = command_after_dashes(ctx, settings.check_command)
+        size_rules = parse_size_rules(size_rule or [], shape_only)
     except UsageError as exc:
         raise fail_usage(str(exc))
     # the program's output shows as it would without `check`; stdout carries only the document of a
     # machine format, so there the program's stdout goes to stderr
     machine = output_format != OutputFormat.text
     on_output = None if quiet else program_output(stdout_to_stderr=machine)
-    label = f"running {shlex.join(command)} on the simulated neuron device" if command else None
+    label = (f"running {shlex.join(command)} on the simulated neuron device"
+             f"{' (shape-only)' if shape_only else ''}") if command else None
     try:
         with run_spinner(label if sys.stderr.isatty() and not quiet else None) as progress:
             report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
-                               use_cache=not no_cache, on_output=on_output, **progress)
+                               shape_only=shape_only, size_rules=size_rules, use_cache=not no_cache,
+                               on_output=on_output, **progress)
     except UsageError as exc:
         raise fail_usage(str(exc))
     code = write_html(html, report, exit_code(report, settings.fail_on, pending_fails=False, exit_zero=exit_zero))

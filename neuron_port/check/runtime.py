@@ -82,6 +82,7 @@ class RuntimeSection:
     parts: Mapping[str, Any] = field(default_factory=dict, hash=False)  # in the order of AGGREGATORS
     failures: tuple[ProcessFailure, ...] = ()  # processes that ended with an uncaught exception
     estimate: Optional[dict[str, Any]] = None  # the report's top-level `estimate` (check/estimate/), not in to_json
+    mode: str = "real"  # "shape_only": every neuron tensor was fake (check --shape-only)
 
     def __getattr__(self, name: str) -> Any:
         parts = self.__dict__.get("parts")  # not found as a field: one of the aggregators' parts
@@ -91,6 +92,7 @@ class RuntimeSection:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "mode": self.mode,
             "status": self.status.to_json(),
             "processes": [p.to_json() for p in self.processes],
             **{key: _json(value) for key, value in self.parts.items()},

@@ -9,6 +9,7 @@ the command's processes; the report then covers what ran before, with ``runtime.
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import tempfile
@@ -50,6 +51,8 @@ def run_check(
     timeout: float,
     preview: bool,
     use_cache: bool,
+    shape_only: bool = False,
+    size_rules: Optional[dict[str, int]] = None,
     on_tick: Optional[Callable[[float], None]] = None,
     on_output: Optional[OutputSink] = None,
 ) -> Report:
@@ -64,14 +67,27 @@ def run_check(
         problem = torch_install_problem() or build_problem()
         if problem is not None:
             raise UsageError(f"cannot run the command on the simulated neuron device: {problem}")
+    if size_rules and not shape_only:
+        raise UsageError("--size-rule sets data-dependent sizes of a shape-only run: add --shape-only")
     with InterruptGuard() as guard:
         return _run(path, command, settings, guard, nproc=nproc, timeout=timeout, preview=preview,
-                    use_cache=use_cache, on_tick=on_tick, on_output=on_output)
+                    use_cache=use_cache, on_tick=on_tick, on_output=on_output,
+                    mode_env=mode_environment(shape_only, size_rules or {}))
+
+
+def mode_environment(shape_only: bool, size_rules: dict[str, int]) -> dict[str, str]:
+    """The variables that make the simulator run shape-only (neuron_backend/shape_only/)."""
+    if not shape_only:
+        return {}
+    env = {"NEURON_PORT_SHAPE_ONLY": "1"}
+    if size_rules:
+        env["NEURON_PORT_SIZE_RULES"] = json.dumps(size_rules, sort_keys=True)
+    return env
 
 
 def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGuard, *, nproc: Optional[int],
          timeout: float, preview: bool, use_cache: bool, on_tick: Optional[Callable[[float], None]],
-         on_output: Optional[OutputSink]) -> Report:
+         on_output: Optional[OutputSink], mode_env: dict[str, str]) -> Report:
     static: list[Report] = []
 
     def scan() -> None:
@@ -96,12 +112,14 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
             cwd = tree.root
             argv = run_from_original(argv, path, tree)
         status = run_command(argv, cwd, events_dir, timeout, while_running=None if preview else scan,
-                             on_tick=on_tick, on_output=on_output, rank_logs=rank_logs, guard=guard)
+                             on_tick=on_tick, on_output=on_output, rank_logs=rank_logs, guard=guard,
+                             extra_env=mode_env or None)
         status.command = shown
         processes = read_events(events_dir, token=status.events_token)
         status.processes = len(processes)  # with those that died before writing a snapshot
         runtime, findings = build_runtime(processes, status, SiteMapper(path, tree))
-        runtime = replace(runtime, estimate=build_estimate(processes, estimate_options(settings.source)))
+        runtime = replace(runtime, estimate=build_estimate(processes, estimate_options(settings.source)),
+                          mode="shape_only" if mode_env else "real")
     except (CommandError, PreviewError) as exc:
         raise UsageError(str(exc)) from None
     finally:

@@ -46,3 +46,17 @@ def command_after_dashes(ctx: Any, configured: Optional[str]) -> list[str]:
     if extra:
         return extra
     return shlex.split(configured) if configured else []
+
+
+def parse_size_rules(rules: list[str], shape_only: bool) -> dict[str, int]:
+    """``--size-rule FILE:LINE=N`` values as {"FILE:LINE": N}; a malformed one is a usage error."""
+    out: dict[str, int] = {}
+    for rule in rules:
+        where, eq, size = rule.rpartition("=")
+        file, colon, line = where.rpartition(":")
+        if not (eq and colon and file and line.isdigit() and int(line) > 0 and size.isdigit()):
+            raise UsageError(f"--size-rule {rule!r}: expected FILE:LINE=N (e.g. train.py:57=128), N a whole number")
+        out[f"{file}:{int(line)}"] = int(size)
+    if out and not shape_only:
+        raise UsageError("--size-rule sets data-dependent sizes of a shape-only run: add --shape-only")
+    return out

@@ -108,6 +108,14 @@ TimeoutOption = Annotated[float, typer.Option(
     "--timeout", min=1, metavar="SECONDS", help="Seconds before the command is stopped (SIGTERM, then SIGKILL). "
                                                 f"Default: {DEFAULT_TIMEOUT_SECONDS} (30 minutes).",
     show_default=False)]
+ShapeOnlyOption = Annotated[bool, typer.Option(
+    "--shape-only", help="Run with every neuron tensor fake (shapes and dtypes, no storage, no compute): the same "
+                         "findings, memory and estimate at sizes this machine cannot compute. Values the program "
+                         "reads from the device are placeholders (0, 0.0, False), each site listed.")]
+SizeRuleOption = Annotated[Optional[list[str]], typer.Option(
+    "--size-rule", metavar="FILE:LINE=N",
+    help="With --shape-only: the size of a data-dependent dimension (nonzero, boolean mask, unique) at that line "
+         "(default: the upper bound, every element selected). Repeatable.")]
 PreviewOption = Annotated[bool, typer.Option(
     "--preview", help="Run on a temporary rewritten copy (safe fixes applied); the project is not changed. "
                       "Without it the tree runs as it is.")]
