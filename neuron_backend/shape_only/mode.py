@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from ..device import runtime
-from . import compat, memory, values
+from . import compat, memory, metas, values
 
 _ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _COMPOSITE, _METADATA, _PASS = range(6)
 _CONVOLUTIONS = ("aten::convolution_overrideable", "aten::convolution_backward_overrideable")
@@ -77,6 +77,8 @@ class RecordingMode(TorchDispatchMode):
         self._routes: dict = {}
         self._account = runtime.C.account_fake_call
         self._count_explicit = runtime.C.count_explicit
+        self._accounting_enabled = runtime.C.accounting_enabled
+        self._set_accounting = runtime.C.set_accounting
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -98,12 +100,18 @@ class RecordingMode(TorchDispatchMode):
         special = values.special(func, args, kwargs)
         if special is not None:
             return special()
+        # FakeTensorMode may run a real kernel to learn a result's metadata (an op without a meta
+        # kernel): on the device that is the simulator's kernel, whose accounting must not count it.
+        was_on = self._accounting_enabled()
+        self._set_accounting(False)
         try:
             out = func(*args, **kwargs)
         except DynamicOutputShapeException:
             out = values.data_dependent_shape(func, args, kwargs)
         except DataDependentOutputException:
             return values.data_dependent_value(func, args, kwargs)
+        finally:
+            self._set_accounting(was_on)
         memory.track(out)
         return out
 
@@ -122,3 +130,4 @@ def enter() -> None:
     fake.__enter__()
     RecordingMode().__enter__()
     compat.install()
+    metas.register()

@@ -5,6 +5,7 @@
 #include "accounting/accounting.h"
 #include "accounting/alias.h"
 #include "accounting/callbacks.h"
+#include "accounting/op_table.h"
 #include "accounting/records.h"
 #include "python/fake_calls.h"
 #include "runtime/device.h"
@@ -51,6 +52,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("complex_views"), py::arg("memory_format_notes"));
   m.def("set_note_callback", [](py::object cb) { set_note_callback(cb.is_none() ? nullptr : cb.ptr()); });
   m.def("set_accounting", &set_accounting);
+  m.def("accounting_enabled", []() { return accounting_on(); });
   m.def("set_emulate_float64", &set_emulate_float64);
   m.def("op_stats", &op_stats);
   m.def("explicit_counts", []() {
