@@ -12,8 +12,9 @@ each ATen call first and decides:
   kernels are counted without signatures, every other one is the fallback or calls it); an op
   without one but with a CompositeExplicitAutograd(NonFunctional) kernel runs that composite, which
   calls other ops (we run it too, under this mode, so its inner calls are accounted as they would be:
-  ``aten::sum.default`` -> ``aten::sum.IntList_out``); views and aliases of it only make tensor
-  metadata and reach no kernel that counts; any other op reaches the boxed fallback.
+  ``aten::index_put_`` -> ``aten::_index_put_impl_``); a view only makes tensor metadata and reaches
+  no kernel that counts (nor does a composite that makes its result itself, found on its first call);
+  any other op reaches the boxed fallback.
 
 The accounting is the C++ core's (``account_fake_call``): the same op table, signature hash and
 description, site capture and records as a real call, so a signature prints the same in both runs.
@@ -49,26 +50,43 @@ def _route(func) -> tuple[int, object]:
         return _ACCOUNT, None
     for key in ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"):
         if has(name, key):
-            if func.is_view or any(r.alias_info is not None for r in schema.returns):
+            if func.is_view:
                 return _METADATA, None
             return _COMPOSITE, getattr(_K, key)
     return _ACCOUNT, None
 
 
-def _is_device_call(args, kwargs) -> bool:
-    for a in args:
+_DEVICE, _REAL, _OTHER = range(3)
+
+
+def _kind_of_call(args, kwargs) -> int:
+    """_DEVICE: a fake tensor or the neuron device is involved; _OTHER: a meta tensor (FakeTensorMode's
+    own meta computations, which must reach it); _REAL: plain CPU work."""
+    kind = _REAL
+    for a in (*args, *kwargs.values()):
         if isinstance(a, FakeTensor):
-            return True
-        if isinstance(a, (list, tuple)):
+            return _DEVICE
+        if isinstance(a, torch.Tensor):
+            if a.is_meta:
+                kind = _OTHER
+        elif isinstance(a, (list, tuple)):
             for e in a:
                 if isinstance(e, FakeTensor):
-                    return True
-    for k, v in kwargs.items():
-        if isinstance(v, FakeTensor):
-            return True
-        if k == "device" and v is not None and torch.device(v).type == "neuron":
-            return True
-    return False
+                    return _DEVICE
+                if isinstance(e, torch.Tensor) and e.is_meta:
+                    kind = _OTHER
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type == "neuron":
+        return _DEVICE
+    return kind
+
+
+def _all_fake(out) -> bool:
+    if isinstance(out, torch.Tensor):
+        return isinstance(out, FakeTensor)
+    if isinstance(out, (tuple, list)):
+        return all(isinstance(t, FakeTensor) for t in out if isinstance(t, torch.Tensor))
+    return True
 
 
 class RecordingMode(TorchDispatchMode):
@@ -82,9 +100,12 @@ class RecordingMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not _is_device_call(args, kwargs):
+        call = _kind_of_call(args, kwargs)
+        if call == _REAL:
             with _disable_current_modes():
                 return func(*args, **kwargs)
+        if call == _OTHER:
+            return func(*args, **kwargs)
         route = self._routes.get(func)
         if route is None:
             route = self._routes[func] = _route(func)
@@ -92,7 +113,12 @@ class RecordingMode(TorchDispatchMode):
         schema = func._schema
         if kind == _COMPOSITE:
             with self:
-                return func._op_dk(extra, *args, **kwargs)
+                out = func._op_dk(extra, *args, **kwargs)
+            if _all_fake(out):
+                return out
+            # The composite made a tensor itself, not through the dispatcher (``_unsafe_view``: a plain
+            # view of the fake's meta storage): its inner calls are counted; FakeTensorMode makes the result.
+            self._routes[func] = (_METADATA, None)
         if kind in (_ACCOUNT, _EXPLICIT_ACCOUNTED):
             self._account(schema.name, schema.overload_name, tuple(args), kwargs)
         if kind in (_EXPLICIT, _EXPLICIT_ACCOUNTED):
@@ -113,6 +139,7 @@ class RecordingMode(TorchDispatchMode):
         finally:
             self._set_accounting(was_on)
         memory.track(out)
+        values.note_known(func, args, out)
         return out
 
 

@@ -4,8 +4,14 @@ so the report lists where control flow or sizes may differ from a real run.
 
 * Placeholders. A host read of a device value (``.item()``, ``bool(t)``, ``if (x > 0).all():``,
   ``.tolist()``, any op whose result is a Python number computed from data) returns ``0``, ``0.0``,
-  ``False`` (``0j``) by the result's type: the value a loss, a NaN check or an overflow flag has when
-  nothing is wrong, so loops take their ordinary path. A copy of a device tensor to the CPU
+  ``False`` (``0j``) by the result's type, except where the run knows better under its one assumption,
+  *every value is finite*: ``x == x`` is all true and ``x != x`` all false (no NaN), a comparison with
+  an infinite or NaN scalar is all false (``==``) or all true (``!=``), ``isnan`` / ``isinf`` are all
+  false and ``isfinite`` all true, through ``&``, ``|``, ``*``, ``all``, ``any`` and ``logical_not`` (so
+  ``if not torch.isfinite(loss): skip`` does not skip: PyTorch computes isfinite as
+  ``(x == x) * (x.abs() != inf)``).
+  These are the values a NaN check or an overflow flag has when nothing is wrong, so loops take their
+  ordinary path. A copy of a device tensor to the CPU
   (``.cpu()``, ``.to("cpu")``, ``.numpy()`` after it, ``cpu_tensor.copy_(t)``) gives a real CPU
   tensor of zeros with the right shape and dtype.
 * Size rules. An op whose output shape depends on values (``nonzero``, ``masked_select``, boolean-mask
@@ -20,6 +26,7 @@ so the report lists where control flow or sizes may differ from a real run.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import torch
@@ -55,10 +62,57 @@ def _note(event: str, op: str, **fields) -> dict:
     return site
 
 
+_aten = torch.ops.aten
+_FINITE = {_aten.isfinite.default: True, _aten.isnan.default: False, _aten.isinf.default: False,
+           _aten.isposinf.default: False, _aten.isneginf.default: False}
+_SAME = {_aten.all.default, _aten.any.default, _aten.all.dim, _aten.any.dim, _aten.all.dims, _aten.any.dims,
+         _aten.clone.default, _aten._to_copy.default}
+_FLIP = {_aten.logical_not.default, _aten.bitwise_not.default}
+_AND = {_aten.mul.Tensor, _aten.logical_and.default, _aten.bitwise_and.Tensor}
+_OR = {_aten.add.Tensor, _aten.logical_or.default, _aten.bitwise_or.Tensor}
+_SELF_COMPARE = {_aten.eq.Tensor: True, _aten.ne.Tensor: False}  # x == x, x != x
+_SCALAR_COMPARE = {_aten.eq.Scalar: False, _aten.ne.Scalar: True}  # x == inf, x != inf
+_KNOWN = "_np_known"  # a bool fake tensor whose every element is known under the finite assumption
+
+
+def note_known(func, args, out) -> None:
+    """Mark a bool result whose value follows from the finite assumption (see the module docstring)."""
+    if not isinstance(out, FakeTensor) or out.dtype != torch.bool:
+        return
+    value = _known_value(func, args)
+    if value is not None:
+        out.__dict__[_KNOWN] = value
+
+
+def _known(x):
+    return x.__dict__.get(_KNOWN) if isinstance(x, FakeTensor) else None
+
+
+def _known_value(func, args):
+    if func in _FINITE:
+        return _FINITE[func]
+    if func in _SELF_COMPARE:
+        return _SELF_COMPARE[func] if len(args) > 1 and args[0] is args[1] else None
+    if func in _SCALAR_COMPARE:
+        scalar = args[1] if len(args) > 1 else None
+        return _SCALAR_COMPARE[func] if isinstance(scalar, float) and not math.isfinite(scalar) else None
+    first = _known(args[0]) if args else None
+    if func in _SAME:
+        return first
+    if func in _FLIP:
+        return None if first is None else not first
+    if func in _AND or func in _OR:
+        second = _known(args[1]) if len(args) > 1 else None
+        if first is None or second is None:
+            return None
+        return (first and second) if func in _AND else (first or second)
+    return None
+
+
 def special(func, args, kwargs):
     """A thunk computing the call's result when it reads device values, else None."""
     if func in _HOST_READS and isinstance(args[0], FakeTensor):
-        value = _placeholder(args[0].dtype)
+        value = args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype))
         return lambda: (_note("placeholder", "aten::_local_scalar_dense", value=value), value)[1]
     if func not in _COPIES:
         return None
