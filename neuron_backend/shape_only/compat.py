@@ -1,8 +1,9 @@
 """Where PyTorch tells a fake tensor from a real one and would take another path than a real run.
 
-Optimizers: ``torch.optim`` picks its multi-tensor (foreach) implementation only for parameters whose
-type is exactly ``Tensor`` or ``Parameter``; fake parameters are ``FakeTensor``s, so a shape-only run
-would take the single-tensor loop (other ops, other signatures). FakeTensor is added to that list.
+Foreach paths: ``torch.optim`` and ``torch.nn.utils.clip_grad_norm_`` (``torch.utils._foreach_utils``)
+take their multi-tensor (foreach) implementation only for tensors whose type is exactly ``Tensor`` or
+``Parameter``; fake parameters are ``FakeTensor``s, so a shape-only run would take the single-tensor
+loops (other ops, other signatures). FakeTensor is added to both lists.
 
 Tied parameters: ``module.to("neuron")`` converts each module's own parameters: a real CPU parameter whose converted
 tensor is fake cannot be swapped or have its ``.data`` set (different tensor types), so PyTorch makes
@@ -47,9 +48,11 @@ def install() -> None:
     _keep_tied_parameters()
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.optim import optimizer
+    from torch.utils import _foreach_utils
 
-    if FakeTensor not in optimizer._foreach_supported_types:
-        optimizer._foreach_supported_types.append(FakeTensor)
+    for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
+        if FakeTensor not in supported:
+            supported.append(FakeTensor)
 
 
 def _keep_tied_parameters() -> None:

@@ -98,6 +98,11 @@ class RecordingMode(TorchDispatchMode):
         self._accounting_enabled = runtime.C.accounting_enabled
         self._set_accounting = runtime.C.set_accounting
 
+    @classmethod
+    def is_infra_mode(cls) -> bool:
+        # torch.compile refuses to trace under a user dispatch mode; this one only records.
+        return True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         call = _kind_of_call(args, kwargs)
