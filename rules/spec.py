@@ -56,12 +56,14 @@ DOC_SECTIONS = ("## What it does", "## Why", "## Example", "## Fix safety", "## 
 @dataclass(frozen=True)
 class Valid:
     """Code the rule must not report (for the given target). For a line rule, ``kind`` is the file
-    kind of the example (shell, make, yaml, json, toml); ``neuron_cores`` stands for --neuron-cores."""
+    kind of the example (shell, make, yaml, json, toml); ``neuron_cores`` stands for --neuron-cores.
+    For a runtime rule, ``check_options`` are the options `check` runs the script with (``--shape-only``)."""
 
     code: str
     target: Target = "neuron"
     kind: str = "python"
     neuron_cores: Optional[int] = None
+    check_options: tuple[str, ...] = ()
 
     def source(self) -> str:
         return dedent_example(self.code)
@@ -82,6 +84,8 @@ class Invalid:
     ``TWO_PROCESSES``, ``LAUNCH_FILE``) or its own ("needs triton, a CUDA-only package"). The test fails
     on an example with a safe fix that says neither, so what runs is a decision. Only safe fixes are run
     (with ``unsafe_fixes=True`` the example's safe ones).
+
+    For a runtime rule, ``check_options`` are the options `check` runs the script with (``--shape-only``).
     """
 
     code: str
@@ -93,6 +97,7 @@ class Invalid:
     neuron_cores: Optional[int] = None
     runs: bool = False
     not_runnable: Optional[str] = None
+    check_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.runs and self.not_runnable:

@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '0ba37ca303e34ace494640ecbd72938f0263040308bbd566c179144be2d9f4bb'
+RULE_SOURCES_SHA256 = 'd9604135cfad22d18fc926369c751c5b253add5fbab274ad0cef127e17f3341f'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -98,4 +98,5 @@ RULES = (
     ('NP908', 'compile-failure', 'runtime', (), ()),
     ('NP909', 'command-failed', 'runtime', (), ()),
     ('NP910', 'uneven-last-batch', 'runtime', (), ()),
+    ('NP911', 'shape-only-placeholder', 'runtime', (), ()),
 )

@@ -20,9 +20,9 @@ def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[
         if first is not None:
             line["first_seen"] = first
         signatures.append(line)
-    from .. import shape_only
+    from . import state
 
-    if shape_only.is_active():  # nothing ran: no host time was measured (the estimate models it)
+    if state.mode == "shape_only":  # nothing ran: no host time was measured (the estimate models it)
         return {"signatures": signatures}
     return {"host_seconds": host_ns.get(name, 0) / 1e9, "signatures": signatures}
 

@@ -20,7 +20,7 @@ def unsupported_mode() -> str:
 
 
 def process_info() -> dict:
-    from .. import policy, shape_only
+    from .. import policy
 
     try:
         rel = policy.release()
@@ -31,7 +31,7 @@ def process_info() -> dict:
         "rank": _env_int("RANK"), "local_rank": _env_int("LOCAL_RANK"), "world_size": _env_int("WORLD_SIZE"),
         "argv": list(sys.argv), "cwd": os.getcwd(), "started": state.started, "written": time.time(),
         "status": state.status, "torchneuron_release": rel, "unsupported_mode": unsupported_mode(),
-        "mode": "shape_only" if shape_only.is_active() else "real",
+        "mode": state.mode,
     }
     try:
         import torch

@@ -18,6 +18,7 @@ started = time.time()
 status = "running"  # then "exited", "exception" or "sigterm" (writer.flush(status) sets it)
 exception: dict | None = None  # the uncaught exception that ended the process (hooks.py)
 install_pid = os.getpid()  # the process that installed the hooks: a forked child writes no events file
+mode = "real"  # "shape_only" once neuron_backend/shape_only/ runs the process's tensors fake
 C = None  # the C++ core, connected by hooks.install()
 recorded: list[dict] = []  # compile / distributed / other events from record()
 unsupported: dict[tuple, dict] = {}  # (feature, op, site id) -> event

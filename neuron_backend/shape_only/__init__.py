@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 
 ENV = "NEURON_PORT_SHAPE_ONLY"
-SIZE_RULES_ENV = "NEURON_PORT_SIZE_RULES"
 _active = False
 
 
@@ -37,7 +36,9 @@ def start() -> None:
     global _active
     if _active:
         return
+    from ..events import state
     from .mode import enter
 
     enter()
+    state.mode = "shape_only"
     _active = True

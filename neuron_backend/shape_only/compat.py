@@ -5,6 +5,8 @@ take their multi-tensor (foreach) implementation only for tensors whose type is 
 ``Parameter``; fake parameters are ``FakeTensor``s, so a shape-only run would take the single-tensor
 loops (other ops, other signatures). FakeTensor is added to both lists.
 
+``tolist()``: FakeTensor reads element by element; a real tensor copies to the host once.
+
 Tied parameters: ``module.to("neuron")`` converts each module's own parameters: a real CPU parameter whose converted
 tensor is fake cannot be swapped or have its ``.data`` set (different tensor types), so PyTorch makes
 a new ``Parameter`` per module, and a weight shared by two modules (an embedding tied to the output
@@ -46,6 +48,7 @@ def _once_per_tensor(fn):
 
 def install() -> None:
     _keep_tied_parameters()
+    _tolist_through_the_host()
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.optim import optimizer
     from torch.utils import _foreach_utils
@@ -53,6 +56,17 @@ def install() -> None:
     for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         if FakeTensor not in supported:
             supported.append(FakeTensor)
+
+
+def _tolist_through_the_host() -> None:
+    """``FakeTensor.tolist()`` reads each element (``.item()`` per element); a real ``tolist()`` copies the
+    tensor to the host once. Copy once here too (the copy is a placeholder: values.py)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def tolist(self):
+        return self.cpu().tolist()
+
+    FakeTensor.tolist = tolist
 
 
 def _keep_tied_parameters() -> None:

@@ -30,7 +30,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from ..device import runtime
 from . import compat, memory, metas, values
 
-_ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _COMPOSITE, _METADATA, _PASS = range(6)
+_ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _FACTORY, _COMPOSITE, _METADATA, _PASS = range(7)
+_FACTORIES = ("aten::empty.memory_format", "aten::empty_strided")
 _CONVOLUTIONS = ("aten::convolution_overrideable", "aten::convolution_backward_overrideable")
 _K = torch._C.DispatchKey
 
@@ -44,6 +45,8 @@ def _route(func) -> tuple[int, object]:
     if has(name, "PrivateUse1"):
         if name in runtime.C.UNCOUNTED_KERNELS or schema.name in runtime.C.UNCOUNTED_KERNELS:
             return _PASS, None
+        if name in _FACTORIES:
+            return _FACTORY, None
         if schema.name in runtime.C.EXPLICIT_OPS or name in runtime.C.EXPLICIT_OPS:
             return (_EXPLICIT_ACCOUNTED if schema.name in _CONVOLUTIONS else _EXPLICIT), (
                 name if name in runtime.C.EXPLICIT_OPS else schema.name)
@@ -95,6 +98,7 @@ class RecordingMode(TorchDispatchMode):
         self._routes: dict = {}
         self._account = runtime.C.account_fake_call
         self._count_explicit = runtime.C.count_explicit
+        self._account_factory = runtime.C.account_fake_factory
         self._accounting_enabled = runtime.C.accounting_enabled
         self._set_accounting = runtime.C.set_accounting
 
@@ -128,6 +132,8 @@ class RecordingMode(TorchDispatchMode):
             self._account(schema.name, schema.overload_name, tuple(args), kwargs)
         if kind in (_EXPLICIT, _EXPLICIT_ACCOUNTED):
             self._count_explicit(extra)
+        elif kind == _FACTORY:
+            self._account_factory(schema.name, schema.overload_name, tuple(args), kwargs)
         special = values.special(func, args, kwargs)
         if special is not None:
             return special()

@@ -35,7 +35,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from .. import events
-from . import SIZE_RULES_ENV
+
+SIZE_RULES_ENV = "NEURON_PORT_SIZE_RULES"  # {"FILE:LINE": size}, set by `neuron-port check --size-rule`
 
 _seen: set[tuple] = set()
 _HOST_READS = {torch.ops.aten._local_scalar_dense.default}

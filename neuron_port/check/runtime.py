@@ -22,6 +22,7 @@ from neuron_port.check.aggregate.distributed import DistributedAggregator
 from neuron_port.check.aggregate.fallbacks import FallbackAggregator
 from neuron_port.check.aggregate.neff_cache import NeffCacheAggregator
 from neuron_port.check.aggregate.ops import OpsAggregator
+from neuron_port.check.aggregate.shape_only import ShapeOnlyAggregator
 from neuron_port.check.aggregate.shapes import ShapeAggregator
 from neuron_port.check.aggregate.unsupported import UnsupportedAggregator
 from neuron_port.check.events import ProcessEvents
@@ -41,6 +42,7 @@ AGGREGATORS: tuple[type[Aggregator], ...] = (
     UnsupportedAggregator,
     DistributedAggregator,
     NeffCacheAggregator,
+    ShapeOnlyAggregator,  # NP911: placeholders, then size rules
 )
 
 
@@ -74,8 +76,8 @@ class ProcessEntry:
 class RuntimeSection:
     """What the run on the simulated neuron device recorded, merged over processes per site. The
     aggregators' parts (``ops``, ``fallbacks``, ``eager_compiles``, ``shapes``, ``shape_variance``,
-    ``compiles``, ``demotions``, ``unsupported``, ``distributed``, ``neff_cache``: ``SECTION`` of each
-    aggregator) read as attributes too: ``section.ops`` is ``section.parts["ops"]``."""
+    ``compiles``, ``demotions``, ``unsupported``, ``distributed``, ``neff_cache``, ``shape_only``: ``SECTION``
+    of each aggregator) read as attributes too: ``section.ops`` is ``section.parts["ops"]``."""
 
     status: RunStatus
     processes: tuple[ProcessEntry, ...]
@@ -130,6 +132,7 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
             raise ValueError(f"{type(aggregator).__name__}: section() gives {len(values)} value(s) for "
                              f"{aggregator.SECTION}")
         parts.update(zip(aggregator.SECTION, values))
+    mode = next((p.mode for p in processes if p.mode != "real"), "real")  # what the process lines say
     section = RuntimeSection(status=status, processes=tuple(ProcessEntry.of(p) for p in processes), parts=parts,
-                             failures=tuple(failures))
+                             failures=tuple(failures), mode=mode)
     return section, findings

@@ -69,6 +69,11 @@ def run_check(
             raise UsageError(f"cannot run the command on the simulated neuron device: {problem}")
     if size_rules and not shape_only:
         raise UsageError("--size-rule sets data-dependent sizes of a shape-only run: add --shape-only")
+    if shape_only and nproc:
+        # collectives carry values (DDP compares the ranks' parameter counts): fake tensors have none
+        raise UsageError("--shape-only runs one process: --nproc is not supported with it yet (a fake process "
+                         "group for distributed shape-only runs is not built); run shape-only without --nproc, "
+                         "or a real run with --nproc")
     with InterruptGuard() as guard:
         return _run(path, command, settings, guard, nproc=nproc, timeout=timeout, preview=preview,
                     use_cache=use_cache, on_tick=on_tick, on_output=on_output,

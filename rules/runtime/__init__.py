@@ -20,4 +20,6 @@ Codes (stable), and the module that holds each rule:
 - NP909 ``command-failed`` (``distributed_and_command``): the checked command did not finish successfully.
 - NP910 ``uneven-last-batch`` (``fallbacks_and_shapes``): a smaller last batch compiled the step's ops
   once more.
+- NP911 ``shape-only-placeholder`` (``shape_only``): a shape-only run read a value it did not compute, or
+  sized a data-dependent op at its upper bound.
 """

@@ -282,6 +282,7 @@ def test_build_runtime_on_a_folder_of_event_files(tmp_path):
     assert len(notes) == 5 and all(n.startswith("neuron-events-rank1-pid101.jsonl:") and ": ignored: " in n
                                    for n in notes), notes
     assert runtime == {
+        "mode": "real",
         "status": {"command": ["torchrun", "--nproc_per_node=2", "train.py"], "exit_code": 0, "signal": None,
                    "timed_out": False, "duration": 1.235, "processes": 2, "stderr_tail": [], "stdout_tail": []},
         "processes": [{"rank": 0, "pid": 100, "status": "exited", "complete": True},
@@ -300,6 +301,7 @@ def test_build_runtime_on_a_folder_of_event_files(tmp_path):
         "distributed": [{"op": "all_reduce", "event": "collective", "site": user_site, "count": 2, "bytes": 64,
                          "ranks": [0, 1], "error": None, "message": None, "action": None}],
         "neff_cache": {"hits": 4, "misses": 2},
+        "shape_only": {"placeholder_sites": 0, "size_rule_sites": 0, "placeholders": [], "size_rules": []},
         "failures": [],
     }
     assert [(f.code, f.path, f.line, f.message) for f in findings] == [

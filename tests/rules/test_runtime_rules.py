@@ -27,7 +27,8 @@ def _cases():
 @pytest.mark.parametrize("rule, example, should_report", list(_cases()))
 def test_runtime_example(rule, example, should_report, tmp_path, cli):
     (tmp_path / "example.py").write_text(example.source())
-    result = cli("check", str(tmp_path), "--output-format", "json", "--timeout", "120", "--", "python", "example.py")
+    result = cli("check", str(tmp_path), "--output-format", "json", "--timeout", "120", *example.check_options, "--",
+                 "python", "example.py")
     doc = json.loads(result.stdout)
     mine = [f for f in doc["findings"] if f["code"] == rule.CODE]
     if should_report:

@@ -95,6 +95,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("account_fake_call", &account_fake_call, py::arg("name"), py::arg("overload"), py::arg("args"),
         py::arg("kwargs"));
+  m.def("account_fake_factory", &account_fake_factory, py::arg("name"), py::arg("overload"), py::arg("args"),
+        py::arg("kwargs"));
   m.def("count_explicit", &count_explicit_by_name, py::arg("name"));
   m.def("mem_on_alloc", [](int64_t dev, int64_t nbytes) { mem_on_alloc(static_cast<int>(dev), static_cast<size_t>(nbytes)); });
   m.def("mem_on_free", [](int64_t dev, int64_t nbytes) { mem_on_free(static_cast<int>(dev), static_cast<size_t>(nbytes)); });

@@ -37,9 +37,7 @@ static bool is_tensor_type(const c10::Argument& a) {
           a.type()->expectRef<c10::OptionalType>().getElementType()->kind() == c10::TypeKind::TensorType);
 }
 
-void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
-                       const py::dict& kwargs) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+static torch::jit::Stack stack_of(const c10::OperatorHandle& op, const py::tuple& args, const py::dict& kwargs) {
   const auto& schema = op.schema();
   const auto& formals = schema.arguments();
   py::tuple fixed(args.size());
@@ -52,8 +50,27 @@ void account_fake_call(const std::string& name, const std::string& overload, con
     if (kwargs.contains(key))
       fixed_kwargs[key] = is_tensor_type(a) ? as_wrapped_number(kwargs[key]) : py::object(kwargs[key]);
   }
-  torch::jit::Stack stack = torch::jit::createStackForSchema(schema, fixed, fixed_kwargs, std::nullopt);
-  account_without_running(op, stack);
+  return torch::jit::createStackForSchema(schema, fixed, fixed_kwargs, std::nullopt);
+}
+
+void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
+                       const py::dict& kwargs) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  account_without_running(op, stack_of(op, args, kwargs));
+}
+
+void account_fake_factory(const std::string& name, const std::string& overload, const py::tuple& args,
+                          const py::dict& kwargs) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  const torch::jit::Stack stack = stack_of(op, args, kwargs);
+  const bool strided = name == "aten::empty_strided";  // (size, stride, dtype, ...) or (size, dtype, ...)
+  const auto& dtype = stack[strided ? 2 : 1];
+  const auto st = dtype.isNone() ? c10::get_default_dtype_as_scalartype() : static_cast<c10::ScalarType>(dtype.toInt());
+  std::optional<c10::MemoryFormat> mf;
+  if (!strided && !stack[5].isNone()) mf = static_cast<c10::MemoryFormat>(stack[5].toInt());
+  const ExplicitOp which = strided ? kOpEmptyStrided : kOpEmpty;
+  count_explicit(which);
+  check_factory(which, stack[0].toDimVector(), st, mf);
 }
 
 }  // namespace neuron_sim

@@ -13,4 +13,9 @@ namespace neuron_sim {
 void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
                        const py::dict& kwargs);
 
+// A factory call (aten::empty.memory_format, aten::empty_strided): counted and checked (64-bit and complex
+// dtypes, memory formats) as the explicit kernels of aten/minimal.cpp do.
+void account_fake_factory(const std::string& name, const std::string& overload, const py::tuple& args,
+                          const py::dict& kwargs);
+
 }  // namespace neuron_sim

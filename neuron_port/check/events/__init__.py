@@ -1,10 +1,10 @@
 """Reads the simulator's per-process event files (neuron_backend/EVENTS.md) into typed, frozen events.
 
 One dataclass per event kind (``process.py``: process and summary; ``ops.py``: the C++ core's op,
-fallback, eager_compile, demotion and unsupported lines; ``records.py``: compile, distributed and
-neff_cache from ``record()``), each parsed from one JSON line. A line that is not JSON, not an object,
-of an unknown kind, or with a field of the wrong type is skipped, counted in ``ProcessEvents.bad_lines``
-and named in ``ProcessEvents.notes``; an unreadable file is skipped.
+fallback, eager_compile, demotion and unsupported lines; ``records.py``: compile, distributed,
+neff_cache and shape_only from ``record()``), each parsed from one JSON line. A line that is not JSON,
+not an object, of an unknown kind, or with a field of the wrong type is skipped, counted in
+``ProcessEvents.bad_lines`` and named in ``ProcessEvents.notes``; an unreadable file is skipped.
 
 A process that died without a complete snapshot (SIGKILL, SIGSEGV, ``os._exit``) is rebuilt from its
 crash-proof records (``recovery.py``). ``run_environment()`` gives a run its folder and token.
@@ -44,14 +44,15 @@ from neuron_port.check.events.records import (
     GraphWorkEvent,
     NeffCacheCounts,
     NeffCacheEvent,
+    ShapeOnlyEvent,
 )
 
 __all__ = [
     "CompileEvent", "CompileInput", "DemotionEvent", "DistributedEvent", "EagerCompileEvent",
     "EagerCompileTruncatedEvent", "Event", "EVENT_TYPES", "ExceptionInfo", "ExplicitOpsEvent", "FallbackEvent",
     "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "GraphOp", "GraphWorkEvent", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
-    "ProcessEvent", "ProcessEvents", "Site", "SummaryEvent", "UnsupportedEvent", "parse_event",
-    "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV", "EVENTS_TOKEN_ENV",
+    "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "Site", "SummaryEvent", "UnsupportedEvent",
+    "parse_event", "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV", "EVENTS_TOKEN_ENV",
 ]
 
 EVENTS_DIR_ENV = "NEURON_PORT_EVENTS_DIR"
@@ -68,7 +69,7 @@ def run_environment(events_dir: Path) -> tuple[dict[str, str], str]:
 # Every event kind, listed here once: the reader's table of kinds is made from it.
 Event = Union[ProcessEvent, OpEvent, FallbackEvent, EagerCompileEvent, EagerCompileTruncatedEvent, DemotionEvent,
               UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, GraphWorkEvent,
-              SummaryEvent]
+              ShapeOnlyEvent, SummaryEvent]
 EVENT_TYPES: dict[str, type[Event]] = {event_type.KIND: event_type for event_type in get_args(Event)}
 
 
@@ -87,6 +88,11 @@ class ProcessEvents:
     @property
     def rank(self) -> Optional[int]:
         return self.process.rank if self.process is not None else None
+
+    @property
+    def mode(self) -> str:
+        """real | shape_only, as the process line says (real without one)."""
+        return self.process.mode if self.process is not None else "real"
 
 
 def parse_event(line: str) -> Event:

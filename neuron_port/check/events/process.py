@@ -32,6 +32,7 @@ class ProcessEvent:
     torch: Optional[str] = None
     torchneuron_release: Optional[Mapping[str, Any]] = None  # the op policy's release versions
     unsupported_mode: Optional[str] = None  # raise | record
+    mode: str = "real"  # real | shape_only (every neuron tensor fake); absent (older simulators): real
     started: Optional[float] = None
     written: Optional[float] = None
     status: Optional[str] = None  # running | exited | exception | sigterm
@@ -46,7 +47,8 @@ class ProcessEvent:
             rank=f.optional_integer("rank"), local_rank=f.optional_integer("local_rank"),
             world_size=f.optional_integer("world_size"), argv=f.texts("argv"), cwd=f.text("cwd"),
             torch=f.text("torch"), torchneuron_release=f.mapping("torchneuron_release"),
-            unsupported_mode=f.text("unsupported_mode"), started=f.number("started"), written=f.number("written"),
+            unsupported_mode=f.text("unsupported_mode"), mode=f.text("mode") or "real", started=f.number("started"),
+            written=f.number("written"),
             status=f.text("status"), token=f.text("token"),
             exception=None if exc is None else ExceptionInfo(exc.text("type"), exc.text("message"), site_field(exc),
                                                               exc.number("time")))

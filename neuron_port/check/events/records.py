@@ -1,6 +1,7 @@
 """Events other simulator modules append through ``neuron_backend.events.record()``: ``compile``
-(torch.compile(backend="neuron")), ``distributed`` (process groups, collectives, violated limits)
-and ``neff_cache`` (hits and misses, once at exit)."""
+(torch.compile(backend="neuron")), ``distributed`` (process groups, collectives, violated limits),
+``neff_cache`` (hits and misses, once at exit) and ``shape_only`` (placeholders and size rules of a
+shape-only run)."""
 
 from __future__ import annotations
 
@@ -168,3 +169,39 @@ class GraphWorkEvent:
                             count=o.integer("count", 1)) for o in f.objects("ops"))
         return cls(graph=f.text("graph"), key=f.text("key"), runs=f.integer("runs"), ops=ops,
                    first_seen=FirstSeen.from_fields(f.nested("first_seen")))
+
+
+ShapeOnlyValue = Union[bool, int, float, str, None]
+
+
+def _shape(f: EventFields, name: str) -> Optional[tuple[Union[int, str], ...]]:
+    shape = f.array(name)
+    if shape is not None and not all(is_integer(s) or isinstance(s, str) for s in shape):
+        raise MalformedEvent(f"{f.where}{name}: expected a list of integers and strings")
+    return None if shape is None else tuple(shape)
+
+
+@dataclass(frozen=True)
+class ShapeOnlyEvent:
+    """What a shape-only run did not compute, once per (event, op, site): a placeholder value the
+    program read, or the size rule of an op whose output shape depends on values
+    (neuron_backend/shape_only/values.py)."""
+
+    KIND: ClassVar[str] = "shape_only"
+    event: Optional[str] = None  # placeholder | size_rule
+    op: Optional[str] = None
+    value: ShapeOnlyValue = None  # placeholder: what the program got (0, 0.0, false; a complex one as text)
+    shape: Optional[tuple[Union[int, str], ...]] = None  # placeholder of a copy: its shape; size_rule: used
+    rule: Optional[str] = None  # size_rule: upper_bound | site (set by --size-rule)
+    upper_bound: Optional[tuple[Union[int, str], ...]] = None  # size_rule: the shape at the upper bound
+    site: Optional[Site] = None
+    time: Optional[float] = None
+
+    @classmethod
+    def from_fields(cls, f: EventFields) -> ShapeOnlyEvent:
+        value = f.raw("value")
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            raise MalformedEvent(f"{f.where}value: expected a number, true or false, got {type(value).__name__}")
+        return cls(event=f.text("event"), op=f.text("op"), value=value, shape=_shape(f, "shape"),
+                   rule=f.text("rule"), upper_bound=_shape(f, "upper_bound"), site=site_field(f),
+                   time=f.number("time"))

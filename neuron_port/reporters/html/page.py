@@ -2,7 +2,8 @@
 
 The page is rendered from the report document (the dict the JSON reporter writes, ``json_report.to_document``),
 so a saved JSON report renders the same way. It loads nothing (inline CSS, inline SVG charts, a content
-security policy that forbids every fetch) and shows: the summary and readiness, the CPU fallbacks, the
+security policy that forbids every fetch) and shows: the summary and readiness, for a shape-only run its
+placeholders and size rules (what was not computed, NP911), the CPU fallbacks, the
 compile timeline (new signatures per step, warm-up against steady state), shape variance per site, the
 estimate when the report has one (estimate.py), and every finding. Each chart is an
 ``<svg role="img">`` inside a ``<figure>`` with a caption and its data as a table under ``<details>``.
@@ -230,6 +231,42 @@ def _demotions(demotions: list[dict]) -> str:
     return body
 
 
+def _shape_text(shape: Any) -> str:
+    return "–" if shape is None else "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def _placeholder_value(entry: dict) -> str:
+    if entry.get("shape") is not None:
+        return f"zeros {_shape_text(entry.get('shape'))}"
+    value = entry.get("value")
+    return str(value) if not isinstance(value, bool) else ("True" if value else "False")
+
+
+def _ranks(entry: dict) -> str:
+    return ",".join(str(r) for r in entry.get("ranks") or []) or "–"
+
+
+def _shape_only(runtime: dict) -> str:
+    """A shape-only run's placeholders and size rules (NP911): where values and sizes were not computed."""
+    part = runtime.get("shape_only") or {}
+    placeholders, size_rules = part.get("placeholders") or [], part.get("size_rules") or []
+    body = ("<p>Every neuron tensor was fake (shapes and dtypes, no storage, no compute): values the program "
+            f"read are placeholders ({number(part.get('placeholder_sites'))} line(s)) and data-dependent sizes "
+            f"follow a size rule ({number(part.get('size_rule_sites'))} line(s)). Control flow after these lines "
+            "may differ from a real run (NP911).</p>")
+    if placeholders:
+        body += "<h3>Placeholders</h3>" + table(
+            ["site", "op", "value", "ranks", "code"],
+            [(site_text(e.get("site")), e.get("op"), _placeholder_value(e), _ranks(e), code_cell(e.get("site")))
+             for e in placeholders])
+    if size_rules:
+        body += "<h3>Size rules</h3>" + table(
+            ["site", "op", "rule", "shape", "upper bound", "ranks", "code"],
+            [(site_text(e.get("site")), e.get("op"), e.get("rule"), _shape_text(e.get("shape")),
+              _shape_text(e.get("upper_bound")), _ranks(e), code_cell(e.get("site"))) for e in size_rules])
+    return section("shape-only", "Shape-only run", body)
+
+
 def _findings(doc: dict) -> str:
     findings = doc.get("findings") or []
     if not findings:
@@ -267,6 +304,10 @@ def _page(doc: dict) -> str:
     version = (doc.get("tool") or {}).get("version", "")
     sections = [_summary(doc, runtime)]
     nav = [("summary", "Summary")]
+    shape_only = runtime is not None and runtime.get("mode") == "shape_only"
+    if shape_only:
+        sections.append(_shape_only(runtime))
+        nav.append(("shape-only", "Shape-only run"))
     if runtime is not None:
         sections += [_fallbacks(runtime), _timeline(runtime), _shape_variance(runtime), _other_runtime(runtime)]
         nav += [("fallbacks", "CPU fallbacks"), ("timeline", "Compile timeline"), ("shapes", "Shape variance")]
@@ -289,7 +330,8 @@ def _page(doc: dict) -> str:
         f"<title>{escape(title)}</title><style>{STYLE}</style></head>\n<body><main>"
         f"<header><h1>{'neuron-port check report' if runtime is not None else 'neuron-port report'}</h1>"
         f"<p><code>{escape(command) or '(no command)'}</code> — "
-        f'<span class="{"outcome-ok" if succeeded else "outcome-bad"}">{escape(outcome)}</span></p>'
+        f'<span class="{"outcome-ok" if succeeded else "outcome-bad"}">{escape(outcome)}</span>'
+        + (' — <strong>shape-only run</strong>: no values computed' if shape_only else "") + "</p>"
         f'<nav aria-label="Sections"><ul>{links}</ul></nav></header>\n'
         + "\n".join(s for s in sections if s)
         + f"\n<footer>Written by neuron-port {escape(version)}"

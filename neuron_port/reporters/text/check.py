@@ -57,6 +57,13 @@ def outcome_text(report: Report) -> str:
     return describe_outcome(report.runtime.status if report.runtime else None)
 
 
+def shape_only_text(runtime) -> str:
+    """The panel's line for a shape-only run (every neuron tensor fake: nothing computed)."""
+    part = runtime.shape_only
+    return (f"shape-only run: no values computed; {part.placeholder_sites} placeholder site(s), "
+            f"{part.size_rule_sites} size-rule site(s)")
+
+
 def summary_line(report: Report) -> str:
     """One line for `check -q`: the outcome, readiness, and the findings by severity."""
     runtime = report.runtime
@@ -89,6 +96,7 @@ def render_check(console: Console, report: Report) -> None:
     lines = [
         f"command: {escape(' '.join(status.command))}",
         f"outcome: {outcome}, {status.processes} process(es) recorded",
+        *([shape_only_text(runtime)] if runtime.mode == "shape_only" else []),
         "readiness: " + (f"[bold]{readiness:.1%}[/bold] of {ops.calls:,} op calls ran natively"
                          if readiness is not None else "no op reached the neuron device"),
         f"CPU fallbacks: {len(runtime.fallbacks)} op(s), {ops.fallback_calls:,} call(s)",

@@ -1,0 +1,73 @@
+"""`check --shape-only` on a program that reads device values and has data-dependent sizes (the
+moe_routing fixture: top-1 expert routing through `torch.nonzero`, a padding mask, a NaN check,
+`loss.item()` logging and an early stop), through the real CLI: it runs to the end, and the report
+lists each placeholder and size-rule site at its line; `--size-rule` sets a size at a line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import jsonschema
+import pytest
+
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.slow
+
+
+def line_of(source: str, text: str) -> int:
+    return next(i for i, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def shape_only_check(cli, schema, tmp_path, *options):
+    project = tmp_path / "moe_routing"
+    shutil.copytree(FIXTURES / "moe_routing", project)
+    result = cli("check", str(project), "--shape-only", "--output-format", "json", *options,
+                 "--", "python", "train.py", "--steps", "4")
+    doc = json.loads(result.stdout)
+    jsonschema.validate(doc, schema)
+    assert doc["runtime"]["status"]["exit_code"] == 0, doc["runtime"]["status"]["stderr_tail"]
+    return doc, (project / "train.py").read_text()
+
+
+def test_every_value_read_and_data_dependent_size_is_listed_at_its_line(tmp_path, cli, report_schema, sim_build):
+    doc, source = shape_only_check(cli, report_schema, tmp_path)
+    assert doc["runtime"]["mode"] == "shape_only"
+    section = doc["runtime"]["shape_only"]
+    placeholders = {(p["site"]["line"], p["op"]): p["value"] for p in section["placeholders"]}
+    assert placeholders == {
+        (line_of(source, "if not torch.isfinite(loss):"), "aten::_local_scalar_dense"): True,  # finite: not skipped
+        (line_of(source, "value = loss.item()"), "aten::_local_scalar_dense"): 0.0,
+        (line_of(source, "int(real.sum())"), "aten::_local_scalar_dense"): 0,
+    }
+    sizes = {(s["site"]["line"], s["op"]): (s["rule"], s["shape"]) for s in section["size_rules"]}
+    routing, masked = line_of(source, "torch.nonzero(choice == index)"), line_of(source, "logits[real]")
+    assert sizes == {(routing, "aten::nonzero"): ("upper_bound", [128, 1]),  # 8 x 16 tokens, all routed here
+                     (masked, "aten::index"): ("upper_bound", [128, 96])}
+    np911 = {f["line"] for f in doc["findings"] if f["code"] == "NP911"}
+    assert np911 == {line for line, _ in placeholders} | {routing, masked}
+    assert "loss is not finite" not in doc["runtime"]["status"]["stderr_tail"]  # the NaN check took its usual path
+
+
+def test_a_size_rule_sets_the_data_dependent_size_at_its_line(tmp_path, cli, report_schema, sim_build):
+    source = (FIXTURES / "moe_routing" / "train.py").read_text()
+    routing = line_of(source, "torch.nonzero(choice == index)")
+    doc, _ = shape_only_check(cli, report_schema, tmp_path, "--size-rule", f"train.py:{routing}=32")
+    sizes = {s["site"]["line"]: (s["rule"], s["shape"]) for s in doc["runtime"]["shape_only"]["size_rules"]}
+    assert sizes[routing] == ("site", [32, 1])
+    assert routing not in {f["line"] for f in doc["findings"] if f["code"] == "NP911"}
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--size-rule", "train.py=3"], "expected FILE:LINE=N"),
+    (["--size-rule", "train.py:5=many"], "expected FILE:LINE=N"),
+    (["--size-rule", "train.py:5=3"], "add --shape-only"),
+    (["--shape-only", "--nproc", "2"], "--nproc is not supported"),
+])
+def test_bad_shape_only_options_are_usage_errors(options, message, tmp_path, cli):
+    (tmp_path / "train.py").write_text("print('never runs')\n")
+    result = cli("check", str(tmp_path), *options, "--", "python", "train.py")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "never runs" not in result.stdout + result.stderr
