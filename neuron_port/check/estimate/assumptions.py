@@ -39,6 +39,12 @@ DEFAULTS: tuple[Assumption, ...] = (
                "Achievable fraction of peak HBM bandwidth for the 'expected' time."),
     Assumption("host_link_gbps", 16.0, "GB/s",
                "Device<->host copy bandwidth for the inputs and results of a CPU-fallback op."),
+    Assumption("host_fallback_gflops", 100.0, "GFLOP/s",
+               "Host compute rate of a CPU-fallback op's kernel where the run measured none (a shape-only run): "
+               "about what a 2-core x86 CI machine sustains on fp32 matmul (bench/README.md)."),
+    Assumption("host_fallback_gbps", 10.0, "GB/s",
+               "Host memory bandwidth of a CPU-fallback op's kernel where the run measured none (its tensors' "
+               "bytes read and written once)."),
     Assumption("host_transfer_seconds", 0.0007, "s",
                "Fixed cost of one host<->device round trip of a CPU-fallback op (the low end of 0.7-3.5 ms "
                "measured on trn2 with torch-neuronx 2.14.3).", NEURON_RT_3P),

@@ -40,10 +40,12 @@ def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, f
 
 
 def fallback_seconds(work: StepWork, core_share: float, a: Mapping[str, float]) -> float:
-    """Per step on one core: its share of the measured host time and copies of the fallback ops (they
+    """Per step on one core: its share of the host time (measured, or modelled where a shape-only run
+    measured none) and copies of the fallback ops (they
     scale with the data), and a round trip per fallback call of one process's op stream (every
     data-parallel process makes all of them)."""
-    host = work.fallback_host_seconds or 0.0
+    host = (work.fallback_host_seconds or 0.0) + (work.fallback_modeled_flops / (a["host_fallback_gflops"] * 1e9)
+                                                  + work.fallback_modeled_bytes / (a["host_fallback_gbps"] * 1e9))
     copies = work.fallback_copy_bytes / (a["host_link_gbps"] * 1e9)
     calls = work.fallback_calls / max(work.processes, 1)
     return (host + copies) * core_share + calls * a["host_transfer_seconds"]

@@ -95,6 +95,9 @@ class StepWork:
     fallback_calls: float = 0.0
     fallback_host_seconds: Optional[float] = None  # per step; None: the simulator did not measure it
     fallback_copy_bytes: float = 0.0
+    # per step, of fallback ops whose host time was not measured (a shape-only run): modelled instead
+    fallback_modeled_flops: float = 0.0
+    fallback_modeled_bytes: float = 0.0
     outside_steps_calls: int = 0
     eager_neffs: int = 0  # distinct native signatures (the most of any process: ranks share a cache)
     graphs: int = 0  # distinct torch.compile graphs compiled
@@ -109,6 +112,8 @@ class StepWork:
         return {"clock": self.clock, "measured": self.measured, "warmup": self.warmup, "processes": self.processes,
                 "work": [i.to_json() for i in self.items], "fallback_calls": self.fallback_calls,
                 "fallback_host_seconds": self.fallback_host_seconds, "fallback_copy_bytes": self.fallback_copy_bytes,
+                "fallback_modeled_flops": self.fallback_modeled_flops,
+                "fallback_modeled_bytes": self.fallback_modeled_bytes,
                 "outside_steps_calls": self.outside_steps_calls, "eager_neffs": self.eager_neffs,
                 "graphs": self.graphs, "peak_bytes": self.peak_bytes,
                 "token_sources": [t.to_json() for t in self.token_sources]}
@@ -122,6 +127,8 @@ class StepWork:
                    fallback_calls=float(data["fallback_calls"]),
                    fallback_host_seconds=None if host is None else float(host),
                    fallback_copy_bytes=float(data.get("fallback_copy_bytes", 0.0)),
+                   fallback_modeled_flops=float(data.get("fallback_modeled_flops", 0.0)),
+                   fallback_modeled_bytes=float(data.get("fallback_modeled_bytes", 0.0)),
                    outside_steps_calls=int(data.get("outside_steps_calls", 0)),
                    eager_neffs=int(data["eager_neffs"]), graphs=int(data["graphs"]),
                    peak_bytes=None if peak is None else int(peak),
@@ -237,15 +244,20 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
     out, measured = run.out, process.measured
     shown = sum(s.calls for s in event.signatures)
     calls = max(event.calls - shown, 0) / measured  # signatures beyond the ones written: total / steps
-    copy_bytes = 0.0
+    copy_bytes = flops = 0.0
     for sig in event.signatures:
         first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
         run.outside(process, first, sig.calls)
         n = per_step_calls(sig.calls, first, measured)
         calls += n
-        copy_bytes += n * work(event.op, sig.signature).bytes
+        counted = work(event.op, sig.signature)
+        copy_bytes += n * counted.bytes
+        flops += n * counted.flops
     out.fallback_calls += calls
     out.fallback_copy_bytes += copy_bytes
+    if event.host_seconds is None:  # nothing ran on the host (shape-only): model.py models its time
+        out.fallback_modeled_flops += flops
+        out.fallback_modeled_bytes += copy_bytes
     if event.host_seconds is not None and event.calls:
         out.fallback_host_seconds = (out.fallback_host_seconds or 0.0) + event.host_seconds / event.calls * calls
     run.add(event.op, NO_WORK["fallback"], calls)

@@ -111,9 +111,15 @@ def memory_line(section: dict[str, Any]) -> str:
     peak = rows[0]["memory"]["peak_bytes"] if rows else None
     if peak is None:
         return "peak memory on the simulated device: not recorded"
-    short = [r["device"] for r in rows if r["memory"]["fits"] is False]
-    return (f"peak memory on the simulated device: {quantity(peak, 'B')} per process; "
-            + (f"does NOT fit the HBM of {', '.join(short)}" if short else "fits the HBM of every device"))
+    processes = (section.get("steps") or {}).get("processes") or 1
+    shares = []
+    for r in rows:  # each device's memory: one logical core, one chip
+        hbm = r["memory"].get("hbm_bytes")
+        if hbm:
+            verdict = "does NOT fit" if r["memory"]["fits"] is False else "fits"
+            shares.append(f"{r['device']} {quantity(hbm, 'B')}: {peak / hbm:.1%}, {verdict}")
+    return (f"peak memory on the simulated device: {quantity(peak, 'B')} per process, for the sizes, batch and "
+            f"sharding the program ran with ({processes} process(es)); of each device's HBM: " + "; ".join(shares))
 
 
 def where_time_goes(row: dict[str, Any]) -> str:

@@ -177,3 +177,25 @@ def test_more_cores_shrink_the_work_not_the_per_op_costs(tmp_path, devices):
     # the fallback: half the host time and copies per core, every round trip
     assert row(two, "test-core")["seconds_by_family"]["fallback"] == pytest.approx((0.1 + 8000 / 1e9) / 2 + 0.01)
     assert row(one, "test-chip")["step_seconds"]["lower"] == pytest.approx(row(two, "test-core")["step_seconds"]["lower"])
+
+
+def test_a_fallback_without_measured_host_time_is_modelled_from_its_work(tmp_path, devices):
+    """A shape-only run measures no host time (nothing ran): the fallback's kernel costs its FLOPs at
+    host_fallback_gflops and its bytes at host_fallback_gbps instead."""
+    lines = [json.loads(line) for line in synthetic_run().splitlines()]
+    for line in lines:
+        if line["kind"] == "fallback":
+            del line["host_seconds"]
+    process = parse_events_file(tmp_path / "e.jsonl", "\n".join(json.dumps(line) for line in lines) + "\n")
+    work = step_work([process])
+    assert work.fallback_host_seconds is None
+    assert work.fallback_modeled_bytes == work.fallback_copy_bytes == 4 * 1000 * 2
+    common = {"host_link_gbps": 1.0, "host_transfer_seconds": 0.01}
+    a = assumptions({"host_fallback_gflops": 1.0, "host_fallback_gbps": 2.0, **common})
+    core = next(r for r in estimate(work, devices, a, cores=1, tokens_per_step=None)["per_device"]
+                if r["device"] == "test-core")
+    free = assumptions({"host_fallback_gflops": 1e30, "host_fallback_gbps": 1e30, **common})  # no modelled time
+    baseline = next(r for r in estimate(work, devices, free, cores=1, tokens_per_step=None)["per_device"]
+                    if r["device"] == "test-core")
+    modelled = work.fallback_modeled_flops / 1e9 + 8000 / 2e9
+    assert core["step_seconds"]["lower"] - baseline["step_seconds"]["lower"] == pytest.approx(modelled)
