@@ -4,6 +4,7 @@
 #include "python/fake_calls.h"
 
 #include "accounting/accounting.h"
+#include "common.h"
 
 #include <ATen/ScalarOps.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -37,6 +38,42 @@ static bool is_tensor_type(const c10::Argument& a) {
           a.type()->expectRef<c10::OptionalType>().getElementType()->kind() == c10::TypeKind::TensorType);
 }
 
+// A fake tensor answers device() through Python (its impl is a meta tensor whose device is a Python
+// property): every query would call back into the interpreter. The accounting reads only sizes,
+// strides, dtype and the device type, so it gets a storage-less tensor with those, the device type taken
+// from the fake's backend keys (FakeTensor keys its device's backend).
+static at::Tensor stand_in(const at::Tensor& t) {
+  if (!t.defined() || !t.unsafeGetTensorImpl()->is_python_dispatch()) return t;
+  const bool neuron = t.key_set().has_backend(c10::BackendComponent::PrivateUse1Bit);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::DispatchKeySet(neuron ? c10::DispatchKey::PrivateUse1 : c10::DispatchKey::CPU), t.dtype(),
+      neuron ? c10::Device(kNeuron, 0) : c10::Device(c10::kCPU));
+  impl->set_sizes_and_strides(t.sizes(), t.strides());
+  return at::Tensor(std::move(impl));
+}
+
+static void use_stand_ins(torch::jit::Stack& stack) {
+  for (auto& v : stack) {
+    if (v.isTensor()) {
+      v = c10::IValue(stand_in(v.toTensor()));
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> l = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(l.size());
+      for (const at::Tensor& t : l) out.push_back(stand_in(t));
+      v = c10::IValue(out);
+    } else if (v.isList()) {  // Tensor?[] (index)
+      c10::List<c10::IValue> l = v.toList();
+      c10::List<c10::IValue> out = l.copy();
+      for (size_t i = 0; i < out.size(); ++i) {
+        c10::IValue e = out.get(i);
+        if (e.isTensor()) out.set(i, c10::IValue(stand_in(e.toTensor())));
+      }
+      v = c10::IValue(out);
+    }
+  }
+}
+
 static torch::jit::Stack stack_of(const c10::OperatorHandle& op, const py::tuple& args, const py::dict& kwargs) {
   const auto& schema = op.schema();
   const auto& formals = schema.arguments();
@@ -50,7 +87,9 @@ static torch::jit::Stack stack_of(const c10::OperatorHandle& op, const py::tuple
     if (kwargs.contains(key))
       fixed_kwargs[key] = is_tensor_type(a) ? as_wrapped_number(kwargs[key]) : py::object(kwargs[key]);
   }
-  return torch::jit::createStackForSchema(schema, fixed, fixed_kwargs, std::nullopt);
+  torch::jit::Stack stack = torch::jit::createStackForSchema(schema, fixed, fixed_kwargs, std::nullopt);
+  use_stand_ins(stack);
+  return stack;
 }
 
 void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
