@@ -121,6 +121,7 @@ def check(
     preview: bool = False,
     shape_only: bool = False,
     size_rules: Optional[dict[str, int]] = None,
+    world_size: Optional[int] = None,
     use_cache: bool = True,
     on_tick: Optional[Callable[[float], None]] = None,
     on_output: Optional[Callable[[str, str], None]] = None,
@@ -131,7 +132,8 @@ def check(
     ``nproc``: run it under torchrun with that many processes. ``preview``: run a temporary rewritten
     copy (safe fixes applied, unsafe ones too with ``settings.unsafe_fixes``); the project is never
     changed. ``shape_only``: every neuron tensor is fake (no storage, no compute; docs/shape-only.md);
-    ``size_rules`` ({"train.py:57": 128}) sets data-dependent sizes at those lines. ``timeout`` (seconds, default 30 minutes): SIGTERM, then SIGKILL. ``on_tick(seconds)`` is
+    ``size_rules`` ({"train.py:57": 128}) sets data-dependent sizes at those lines; ``world_size`` (with
+    ``shape_only``) runs one process as rank 0 of that many over a fake process group. ``timeout`` (seconds, default 30 minutes): SIGTERM, then SIGKILL. ``on_tick(seconds)`` is
     called about four times a second while the command runs; ``on_output(stream, text)`` gets the
     command's output as it is written (stream "stdout" or "stderr"; without it the output is only kept
     for the report's tails). SIGINT or SIGTERM while it runs (in the main thread) end every process the
@@ -142,5 +144,6 @@ def check(
 
     return run_check(Path(path), list(command), settings or Settings(), nproc=nproc,
                      timeout=DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout, preview=preview,
-                     shape_only=shape_only, size_rules=size_rules, use_cache=use_cache, on_tick=on_tick,
+                     shape_only=shape_only, size_rules=size_rules, world_size=world_size, use_cache=use_cache,
+                     on_tick=on_tick,
                      on_output=on_output)

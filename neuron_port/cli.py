@@ -31,7 +31,7 @@ from neuron_port.commands.options import (
     ExitZeroOption, ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption,
     IgnoreOption, InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption,
     OutputFormat, OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
-    ShapeOnlyOption, SizeRuleOption, StatisticsOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
+    ShapeOnlyOption, SizeRuleOption, StatisticsOption, WorldSizeOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
     exit_code, fail_usage)
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
@@ -179,6 +179,7 @@ def check(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_SECONDS,
     preview: PreviewOption = False,
     shape_only: ShapeOnlyOption = False,
+    world_size: WorldSizeOption = None,
     size_rule: SizeRuleOption = None,
     unsafe_fixes: PreviewUnsafeFixesOption = None,
     output_format: FormatOption = OutputFormat.text,
@@ -236,7 +237,8 @@ def check(
     try:
         with run_spinner(label if sys.stderr.isatty() and not quiet else None) as progress:
             report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
-                               shape_only=shape_only, size_rules=size_rules, use_cache=not no_cache,
+                               shape_only=shape_only, size_rules=size_rules, world_size=world_size,
+                               use_cache=not no_cache,
                                on_output=on_output, **progress)
     except UsageError as exc:
         raise fail_usage(str(exc))

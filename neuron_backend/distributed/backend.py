@@ -18,12 +18,12 @@ import functools
 import threading
 import warnings
 
-from . import cpu_aliases
+from . import cpu_aliases, fake_world
 from .accounting import count, nbytes
 from .limits import barrier_violation, check, is_default_group, violation
 from .setup import install_excepthook, setup_once
 
-__all__ = ["register", "BACKEND_NAME"]
+__all__ = ["register", "account_collective", "C10D_OPS", "BACKEND_NAME"]
 
 BACKEND_NAME = "neuron"
 
@@ -78,6 +78,7 @@ def register() -> None:
             if hasattr(torch.ops.c10d, name) and torch._C._dispatch_has_kernel_for_dispatch_key(f"c10d::{name}", "PrivateUse1"):
                 _lib.impl(name, _make_kernel(name), "PrivateUse1")
     _patch_api(dist)
+    fake_world.install(dist)
     _patch_work_future()
     install_excepthook()
 
@@ -104,9 +105,10 @@ def _create_backend(store, rank, size, timeout):
     from .. import events
 
     setup = setup_once(rank, size, store)  # TorchNeuron: the first ProcessGroupNeuron sets the process up
+    fake = fake_world.world_size() is not None
     events.record("distributed", event="process_group", backend=BACKEND_NAME, group_rank=rank, group_size=size,
-                  implementation="gloo (host memory)", **setup)
-    return dist.ProcessGroupGloo(store, rank, size, timeout)
+                  implementation="fake (one process of the world)" if fake else "gloo (host memory)", **setup)
+    return fake_world.process_group(rank, size) if fake else dist.ProcessGroupGloo(store, rank, size, timeout)
 
 
 # ---------------------------------------------------------------- the PrivateUse1 c10d kernels
@@ -141,20 +143,30 @@ def _ensure_cpu_backend(pg) -> None:
     _cpu_ready.add(pg.group_name)
 
 
-def _make_kernel(name: str):
+def account_collective(name: str, args) -> object:
+    """Check one c10d op call against TorchNeuron's limits and count it (``args`` as the op takes them);
+    returns its process group. The PrivateUse1 kernels and shape-only runs (shape_only/mode.py) call it."""
     import torch
 
     op = getattr(torch.ops.c10d, name).default
     pg_i = _pg_index(op)
     coll, bytes_arg = C10D_OPS[name]
+    pg = _unbox(args[pg_i]) if pg_i >= 0 else None
+    check(coll, name, args, pg)
+    if coll != "barrier":
+        count(coll, pg, nbytes(args[bytes_arg]) if bytes_arg is not None else 0)
+    return pg
+
+
+def _make_kernel(name: str):
+    import torch
+
+    op = getattr(torch.ops.c10d, name).default
 
     def kernel(*args):
-        pg = _unbox(args[pg_i]) if pg_i >= 0 else None
-        check(coll, name, args, pg)
+        pg = account_collective(name, args)
         if pg is not None and pg.group_name not in _cpu_ready:
             _ensure_cpu_backend(pg)
-        if coll != "barrier":
-            count(coll, pg, nbytes(args[bytes_arg]) if bytes_arg is not None else 0)
         cpu_args = [cpu_aliases.to_cpu(a) for a in args]
         r = op(*cpu_args)
         if isinstance(r, tuple) and len(r) == 2:

@@ -7,6 +7,8 @@ loops (other ops, other signatures). FakeTensor is added to both lists.
 
 ``tolist()``: FakeTensor reads element by element; a real tensor copies to the host once.
 
+DDP: its C++ reducer cannot run on fake tensors (it crashes); constructing one raises a clear error.
+
 Tied parameters: ``module.to("neuron")`` converts each module's own parameters: a real CPU parameter whose converted
 tensor is fake cannot be swapped or have its ``.data`` set (different tensor types), so PyTorch makes
 a new ``Parameter`` per module, and a weight shared by two modules (an embedding tied to the output
@@ -49,6 +51,7 @@ def _once_per_tensor(fn):
 def install() -> None:
     _keep_tied_parameters()
     _tolist_through_the_host()
+    _refuse_ddp()
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.optim import optimizer
     from torch.utils import _foreach_utils
@@ -56,6 +59,27 @@ def install() -> None:
     for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         if FakeTensor not in supported:
             supported.append(FakeTensor)
+
+
+DDP_MESSAGE = ("[neuron-port simulator] DistributedDataParallel cannot run in a shape-only run: its C++ "
+               "reducer needs real gradients and crashes on fake tensors. Shard with FSDP (fully_shard) for a "
+               "shape-only run, or run DDP in a real run (neuron-port check --nproc N).")
+
+
+def _refuse_ddp() -> None:
+    """DDP's C++ reducer segfaults on fake tensors (PyTorch 2.13, in its gradient callback): a clear error at
+    the user's line instead."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    original = DistributedDataParallel.__init__
+    if getattr(original, "_neuron_port_refused", False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(DDP_MESSAGE)
+
+    __init__._neuron_port_refused = True
+    DistributedDataParallel.__init__ = __init__
 
 
 def _tolist_through_the_host() -> None:

@@ -3,7 +3,8 @@ first returns a tensor on it, and freed when the last of those tensors dies (a `
 per tensor object; autograd's saved tensors keep theirs alive as in a real run). The bytes go through
 the C++ core's memory statistics (``mem_on_alloc`` / ``mem_on_free``: the same Neuron size classes
 and peak as the allocator's), so ``torch.neuron.max_memory_allocated()`` and the events file's
-``peak_allocated_bytes`` mean the same in both modes.
+``peak_allocated_bytes`` mean the same in both modes. A storage resized in place (``UntypedStorage.resize_``,
+which does not dispatch) is counted at its new size.
 """
 
 from __future__ import annotations
@@ -41,6 +42,28 @@ def _track_one(t: FakeTensor) -> None:
     entry[2] += 1
     t.__dict__["_np_tracked"] = True
     weakref.finalize(t, _release, key)
+
+
+def install() -> None:
+    """``UntypedStorage.resize_`` does not dispatch (FSDP2 frees unsharded parameters with ``resize_(0)`` and
+    allocates them again with ``resize_(n)``): a tracked storage's bytes follow it."""
+    import torch
+
+    original = torch.UntypedStorage.resize_
+    if getattr(original, "_neuron_port_tracked", False):
+        return
+
+    def resize_(self, size):
+        entry = _live.get(self._cdata)
+        result = original(self, size)
+        if entry is not None and size != entry[1]:
+            runtime.C.mem_on_free(entry[0], entry[1])
+            runtime.C.mem_on_alloc(entry[0], size)
+            entry[1] = size
+        return result
+
+    resize_._neuron_port_tracked = True
+    torch.UntypedStorage.resize_ = resize_
 
 
 def track(out) -> None:

@@ -14,7 +14,8 @@ each ATen call first and decides:
   calls other ops (we run it too, under this mode, so its inner calls are accounted as they would be:
   ``aten::index_put_`` -> ``aten::_index_put_impl_``); a view only makes tensor metadata and reaches
   no kernel that counts (nor does a composite that makes its result itself, found on its first call);
-  any other op reaches the boxed fallback.
+  any other op reaches the boxed fallback. A ``c10d`` collective is counted as the simulator's c10d
+  kernels count it and moves nothing (collectives.py).
 
 The accounting is the C++ core's (``account_fake_call``): the same op table, signature hash and
 description, site capture and records as a real call, so a signature prints the same in both runs.
@@ -28,9 +29,9 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from ..device import runtime
-from . import compat, memory, metas, values
+from . import collectives, compat, memory, metas, values
 
-_ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _FACTORY, _COMPOSITE, _METADATA, _PASS = range(7)
+_ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _FACTORY, _COMPOSITE, _METADATA, _COLLECTIVE, _PASS = range(8)
 _FACTORIES = ("aten::empty.memory_format", "aten::empty_strided")
 _CONVOLUTIONS = ("aten::convolution_overrideable", "aten::convolution_backward_overrideable")
 _K = torch._C.DispatchKey
@@ -39,6 +40,11 @@ _K = torch._C.DispatchKey
 def _route(func) -> tuple[int, object]:
     schema = func._schema
     name = schema.name if not schema.overload_name else f"{schema.name}.{schema.overload_name}"
+    if schema.name.startswith("c10d::"):
+        from ..distributed.backend import C10D_OPS
+
+        base = schema.name[len("c10d::"):]
+        return (_COLLECTIVE, base) if base in C10D_OPS else (_PASS, None)
     if not schema.name.startswith("aten::"):
         return _PASS, None
     has = torch._C._dispatch_has_kernel_for_dispatch_key
@@ -120,6 +126,8 @@ class RecordingMode(TorchDispatchMode):
             route = self._routes[func] = _route(func)
         kind, extra = route
         schema = func._schema
+        if kind == _COLLECTIVE:
+            return collectives.run(extra, func, args)
         if kind == _COMPOSITE:
             with self:
                 out = func._op_dk(extra, *args, **kwargs)
@@ -150,7 +158,7 @@ class RecordingMode(TorchDispatchMode):
         finally:
             self._set_accounting(was_on)
         memory.track(out)
-        values.note_known(func, args, out)
+        values.note_known(func, args, kwargs, out)
         return out
 
 
@@ -168,4 +176,5 @@ def enter() -> None:
     fake.__enter__()
     RecordingMode().__enter__()
     compat.install()
+    memory.install()
     metas.register()

@@ -14,6 +14,10 @@ so the report lists where control flow or sizes may differ from a real run.
   ordinary path. A copy of a device tensor to the CPU
   (``.cpu()``, ``.to("cpu")``, ``.numpy()`` after it, ``cpu_tensor.copy_(t)``) gives a real CPU
   tensor of zeros with the right shape and dtype.
+* Known values. A small real CPU tensor copied to the device (at most 4096 elements: sizes, counts,
+  flags the program or PyTorch itself sends) keeps its values: copies and all-gathers of it (every rank
+  of a fake world holding what rank 0 holds: data-parallel replicas) carry them, and reading it back
+  gives them, not a placeholder (DDP compares the ranks' parameter shapes this way).
 * Size rules. An op whose output shape depends on values (``nonzero``, ``masked_select``, boolean-mask
   indexing, ``unique``, ``torch.where(cond)``: PyTorch's ``dynamic_output_shape`` ops) gets its upper
   bound: the op runs on real CPU stand-ins of its inputs whose elements are all nonzero, true and
@@ -74,10 +78,49 @@ _OR = {_aten.add.Tensor, _aten.logical_or.default, _aten.bitwise_or.Tensor}
 _SELF_COMPARE = {_aten.eq.Tensor: True, _aten.ne.Tensor: False}  # x == x, x != x
 _SCALAR_COMPARE = {_aten.eq.Scalar: False, _aten.ne.Scalar: True}  # x == inf, x != inf
 _KNOWN = "_np_known"  # a bool fake tensor whose every element is known under the finite assumption
+_VALUE = "_np_value"  # a small fake tensor's values: a real CPU tensor (see "Known values")
+MAX_KNOWN_ELEMENTS = 4096
 
 
-def note_known(func, args, out) -> None:
-    """Mark a bool result whose value follows from the finite assumption (see the module docstring)."""
+def value_of(t):
+    return t.__dict__.get(_VALUE) if isinstance(t, FakeTensor) else None
+
+
+def set_value(t, value) -> None:
+    if isinstance(t, FakeTensor) and value is not None and tuple(value.shape) == tuple(t.shape):
+        t.__dict__[_VALUE] = value
+
+
+def _keep_value(func, args, kwargs, out) -> None:
+    """A small CPU tensor copied to the device keeps its values; an op whose fake inputs all have known
+    values gets its result's values by running it on them (constant propagation, on the CPU)."""
+    src = args[0] if args else None
+    if func is _aten._to_copy.default and isinstance(src, torch.Tensor) and not isinstance(src, FakeTensor):
+        if src.numel() <= MAX_KNOWN_ELEMENTS:
+            with _disable_current_modes():
+                set_value(out, src.detach().to(out.dtype, copy=True))
+        return
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, FakeTensor)]
+    if not fakes or any(value_of(a) is None for a in fakes):
+        return
+    swap = lambda x: value_of(x) if isinstance(x, FakeTensor) else x  # noqa: E731
+    cpu_kwargs = {k: ("cpu" if k == "device" else swap(v)) for k, v in kwargs.items()}
+    try:
+        with _disable_current_modes():
+            result = func(*tree_map(swap, args), **cpu_kwargs)
+    except Exception:  # noqa: BLE001 - an op the CPU stand-in cannot run: its values stay unknown
+        return
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    for fake, value in zip(outs, results):
+        if isinstance(value, torch.Tensor) and value.numel() <= MAX_KNOWN_ELEMENTS:
+            set_value(fake, value)
+
+
+def note_known(func, args, kwargs, out) -> None:
+    """Mark a result whose values are known: a small tensor copied from the CPU, or a bool that follows
+    from the finite assumption (see the module docstring)."""
+    _keep_value(func, args, kwargs, out)
     if not isinstance(out, FakeTensor) or out.dtype != torch.bool:
         return
     value = _known_value(func, args)
@@ -112,6 +155,13 @@ def _known_value(func, args):
 
 def special(func, args, kwargs):
     """A thunk computing the call's result when it reads device values, else None."""
+    if func in _HOST_READS and isinstance(args[0], FakeTensor) and value_of(args[0]) is not None:
+        known = value_of(args[0])
+
+        def read_known():
+            with _disable_current_modes():
+                return known.item()
+        return read_known
     if func in _HOST_READS and isinstance(args[0], FakeTensor):
         value = args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype))
         return lambda: (_note("placeholder", "aten::_local_scalar_dense", value=value), value)[1]
@@ -123,6 +173,13 @@ def special(func, args, kwargs):
             return None
         src = args[0]
         dtype = kwargs.get("dtype") or src.dtype
+        if value_of(src) is not None:
+            known = value_of(src)
+
+            def known_to_host():
+                with _disable_current_modes():
+                    return known.to(dtype).clone()
+            return known_to_host
 
         def copy_to_host():
             _note("placeholder", "aten::_to_copy", value=_placeholder(dtype), shape=list(src.shape))
@@ -132,6 +189,13 @@ def special(func, args, kwargs):
     dst, src = args[0], args[1]
     if isinstance(dst, FakeTensor) or not isinstance(src, FakeTensor):
         return None
+    if value_of(src) is not None:
+        known = value_of(src)
+
+        def known_into_host():
+            with _disable_current_modes():
+                return dst.copy_(known)
+        return known_into_host
 
     def copy_into_host():
         _note("placeholder", "aten::copy_", value=_placeholder(dst.dtype), shape=list(dst.shape))

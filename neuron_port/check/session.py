@@ -53,6 +53,7 @@ def run_check(
     use_cache: bool,
     shape_only: bool = False,
     size_rules: Optional[dict[str, int]] = None,
+    world_size: Optional[int] = None,
     on_tick: Optional[Callable[[float], None]] = None,
     on_output: Optional[OutputSink] = None,
 ) -> Report:
@@ -69,24 +70,32 @@ def run_check(
             raise UsageError(f"cannot run the command on the simulated neuron device: {problem}")
     if size_rules and not shape_only:
         raise UsageError("--size-rule sets data-dependent sizes of a shape-only run: add --shape-only")
+    if world_size and not shape_only:
+        raise UsageError("--world-size runs one process as rank 0 of a fake world, which only a shape-only run can "
+                         "(no values to communicate): add --shape-only, or use --nproc N for real processes")
     if shape_only and nproc:
         # collectives carry values (DDP compares the ranks' parameter counts): fake tensors have none
         raise UsageError("--shape-only runs one process: --nproc is not supported with it yet (a fake process "
-                         "group for distributed shape-only runs is not built); run shape-only without --nproc, "
-                         "or a real run with --nproc")
+                         "group moves no values, so ranks are not separate processes): use --world-size N for "
+                         "rank 0 of an N-rank job, or a real run with --nproc")
     with InterruptGuard() as guard:
         return _run(path, command, settings, guard, nproc=nproc, timeout=timeout, preview=preview,
                     use_cache=use_cache, on_tick=on_tick, on_output=on_output,
-                    mode_env=mode_environment(shape_only, size_rules or {}))
+                    mode_env=mode_environment(shape_only, size_rules or {}, world_size))
 
 
-def mode_environment(shape_only: bool, size_rules: dict[str, int]) -> dict[str, str]:
-    """The variables that make the simulator run shape-only (neuron_backend/shape_only/)."""
+def mode_environment(shape_only: bool, size_rules: dict[str, int], world_size: Optional[int] = None) -> dict[str, str]:
+    """The variables that make the simulator run shape-only (neuron_backend/shape_only/), and for a fake
+    world the ones torchrun would give rank 0 (neuron_backend/distributed/fake_world.py)."""
     if not shape_only:
         return {}
     env = {"NEURON_PORT_SHAPE_ONLY": "1"}
     if size_rules:
         env["NEURON_PORT_SIZE_RULES"] = json.dumps(size_rules, sort_keys=True)
+    if world_size:
+        env.update({"NEURON_PORT_FAKE_WORLD": str(world_size), "RANK": "0", "WORLD_SIZE": str(world_size),
+                    "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": "29500"})
     return env
 
 

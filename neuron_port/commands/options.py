@@ -112,6 +112,10 @@ ShapeOnlyOption = Annotated[bool, typer.Option(
     "--shape-only", help="Run with every neuron tensor fake (shapes and dtypes, no storage, no compute): the same "
                          "findings, memory and estimate at sizes this machine cannot compute. Values the program "
                          "reads from the device are placeholders (0, 0.0, False), each site listed.")]
+WorldSizeOption = Annotated[Optional[int], typer.Option(
+    "--world-size", min=1, metavar="N",
+    help="With --shape-only: run one process as rank 0 of an N-rank job over a fake process group (FSDP "
+         "shards, collectives and per-rank memory of an N-rank job; rank 0 on its own NeuronCore).")]
 SizeRuleOption = Annotated[Optional[list[str]], typer.Option(
     "--size-rule", metavar="FILE:LINE=N",
     help="With --shape-only: the size of a data-dependent dimension (nonzero, boolean mask, unique) at that line "

@@ -64,6 +64,7 @@ def test_a_size_rule_sets_the_data_dependent_size_at_its_line(tmp_path, cli, rep
     (["--size-rule", "train.py:5=many"], "expected FILE:LINE=N"),
     (["--size-rule", "train.py:5=3"], "add --shape-only"),
     (["--shape-only", "--nproc", "2"], "--nproc is not supported"),
+    (["--world-size", "8"], "add --shape-only"),
 ])
 def test_bad_shape_only_options_are_usage_errors(options, message, tmp_path, cli):
     (tmp_path / "train.py").write_text("print('never runs')\n")

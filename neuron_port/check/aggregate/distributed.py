@@ -24,11 +24,15 @@ class DistributedEntry:
     error: Optional[str]  # violations only
     message: Optional[str]
     action: Optional[str]
+    group_size: Optional[int] = None  # of the group (a fake world's N: the job's, not the processes')
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "event": self.event, "site": site_json(self.site), "count": self.count,
-                "bytes": self.bytes, "ranks": list(self.ranks), "error": self.error, "message": self.message,
-                "action": self.action}
+        out = {"op": self.op, "event": self.event, "site": site_json(self.site), "count": self.count,
+               "bytes": self.bytes, "ranks": list(self.ranks), "error": self.error, "message": self.message,
+               "action": self.action}
+        if self.group_size is not None:
+            out["group_size"] = self.group_size
+        return out
 
 
 @dataclass
@@ -66,7 +70,8 @@ class DistributedAggregator(Aggregator):
             out.append(DistributedEntry(
                 op=e.name, event=e.first.event, site=e.site, count=e.count, bytes=e.bytes,
                 ranks=tuple(sorted(r for r in e.ranks if r is not None)),
-                error=e.first.error if violation else None, message=e.first.message, action=e.first.action))
+                error=e.first.error if violation else None, message=e.first.message, action=e.first.action,
+                group_size=e.first.group_size))
         return out
 
     def section(self) -> tuple[tuple[DistributedEntry, ...]]:
