@@ -1,6 +1,6 @@
 """Device memory of a shape-only run, from fake storages: a storage is allocated when a device call
-first returns a tensor on it, and freed when the last of those tensors dies (a ``weakref.finalize``
-per tensor object; autograd's saved tensors keep theirs alive as in a real run). The bytes go through
+first returns a tensor on it, and freed when the last of those tensors dies (the callback of a weak
+reference per tensor object; autograd's saved tensors keep theirs alive as in a real run). The bytes go through
 the C++ core's memory statistics (``mem_on_alloc`` / ``mem_on_free``: the same Neuron size classes
 and peak as the allocator's), so ``torch.neuron.max_memory_allocated()`` and the events file's
 ``peak_allocated_bytes`` mean the same in both modes. A storage resized in place (``UntypedStorage.resize_``,
@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from ..device import runtime
 
 _live: dict[int, list] = {}  # storage id -> [device, bytes, tensors alive]
+_refs: dict[int, object] = {}  # id of a weak reference -> (the reference, its storage id): kept alive
 
 
 def _release(key: int) -> None:
@@ -41,7 +42,14 @@ def _track_one(t: FakeTensor) -> None:
         runtime.C.mem_on_alloc(dev, nbytes)
     entry[2] += 1
     t.__dict__["_np_tracked"] = True
-    weakref.finalize(t, _release, key)
+    ref = weakref.ref(t, _dead)  # cheaper than weakref.finalize, which also registers for exit
+    _refs[id(ref)] = (ref, key)
+
+
+def _dead(ref) -> None:
+    held = _refs.pop(id(ref), None)
+    if held is not None:
+        _release(held[1])
 
 
 def install() -> None:
