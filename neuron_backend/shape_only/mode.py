@@ -85,8 +85,12 @@ def _kind_of_call(args, kwargs) -> int:
                 if isinstance(e, torch.Tensor) and e.is_meta:
                     kind = _OTHER
     device = kwargs.get("device")
-    if device is not None and torch.device(device).type == "neuron":
-        return _DEVICE
+    if device is not None:
+        device_type = torch.device(device).type
+        if device_type == "neuron":
+            return _DEVICE
+        if device_type == "meta":  # torch.load under a fake mode rebuilds tensors on meta storages
+            return _OTHER
     return kind
 
 
