@@ -17,7 +17,10 @@ so the report lists where control flow or sizes may differ from a real run.
 * Known values. A small real CPU tensor copied to the device (at most 4096 elements: sizes, counts,
   flags the program or PyTorch itself sends) keeps its values: copies and all-gathers of it (every rank
   of a fake world holding what rank 0 holds: data-parallel replicas) carry them, and reading it back
-  gives them, not a placeholder (DDP compares the ranks' parameter shapes this way).
+  gives them, not a placeholder (DDP compares the ranks' parameter shapes this way); an op whose fake
+  inputs all have known values gets its result's by running on them, so a data-dependent size of known
+  data is exact. An in-place write drops what was known of the tensor written (a view taken before keeps
+  its values).
 * Size rules. An op whose output shape depends on values (``nonzero``, ``masked_select``, boolean-mask
   indexing, ``unique``, ``torch.where(cond)``: PyTorch's ``dynamic_output_shape`` ops) gets its upper
   bound: the op runs on real CPU stand-ins of its inputs whose elements are all nonzero, true and
@@ -36,7 +39,7 @@ import os
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _disable_current_modes
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import events
 
@@ -91,6 +94,16 @@ def set_value(t, value) -> None:
         t.__dict__[_VALUE] = value
 
 
+def _written_fakes(func, args, kwargs) -> list:
+    out = []
+    for i, formal in enumerate(func._schema.arguments):
+        if formal.alias_info is not None and formal.alias_info.is_write:
+            value = args[i] if i < len(args) else kwargs.get(formal.name)
+            if isinstance(value, FakeTensor):
+                out.append(value)
+    return out
+
+
 def _keep_value(func, args, kwargs, out) -> None:
     """A small CPU tensor copied to the device keeps its values; an op whose fake inputs all have known
     values gets its result's values by running it on them (constant propagation, on the CPU)."""
@@ -100,8 +113,12 @@ def _keep_value(func, args, kwargs, out) -> None:
             with _disable_current_modes():
                 set_value(out, src.detach().to(out.dtype, copy=True))
         return
+    written = _written_fakes(func, args, kwargs)
     fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, FakeTensor)]
-    if not fakes or any(value_of(a) is None for a in fakes):
+    if written or not fakes or any(value_of(a) is None for a in fakes):
+        for t in written:  # an in-place or out= write: what was known of it no longer holds
+            t.__dict__.pop(_VALUE, None)
+            t.__dict__.pop(_KNOWN, None)
         return
     swap = lambda x: value_of(x) if isinstance(x, FakeTensor) else x  # noqa: E731
     cpu_kwargs = {k: ("cpu" if k == "device" else swap(v)) for k, v in kwargs.items()}
@@ -240,6 +257,8 @@ def _rule_for(site: dict | None) -> int | None:
 def _stand_in(x, fill: str):
     if not isinstance(x, FakeTensor):
         return x
+    if value_of(x) is not None:  # known data: the size it gives is exact
+        return value_of(x)
     n = x.numel()
     if fill == "zeros":
         return torch.zeros(x.shape, dtype=x.dtype)
@@ -250,7 +269,7 @@ def _stand_in(x, fill: str):
 
 def data_dependent_shape(func, args, kwargs):
     """Outputs of a ``dynamic_output_shape`` op at its upper bound (or the site's size rule), as fake
-    device tensors."""
+    device tensors; exact, and not listed, when the size follows from known values alone."""
     device = next(a.device for a in (*args, *kwargs.values()) if isinstance(a, FakeTensor))
     with _disable_current_modes():
         upper = func(*tree_map(lambda x: _stand_in(x, "ones"), args),
@@ -258,10 +277,14 @@ def data_dependent_shape(func, args, kwargs):
         site = events.user_site()
         size = _rule_for(site)
         lower = None
-        if size is not None:
+        if size is not None or any(value_of(a) is not None for a in tree_leaves((args, kwargs))):
             lower = func(*tree_map(lambda x: _stand_in(x, "zeros"), args),
                          **tree_map(lambda x: _stand_in(x, "zeros"), kwargs))
     upper_flat, lower_flat = _tensors(upper), _tensors(lower) if lower is not None else None
+    if lower_flat is not None and [t.shape for t in upper_flat] == [t.shape for t in lower_flat]:
+        # the size does not depend on the values nobody knows (a known mask): exact, nothing to list
+        made = iter([torch.empty(t.shape, dtype=t.dtype, device=device) for t in upper_flat])
+        return tree_map(lambda x: next(made) if isinstance(x, torch.Tensor) else x, upper)
     shapes = []
     for i, t in enumerate(upper_flat):
         shape = list(t.shape)
