@@ -225,7 +225,7 @@ def check(
                          fail_on=fail_on.value if fail_on else None, unsafe_fixes=unsafe_fixes)
     try:
         command = command_after_dashes(ctx, settings.check_command)
-        size_rules = parse_size_rules(size_rule or [], shape_only)
+        size_rules = parse_size_rules(size_rule or [])
     except UsageError as exc:
         raise fail_usage(str(exc))
     # the program's output shows as it would without `check`; stdout carries only the document of a

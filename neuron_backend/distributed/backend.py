@@ -143,13 +143,17 @@ def _ensure_cpu_backend(pg) -> None:
     _cpu_ready.add(pg.group_name)
 
 
+@functools.lru_cache(maxsize=None)
+def _pg_index_of(name: str) -> int:
+    import torch
+
+    return _pg_index(getattr(torch.ops.c10d, name).default)
+
+
 def account_collective(name: str, args) -> object:
     """Check one c10d op call against TorchNeuron's limits and count it (``args`` as the op takes them);
     returns its process group. The PrivateUse1 kernels and shape-only runs (shape_only/mode.py) call it."""
-    import torch
-
-    op = getattr(torch.ops.c10d, name).default
-    pg_i = _pg_index(op)
+    pg_i = _pg_index_of(name)
     coll, bytes_arg = C10D_OPS[name]
     pg = _unbox(args[pg_i]) if pg_i >= 0 else None
     check(coll, name, args, pg)

@@ -157,8 +157,8 @@ class RecordingMode(TorchDispatchMode):
             out = func(*args, **kwargs)
         except DynamicOutputShapeException:
             out = values.data_dependent_shape(func, args, kwargs)
-        except DataDependentOutputException:
-            return values.data_dependent_value(func, args, kwargs)
+        except DataDependentOutputException as error:
+            return values.data_dependent_value(func, args, kwargs, error)
         finally:
             self._set_accounting(was_on)
         memory.track(out)

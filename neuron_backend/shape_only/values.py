@@ -221,13 +221,14 @@ def special(func, args, kwargs):
     return copy_into_host
 
 
-def data_dependent_value(func, args, kwargs):
-    """A call whose result is a Python number computed from data (``aten::equal``, ``is_nonzero``)."""
+def data_dependent_value(func, args, kwargs, error: Exception):
+    """A call whose result is a Python number computed from data (``aten::equal``, ``is_nonzero``); ``error``
+    (FakeTensorMode's) is raised again when the result is not a number."""
     returns = func._schema.returns
     kind = str(returns[0].type) if len(returns) == 1 else ""
     value = {"bool": False, "int": 0, "float": 0.0, "complex": 0j, "Scalar": 0}.get(kind)
     if value is None:
-        raise
+        raise error
     _note("placeholder", func._schema.name, value=value)
     return value
 

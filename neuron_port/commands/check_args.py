@@ -48,8 +48,9 @@ def command_after_dashes(ctx: Any, configured: Optional[str]) -> list[str]:
     return shlex.split(configured) if configured else []
 
 
-def parse_size_rules(rules: list[str], shape_only: bool) -> dict[str, int]:
-    """``--size-rule FILE:LINE=N`` values as {"FILE:LINE": N}; a malformed one is a usage error."""
+def parse_size_rules(rules: list[str]) -> dict[str, int]:
+    """``--size-rule FILE:LINE=N`` values as {"FILE:LINE": N}; a malformed one is a usage error (that they
+    need --shape-only is the session's check, for the API too)."""
     out: dict[str, int] = {}
     for rule in rules:
         where, eq, size = rule.rpartition("=")
@@ -57,6 +58,4 @@ def parse_size_rules(rules: list[str], shape_only: bool) -> dict[str, int]:
         if not (eq and colon and file and line.isdigit() and int(line) > 0 and size.isdigit()):
             raise UsageError(f"--size-rule {rule!r}: expected FILE:LINE=N (e.g. train.py:57=128), N a whole number")
         out[f"{file}:{int(line)}"] = int(size)
-    if out and not shape_only:
-        raise UsageError("--size-rule sets data-dependent sizes of a shape-only run: add --shape-only")
     return out
