@@ -27,13 +27,16 @@ def fold_kept_scopes(context: FileContext, hidden: frozenset = frozenset()) -> l
         return [v for v in context.violations if v.rule not in hidden] if hidden else context.violations
     members: dict[cst.CSTNode, set[cst.CSTNode]] = {}
     hidden_codes = {rule.CODE for rule in hidden}
+    # the scopes whose finding is reported (a scope declared for another rule's finding, e.g. NP201's kept
+    # is_available(), may have none when that rule is not selected: its reports stay, unfixed)
+    reported = {(v.rule.CODE, v.node) for v in context.violations if v.rule not in hidden}
     folded: dict[cst.CSTNode, dict[str, int]] = {}
     kept: list[Violation] = []
     for report in context.violations:
         owner = None if report.rule.CODE in _NEVER_FOLDED else scope_of(report.rule.CODE, report.node, scopes, members)
         if report.rule in hidden:
             continue  # run for its scopes only
-        if owner is not None and scopes[owner][0] in hidden_codes:
+        if owner is not None and (scopes[owner][0] in hidden_codes or (scopes[owner][0], owner) not in reported):
             kept.append(replace(report, replacement=None, safety=None, effort=report.effort or report.rule.EFFORT,
                                 message=f"{report.message} (left as it is: in code kept unedited)"))
         elif owner is None:

@@ -14,7 +14,7 @@ from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
-from neuron_port.rules.no_port.cuda_only_branches import unsafe_flip_note
+from neuron_port.rules.no_port.cuda_only_guards import unsafe_flip_note
 from neuron_port.rules.spec import PythonRule
 
 

@@ -10,7 +10,7 @@ import libcst as cst
 
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
 from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
-from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards, is_cuda_availability_test
+from neuron_port.rules.no_port.cuda_only_guards import cuda_only_guards, is_cuda_availability_test
 
 # one reference NP201 collected: (node, qualified name, key in TORCH_CUDA_API)
 Reference = tuple[cst.BaseExpression, str, str]

@@ -7,7 +7,7 @@ import libcst as cst
 
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
 from neuron_port.rules.helpers.names import source_of
-from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards, unsafe_flip_note
+from neuron_port.rules.no_port.cuda_only_guards import cuda_only_guards, unsafe_flip_note
 from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
 
@@ -57,6 +57,8 @@ class CudaDeviceCheck(DeviceStringRule):
     (``rules/helpers/portable.py`` has the allow list). Anything else (an import, a call into another
     package, a ``raise`` / ``print`` / warning naming CUDA, GPU, FP8 or quantization, an attribute the file
     sets to ``None`` such as ``self.cuda_config``) makes it an unsafe fix whose message names that code.
+    A test whose value leaves it (``use_fused = x.device.type == "cuda"``, ``return ...``, passed to a
+    call) is judged where the value goes, as NP104 explains (``rules/helpers/escaping_tests.py``).
 
     ## References
     - https://docs.pytorch.org/docs/stable/accelerator.html
@@ -76,6 +78,10 @@ class CudaDeviceCheck(DeviceStringRule):
         Valid("if x == 'cuda is slow':\n    pass\n"),
     ]
     INVALID = [
+        # the comparison's value goes into a name; a test of that name decides a kernel package's call
+        Invalid("def f(x):\n    use_fused = x.device.type == 'cuda'\n    if use_fused:\n"
+                "        return fused_kernels.gelu(x)\n    return x * 2\n",
+                None, message_contains="unsafe: it guards `fused_kernels.gelu"),
         # a kernel precondition: the rest of the function calls a CUDA library, so the flip is unsafe
         Invalid('def hist(source, lib):\n    assert source.device.type == "cuda"\n'
                 '    lib.chistogram(source.data_ptr())\n', None, message_contains="unsafe: it guards `lib.chistogram"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.no_port.cuda_only_branches import cuda_only_guards, unsafe_flip_note
+from neuron_port.rules.no_port.cuda_only_guards import cuda_only_guards, unsafe_flip_note
 from neuron_port.rules.spec import FRAGMENT, Invalid, PythonRule, Valid
 
 
@@ -46,6 +46,10 @@ class IsCudaAttribute(PythonRule):
     (``rules/helpers/portable.py`` has the allow list). Anything else (an import, a call into another
     package, a ``raise`` / ``print`` / warning naming CUDA, GPU, FP8 or quantization, an attribute the file
     sets to ``None`` such as ``self.cuda_config``) makes it an unsafe fix whose message names that code.
+    A test whose value leaves the test is followed (``rules/helpers/escaping_tests.py``): a name or
+    attribute it is assigned or ``&=``-ed to stands for it where the file reads it, a function returning
+    it where the file calls it, a call it is passed to must be portable; returned by a function no code of
+    the file calls, or stored in a subscript, it decides code the file does not show: unsafe.
     Unsafe when the file assigns or defines its own ``is_cuda`` (the name may be a user attribute).
     For ``--target accelerator`` use ``x.device.type == torch.accelerator.current_accelerator().type``
     (reported, not rewritten: ``current_accelerator()`` is None on CPU-only hosts).
@@ -159,6 +163,55 @@ class IsCudaAttribute(PythonRule):
             None,
             message_contains="`self.cuda_config`",
         ),
+        Invalid(
+            # the test's value is returned: judged where the function is called (a kernel import)
+            "def can_fuse(x):\n    return x.is_cuda and x.dtype == torch.float16\n\n\n"
+            "def add(x, y):\n    if can_fuse(x):\n        from fused_ops import fused_add\n"
+            "        return fused_add(x, y)\n    return x + y\n",
+            None,
+            message_contains="unsafe: it guards `from fused_ops import",
+        ),
+        Invalid(
+            # `&=` into a flag that a test of the same file reads: that test's code is portable, so safe
+            """
+            import torch
+
+
+            def all_on_device(tensors):
+                ok = True
+                for t in tensors:
+                    ok &= t.is_cuda
+                return ok
+
+
+            xs = [torch.ones(2, device='neuron'), torch.zeros(2, device='neuron')]
+            if all_on_device(xs):
+                print(sum(x.sum() for x in xs).item())
+            """,
+            """
+            import torch
+
+
+            def all_on_device(tensors):
+                ok = True
+                for t in tensors:
+                    ok &= t.is_neuron
+                return ok
+
+
+            xs = [torch.ones(2, device='neuron'), torch.zeros(2, device='neuron')]
+            if all_on_device(xs):
+                print(sum(x.sum() for x in xs).item())
+            """,
+            runs=True,
+        ),
+        # stored on the module and read in forward(), where it decides a kernel package's call
+        Invalid("class Block(nn.Module):\n    def __init__(self, x):\n        self.use_kernel = x.is_cuda\n\n"
+                "    def forward(self, x):\n        return fancy_kernels.run(x) if self.use_kernel else x * 2\n",
+                None, message_contains="unsafe: it guards `fancy_kernels.run"),
+        # returned by a function nothing in this file calls: the callers are elsewhere
+        Invalid("def is_gpu_tensor(x):\n    return x.is_cuda\n", None,
+                message_contains="returned by `is_gpu_tensor()`, whose callers are in other files"),
     ]
 
     def __init__(self, context) -> None:

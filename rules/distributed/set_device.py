@@ -23,9 +23,9 @@ class DistributedSetDevice(SkipProse):
     ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``, ``gpu_id`` or ``device_id``,
     ``int(os.environ["LOCAL_RANK"])``, or an alias of one; NP107 has the rule) and the call is a statement
     of its own, the neuron target offers to delete it (``pass`` when it is the only statement of its
-    block); NP201 leaves that call alone. Other calls are reported: a non-rank
-    argument (``set_device(device)``) is renamed by NP201, and on the accelerator target the call is
-    what CUDA needs.
+    block); NP201 leaves that call alone. A ``torch.cuda.set_device`` whose argument is not a rank is
+    NP201's alone (renamed; one finding per call); other calls are reported: a ``torch.neuron`` spelling
+    with a non-rank argument gets advice, and on the accelerator target the call is what CUDA needs.
 
     ## Why is this bad?
     TorchNeuron's ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` (when unset) and
@@ -74,6 +74,9 @@ class DistributedSetDevice(SkipProse):
     VALID = [
         Valid("import torch\ntorch.cuda.set_device(1)\n"),  # not distributed
         Valid("import torch.distributed as dist\ndist.init_process_group('neuron')\n"),
+        # not a rank, torch.cuda spelling: NP201 renames it, and that is the only finding on the line
+        Valid("import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
+              "device = torch.device('neuron')\ntorch.cuda.set_device(device)\n"),
     ]
     INVALID = [
         Invalid(
@@ -190,5 +193,7 @@ class DistributedSetDevice(SkipProse):
                     continue
                 self.report(node, message)
                 continue
-            self.report(node, f"each process has one NeuronCore, `neuron`: NP201 renames `set_device({source})`; "
-                        f"drop it where it names a rank{extra}")
+            if self.context.target == "neuron" and self.context.qualname(node.func) == "torch.cuda.set_device":
+                continue  # not a rank: NP201's rename is the one finding on this call (one cause, one finding)
+            self.report(node, f"each process has one NeuronCore, `neuron`: drop `set_device({source})` where it "
+                        f"names a rank{extra}")

@@ -1,5 +1,5 @@
 """Scopes the engine does not edit inside: a CUDA-only module, a kernel function, a custom op registered
-for CUDA only.
+for CUDA only, the code a kept device test guards (NP720; NP201 for a kept ``torch.cuda.is_available()``).
 
 A rule that finds such a scope reports it once and calls ``keep_scope(context, finding_node, scope)``;
 the engine (``neuron_port/rewrite/engine.py``) then drops every other report whose node lies inside
@@ -17,14 +17,19 @@ from neuron_port.rules.helpers.names import walk
 
 # The rules that declare kept scopes: the engine runs them even when they are not selected, so a
 # `--select NP104` run does not edit inside a CUDA-only module either (their own findings are then dropped).
-SCOPE_RULES = ("NP701", "NP713", "NP717")
+SCOPE_RULES = ("NP701", "NP713", "NP717", "NP720")
 
 _KEY = "kept_scopes"  # FileContext.shared key: finding node -> (code of the rule, scope node)
 
 
-def keep_scope(context, code: str, finding_node: cst.CSTNode, scope: cst.CSTNode) -> None:
-    """The report of rule ``code`` on ``finding_node`` stands for everything inside ``scope``."""
-    context.shared.setdefault(_KEY, {})[finding_node] = (code, scope)
+def keep_scope(context, code: str, finding_node: cst.CSTNode, scope) -> None:
+    """The report of rule ``code`` on ``finding_node`` stands for everything inside ``scope`` (a node, or a
+    tuple of nodes: the code a kept test guards). Declared twice for one finding, the scopes add up."""
+    scopes = context.shared.setdefault(_KEY, {})
+    known = scopes.get(finding_node)
+    if known is not None and known[0] == code and isinstance(scope, tuple):
+        scope = (known[1] if isinstance(known[1], tuple) else (known[1],)) + scope
+    scopes[finding_node] = (code, scope)
 
 
 def kept_scopes(context) -> dict[cst.CSTNode, tuple[str, cst.CSTNode]]:
@@ -54,7 +59,8 @@ def scope_of(code: str, node: cst.CSTNode, scopes: dict[cst.CSTNode, tuple[str, 
             return finding_node
         inside = members.get(scope)
         if inside is None:
-            inside = members[scope] = set(walk(scope))
+            inside = members[scope] = {n for root in (scope if isinstance(scope, tuple) else (scope,))
+                                       for n in walk(root)}
         if node in inside:
             return finding_node
     return None

@@ -1,271 +1,21 @@
 """NP720 ``cuda-only-branch``: ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard CUDA-only code
 (Triton kernels, CUDA extensions, flash-attn, xformers, CUDA graphs, ``torch.cuda`` APIs with no Trainium
-equivalent); NP102 and NP104 leave those tests alone (``cuda_only_guards``), and NP201 the
+equivalent); NP102 and NP104 leave those tests alone (the analysis: ``cuda_only_guards.py``), and NP201 the
 ``torch.cuda.is_available()`` tests that guard such code, so Trainium keeps taking the other branch."""
 
 from __future__ import annotations
 
-import weakref
-from typing import Optional
-
 import libcst as cst
 
-from neuron_port.rules.cuda_api.tables import TORCH_CUDA_NO_EQUIVALENT
-from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of, walk
-from neuron_port.rules.helpers.nodes import string_value
-from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_either_way, regions_where
-from neuron_port.rules.cuda_api.kept_arguments import portability_of
-from neuron_port.rules.helpers.table_rule import covering_key
-from neuron_port.rules.helpers.per_file import PerFileAnalysis, module_walk
+from neuron_port.rules.helpers.kept_scopes import keep_scope
+from neuron_port.rules.helpers.names import source_of
+from neuron_port.rules.no_port.cuda_only_guards import (
+    QUALIFIED_SEEN,
+    cuda_only_guards,
+    is_cuda_availability_test,
+    qualified_cuda_only,
+)
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
-
-# Qualified-name prefixes of code that runs on CUDA only -> (what it is, effort to port it).
-CUDA_ONLY: dict[str, tuple[str, str]] = {
-    "triton": ("a Triton kernel", "high"),
-    "flash_attn": ("flash-attn", "medium"),
-    "xformers": ("xformers", "medium"),
-    "torch.utils.cpp_extension": ("a CUDA extension", "high"),
-    "torch.cuda.graph": ("a CUDA graph", "medium"),
-    "torch.cuda.graphs": ("a CUDA graph", "medium"),
-    "torch.cuda.CUDAGraph": ("a CUDA graph", "medium"),
-    "torch.cuda.make_graphed_callables": ("a CUDA graph", "medium"),
-    # torch.cuda APIs that NP201 cannot rename (NP202's table): on Trainium they raise or do nothing, so a
-    # test guarding them turned True would run them where the CUDA program skipped them
-    **{f"torch.cuda.{api}": ("a CUDA API with no Trainium equivalent", effort)
-       for api, (_advice, effort) in TORCH_CUDA_NO_EQUIVALENT.items()},
-}
-TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
-# last segments of the CUDA_ONLY names that code reaches through `torch` without importing them
-_QUALIFIED_ATTRS = frozenset({"graph", "graphs", "CUDAGraph", "make_graphed_callables", "load", "load_inline",
-                              "CUDAExtension", "CppExtension", "cpp_extension"}
-                             | {api.split(".")[-1] for api in TORCH_CUDA_NO_EQUIVALENT})
-
-
-def _cuda_module_name(name: str) -> bool:
-    """``cuda``, ``*_cuda``, ``cuda_*``: how compiled CUDA extension modules are named (``fused_gelu_cuda``,
-    ``selective_scan_cuda``); not ``check_cuda_p2p_ib_support``."""
-    name = name.lower()
-    return name == "cuda" or name.endswith("_cuda") or name.startswith("cuda_")
-
-
-def _is_cuda_literal(node: cst.CSTNode) -> bool:
-    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
-        return any(isinstance(e, cst.Element) and string_value(e.value) == "cuda" for e in node.elements)
-    return string_value(node) == "cuda"
-
-
-def is_cuda_availability_test(node: cst.CSTNode) -> bool:
-    """``torch.cuda.is_available()`` (any alias of ``torch``): NP201 keeps it where it guards CUDA-only code."""
-    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value == "is_available" and last_segment(node.func.value) == "cuda")
-
-
-def _availability_aliases(nodes) -> dict[str, list[cst.Call]]:
-    """Names assigned exactly ``torch.cuda.is_available()`` (``use_cuda = torch.cuda.is_available()``), with
-    those calls: a test of the name is a test of CUDA (in any scope: keeping a test is the safe mistake). A
-    longer expression (``flash is not None and torch.cuda.is_available() and ...``) says more than that."""
-    aliases: dict[str, list[cst.Call]] = {}
-    for node in nodes:
-        if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
-                and is_cuda_availability_test(node.value)):
-            aliases.setdefault(node.targets[0].target.value, []).append(node.value)  # type: ignore[arg-type]
-    return aliases
-
-
-def on_cuda_polarity(node: cst.BaseExpression) -> Optional[bool]:
-    """True for a test that the data is on a CUDA device (``x.is_cuda``, ``x.device.type == "cuda"``,
-    ``"cuda" in str(x.device)``, ``device.type in ("cuda", "xpu")``, ``str(x.device).startswith("cuda")``,
-    ``torch.cuda.is_available()``), False for its negation (``!=``, ``not in``), None for anything else."""
-    if isinstance(node, cst.Attribute) and node.attr.value == "is_cuda":
-        return True
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        if node.func.attr.value == "startswith" and len(node.args) == 1 and string_value(node.args[0].value) == "cuda":
-            return True  # str(x.device).startswith("cuda")
-        if is_cuda_availability_test(node):
-            return True
-    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
-        target = node.comparisons[0]
-        operator = target.operator
-        if isinstance(operator, (cst.Equal, cst.NotEqual)) and (
-            _is_cuda_literal(node.left) or _is_cuda_literal(target.comparator)
-        ) and not isinstance(node.left, (cst.List, cst.Tuple)):
-            return isinstance(operator, cst.Equal)
-        if isinstance(operator, (cst.In, cst.NotIn)) and (
-            string_value(node.left) == "cuda" or _is_cuda_literal(target.comparator)
-        ):
-            return isinstance(operator, cst.In)
-    return None
-
-
-class CudaOnlyGuards:
-    """The ``is_cuda`` / ``device.type == "cuda"`` tests of one module that guard CUDA-only code."""
-
-    def __init__(self, context, module: cst.Module) -> None:
-        self.module = module
-        self.context = context
-        self.guards: dict[cst.BaseExpression, tuple[str, str, str]] = {}  # atom -> (call, what, effort)
-        self.guard_nodes: set[cst.CSTNode] = set()  # every node inside those atoms
-        # torch.cuda.is_available references (in a test, or assigned to a name a test reads) that guard
-        # CUDA-only code -> (call, what, effort): NP201 keeps them
-        self.kept_availability: dict[cst.CSTNode, tuple[str, str, str]] = {}
-        # tests whose fix would be unsafe: what they decide is not known to run on Trainium (``portable.py``)
-        self.unsafe: dict[cst.CSTNode, str] = {}  # every node inside such a test -> what it guards
-        self.unsafe_availability: dict[cst.CSTNode, str] = {}  # torch.cuda.is_available reference -> the same
-        nodes = module_walk(context, module).nodes
-        aliases = _availability_aliases(nodes)
-
-        def polarity(node: cst.BaseExpression) -> Optional[bool]:
-            return True if isinstance(node, cst.Name) and node.value in aliases else on_cuda_polarity(node)
-
-        if self._has_cuda_only_code(module, nodes):
-            self._cuda_only_guards(module, nodes, polarity, aliases)
-        portability = portability_of(context, module, nodes)
-        for atom, region, _how in regions_either_way(nodes, polarity):
-            if atom in self.guards or atom in self.unsafe:
-                continue
-            found = portability.first_unportable(region)
-            if found is None:
-                continue
-            found = found if len(found) <= 60 else found[:57] + "..."
-            for node in walk(atom):
-                self.unsafe.setdefault(node, found)
-            for call in aliases.get(atom.value, []) if isinstance(atom, cst.Name) else [atom]:
-                if is_cuda_availability_test(call):
-                    self.unsafe_availability.setdefault(call.func, found)
-
-    def _cuda_only_guards(self, module, nodes, polarity, aliases) -> None:
-        """The denylist's fast path: tests guarding code known to be CUDA-only are kept (NP720)."""
-        functions = self._cuda_only_functions(module)
-        for atom, region in regions_where(module, polarity, nodes):
-            if atom in self.guards:
-                continue
-            found = self._first_cuda_only(nodes_in(region), functions)
-            if found is not None:
-                self.guards[atom] = found
-                self.guard_nodes.update(walk(atom))
-                calls = aliases.get(atom.value, []) if isinstance(atom, cst.Name) else [atom]
-                for call in calls:
-                    if is_cuda_availability_test(call):
-                        self.kept_availability.setdefault(call.func, found)
-
-    def _has_cuda_only_code(self, module: cst.Module, nodes) -> bool:
-        """An import of CUDA-only code (the import tracker has them all; a package-relative import,
-        which it does not bind, is looked at here), or a fully qualified use of one
-        (``torch.cuda.graph(...)``, ``torch.utils.cpp_extension.load(...)``)."""
-        for qualified in self.context.aliases.values():
-            if covering_key(qualified, CUDA_ONLY) is not None or (
-                    not qualified.startswith("torch") and _cuda_module_name(qualified.split(".")[-1])):
-                return True
-        if any(isinstance(n, cst.ImportFrom) and n.relative and _cuda_only_import(n) is not None for n in nodes):
-            return True
-        seen = _QUALIFIED_SEEN.get(self.context)
-        if seen is not None:  # NP720 looked at every attribute during the pass
-            return seen[0]
-        return any(_qualified_cuda_only(self.context, n) for n in nodes)
-
-    def _what(self, node: cst.CSTNode, names: dict[str, tuple[str, str]]) -> Optional[tuple[str, str]]:
-        if not isinstance(node, (cst.Name, cst.Attribute)) or not self.context.is_reference(node):
-            return None
-        qualname = self.context.qualname(node)
-        if qualname is not None:
-            key = covering_key(qualname, CUDA_ONLY)
-            if key is not None:
-                return CUDA_ONLY[key]
-        dotted = dotted_name(node)
-        if dotted is not None and dotted.split(".")[0] in names:
-            return names[dotted.split(".")[0]]
-        return None
-
-    def _cuda_only_functions(self, module: cst.Module) -> dict[str, tuple[str, str]]:
-        """Names that stand for CUDA-only code in this file: Triton kernels, modules built by
-        ``cpp_extension.load``, modules imported as ``*_cuda`` / ``cuda_*``, and the functions that call them."""
-        names: dict[str, tuple[str, str]] = {}
-        bodies: dict[str, cst.CSTNode] = {}
-        for node in walk(module):
-            if isinstance(node, cst.FunctionDef):
-                bodies[node.name.value] = node.body
-                for decorator in node.decorators:
-                    target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-                    if (self.context.qualname(target) or "") in TRITON_DECORATORS:
-                        names[node.name.value] = ("a Triton kernel", "high")
-            elif isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
-                key = covering_key(self.context.qualname(node.value.func) or "", ("torch.utils.cpp_extension",))
-                for target in node.targets:
-                    if key is not None and isinstance(target.target, cst.Name):
-                        names[target.target.value] = ("a CUDA extension", "high")
-            elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
-                base = dotted_name(node.module) or "" if isinstance(node, cst.ImportFrom) and node.module else ""
-                for alias in node.names:
-                    full = ".".join(p for p in (base, dotted_name(alias.name) or "") if p)
-                    if full.startswith("torch") or not _cuda_module_name(full.split(".")[-1]):
-                        continue  # an extension module named like one (`selective_scan_cuda`, `numba.cuda`)
-                    local = alias.asname.name if alias.asname is not None else None
-                    local_name = local.value if isinstance(local, cst.Name) else full.split(".")[0 if not base else -1]
-                    names[local_name] = ("a CUDA extension", "high")
-        changed = True
-        while changed:  # functions that call CUDA-only code are CUDA-only
-            changed = False
-            for name, body in bodies.items():
-                if name in names:
-                    continue
-                found = self._first_cuda_only(walk(body), names)
-                if found is not None:
-                    names[name] = (found[1], found[2])
-                    changed = True
-        return names
-
-    def _first_cuda_only(self, nodes, names) -> Optional[tuple[str, str, str]]:
-        for node in nodes:
-            imported = _cuda_only_import(node) if isinstance(node, (cst.Import, cst.ImportFrom)) else None
-            if imported is not None:
-                return source_of(node), *imported
-            if isinstance(node, cst.Call):
-                what = self._what(node.func, names) or (
-                    self._what(node.func.value, names) if isinstance(node.func, cst.Subscript) else None)
-                if what is not None:  # `kernel[grid](...)` launches a Triton kernel
-                    return source_of(node.func if not isinstance(node.func, cst.Subscript) else node.func.value), *what
-            elif isinstance(node, cst.With):
-                for item in node.items:
-                    what = self._what(item.item.func if isinstance(item.item, cst.Call) else item.item, names)
-                    if what is not None:
-                        return source_of(item.item), *what
-        return None
-
-
-def _cuda_only_import(node) -> Optional[tuple[str, str]]:
-    """``import triton``, ``from flash_attn import ...``, ``from .ops import median_filter_cuda``: an import of
-    CUDA-only code, absolute or package-relative: (what it is, effort), else None."""
-    if isinstance(node.names, cst.ImportStar):
-        return None
-    base = (dotted_name(node.module) or "") if isinstance(node, cst.ImportFrom) and node.module else ""
-    for alias in node.names:
-        full = ".".join(p for p in (base, dotted_name(alias.name) or "") if p)
-        key = covering_key(full, CUDA_ONLY)
-        if key is not None:
-            return CUDA_ONLY[key]
-        if not full.startswith("torch") and _cuda_module_name(full.split(".")[-1]):
-            return "a CUDA extension", "high"
-    return None
-
-
-def _qualified_cuda_only(context, node: cst.CSTNode) -> bool:
-    return (isinstance(node, cst.Attribute) and node.attr.value in _QUALIFIED_ATTRS
-            and covering_key(context.qualname(node) or "", CUDA_ONLY) is not None)
-
-
-# context -> [whether a fully qualified CUDA-only name was seen], filled by NP720 during the batched pass
-# (so the analysis need not walk the module again when NP720 runs)
-_QUALIFIED_SEEN: "weakref.WeakKeyDictionary[object, list[bool]]" = weakref.WeakKeyDictionary()
-
-
-def unsafe_flip_note(guarded: str) -> str:
-    """What NP102 / NP104 / NP201 add to a fix that flips a test deciding code not known to run on Trainium."""
-    shown = guarded if len(guarded) <= 30 else guarded[:27] + "..."
-    return f" (unsafe: it guards `{shown}`, not known to run there)"
-
-
-# The CUDA-only guards of a module, once per file and pass.
-cuda_only_guards = PerFileAnalysis(CudaOnlyGuards)
 
 
 class CudaOnlyBranch(PythonRule):
@@ -283,7 +33,9 @@ class CudaOnlyBranch(PythonRule):
     body, the ``else`` of a negated test, the right side of ``and``, or the rest of the block after
     ``if not x.is_cuda: return fallback(x)``. NP102 and NP104, which otherwise turn these tests into
     ``'neuron'`` / ``is_neuron``, leave them alone; NP201 likewise keeps (and reports) a
-    ``torch.cuda.is_available()`` test that guards such code. This list is the fast path: a test deciding
+    ``torch.cuda.is_available()`` test that guards such code. The code a kept test guards is CUDA's and
+    is not edited (a ``.cuda()`` there stays): its findings fold into the test's one finding (NP720's, or
+    NP201's for a kept ``is_available()``). This list is the fast path: a test deciding
     code that is on neither list nor the allow list of portable code is not kept but an unsafe fix of
     NP102 / NP104 / NP201 (``rules/helpers/portable.py``).
 
@@ -363,15 +115,21 @@ class CudaOnlyBranch(PythonRule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self._seen = _QUALIFIED_SEEN.setdefault(context, [False])
+        self._seen = QUALIFIED_SEEN.setdefault(context, [False])
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if not self._seen[0] and _qualified_cuda_only(self.context, node):
+        if not self._seen[0] and qualified_cuda_only(self.context, node):
             self._seen[0] = True
 
     def leave_Module(self, original_node: cst.Module) -> None:
         guards = cuda_only_guards(self.context, original_node)
         for atom, (call, what, effort) in guards.guards.items():
+            # the code a kept test guards runs on CUDA only: nothing in it is edited (a `.cuda()` there stays
+            # CUDA's), its findings fold into the test's one finding (rewrite/scope_folding.py)
             if is_cuda_availability_test(atom) or isinstance(atom, cst.Name):
-                continue  # availability tests (and names holding one): NP201 reports the ones it keeps
+                # availability tests (and names holding one): NP201 reports the ones it keeps
+                for reference in guards.availability_references(atom):
+                    keep_scope(self.context, "NP201", reference, tuple(guards.guarded[atom]))
+                continue
             self.report(atom, self.MESSAGE.format(test=source_of(atom), what=what, call=call), effort=effort)
+            keep_scope(self.context, self.CODE, atom, tuple(guards.guarded[atom]))

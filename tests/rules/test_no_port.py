@@ -332,3 +332,62 @@ def test_what_a_device_test_guards_decides_whether_its_flip_is_safe(guarded, saf
     assert len(np104) == 1 and np104[0].fix.available
     assert np104[0].fix.safety == ("safe" if safe else "unsafe"), np104[0].message
     assert ("x.is_neuron" in code) == safe
+
+
+# -- issue 20: the code a kept device test guards is CUDA's, and is not edited -----------------------
+
+_KEPT_BRANCHES = """\
+import torch
+
+try:
+    from flash_attn import flash_attn_func
+except ImportError:
+    flash_attn_func = None
+
+
+def attend(q, k, v):
+    if q.is_cuda and flash_attn_func is not None:
+        k = k.cuda()
+        return flash_attn_func(q, k, v)
+    return torch.nn.functional.scaled_dot_product_attention(q.cuda(), k, v)
+
+
+use_gpu = torch.cuda.is_available()
+if use_gpu:
+    model = torch.nn.Linear(2, 2).cuda()
+    torch.cuda.nvtx.range_push("x")
+"""
+
+
+def test_code_a_kept_test_guards_is_not_edited():
+    """`.cuda()` inside a branch that stays CUDA's (the test is kept: it guards flash-attn, or nvtx) stays
+    `.cuda()` (rewritten, it would break that branch on a GPU and do nothing on Trainium); the same call on
+    the path Trainium takes is rewritten. The findings inside fold into the kept test's one finding."""
+    code, findings = run(_KEPT_BRANCHES)
+    assert "        k = k.cuda()\n" in code and "torch.nn.Linear(2, 2).cuda()" in code
+    assert 'scaled_dot_product_attention(q.to("neuron"), k, v)' in code
+    [branch] = [f for f in findings if f.code == "NP720"]
+    assert "folded into this one (NP103, NP702)" in branch.message
+    [kept] = [f for f in findings if f.code == "NP201" and f.line == 16]
+    assert "folded into this one (NP103, NP202)" in kept.message
+    assert not [f for f in findings if f.code == "NP103" and f.line in (11, 18)]
+
+
+def test_code_a_kept_test_guards_is_not_edited_whatever_the_selection(tmp_path):
+    """`--select NP103`: NP720 and NP201 are not selected, yet what they keep is still not edited (the
+    calls inside are reported without a fix, saying why), and the call outside is rewritten."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "attend.py").write_text(_KEPT_BRANCHES)
+    cli = Path(sys.executable).with_name("neuron-port")
+    out = subprocess.run([str(cli), "rewrite", "--select", "NP103", "--output-format", "json", str(tmp_path)],
+                         capture_output=True, text=True)
+    code = (tmp_path / "attend.py").read_text()
+    assert "        k = k.cuda()\n" in code and "torch.nn.Linear(2, 2).cuda()" in code, out.stderr
+    assert 'scaled_dot_product_attention(q.to("neuron"), k, v)' in code
+    inside = [f for f in json.loads(out.stdout)["findings"] if f["line"] in (11, 18)]
+    assert [f["code"] for f in inside] == ["NP103", "NP103"]
+    assert all("left as it is" in f["message"] and not f["fix"]["applied"] for f in inside)

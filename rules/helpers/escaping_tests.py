@@ -1,0 +1,166 @@
+"""Device tests whose value leaves the test: where a flipped ``x.is_cuda`` is decided when it is not the
+test of an ``if`` but a value (``use_fused = x.is_cuda and HAS_TRITON``, ``ok &= t.is_cuda``,
+``return x.is_cuda``, ``helper(x.is_cuda)``).
+
+A fix that flips such a test changes whatever the value decides later, so the value is followed through
+the file: a name it is assigned (or ``&=``-ed) to, plain or an attribute (``self.use_fused``), stands for
+the test wherever it is read; a function that returns it stands for it wherever it is called; a call it
+is passed to must be portable (``rules/helpers/portable.py``). The flip is unsafe when any place the value
+reaches decides code not known to run on Trainium, and when the value goes where the file cannot see:
+stored into a subscript or tuple, or returned by a function no code of the file calls (its callers are
+in other files).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Optional
+
+import libcst as cst
+
+from neuron_port.rules.helpers.names import dotted_name, source_of
+from neuron_port.rules.helpers.ranks_guards import regions_either_way
+
+
+class Escape(str):
+    """What makes a flip unsafe when the test's value goes somewhere the file does not show (worded as a
+    whole clause, not as guarded code)."""
+
+
+def escaping_tests(nodes, is_device_test: Callable[[cst.CSTNode], bool], first_unportable) -> dict:
+    """{device-test atom: what makes flipping it unsafe} for the tests whose value leaves the test
+    (``nodes``: a walk of the module; ``first_unportable``: ``Portability.first_unportable``)."""
+    flows = _Flows(nodes, is_device_test)
+    if not flows.names and not flows.functions and not flows.passed:
+        return {}
+    unsafe: dict[cst.CSTNode, str] = {}
+
+    def mark(origins, why: str) -> None:
+        for atom in origins:
+            unsafe.setdefault(atom, why)
+
+    for origins, why in flows.lost:
+        mark(origins, why)
+    for call, origins in flows.passed:
+        found = first_unportable([call])
+        if found is not None:
+            mark(origins, found)
+    for name, origins in flows.functions.items():
+        if name not in flows.called:
+            mark(origins, Escape(f"its value is returned by `{name}()`, whose callers are in other files"))
+    for atom, region, _how in regions_either_way(nodes, flows.polarity):
+        found = first_unportable(region)
+        if found is not None:
+            mark(flows.origins(atom) or (), found)
+    return unsafe
+
+
+class _Flows:
+    """Where the values of a module's device tests go: names and functions that hold them (to a fixed
+    point: ``a = x.is_cuda; b = a``), calls they are passed to, and values the file loses sight of."""
+
+    def __init__(self, nodes, is_device_test: Callable[[cst.CSTNode], bool]) -> None:
+        self.is_device_test = is_device_test
+        self.names: dict[str, set] = {}  # dotted name -> the device-test atoms whose value it holds
+        self.functions: dict[str, set] = {}  # function name -> the atoms it returns
+        self.passed: list[tuple[cst.Call, set]] = []  # (call, atoms passed to it)
+        self.lost: list[tuple[set, str]] = []  # (atoms, why)
+        self.called: set[str] = set()  # functions of self.functions that code of the file calls
+        defs = [n for n in nodes if isinstance(n, cst.FunctionDef)]
+        for _ in range(4):  # a -> b -> c: each round follows one more assignment
+            grown = self._round(nodes, defs)
+            if not grown:
+                break
+        for node in nodes:
+            if isinstance(node, cst.Call):
+                for arg in node.args:
+                    origins = self._value_origins(arg.value)
+                    if origins:
+                        self.passed.append((node, origins))
+                key = _callee_key(node.func)
+                if key in self.functions:
+                    self.called.add(key)
+
+    def _round(self, nodes, defs) -> bool:
+        grown = False
+        for node in nodes:
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+                origins = self._value_origins(node.value)
+                if not origins:
+                    continue
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    key = dotted_name(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+                    if key is None:
+                        self.lost.append((origins, Escape(f"its value is stored in `{source_of(target)}`")))
+                        continue
+                    held = self.names.setdefault(key, set())
+                    if not origins <= held:
+                        held |= origins
+                        grown = True
+        for definition in defs:
+            for value in _returned(definition.body):
+                origins = self._value_origins(value)
+                held = self.functions.setdefault(definition.name.value, set()) if origins else None
+                if origins and not origins <= held:
+                    held |= origins
+                    grown = True
+        return grown
+
+    def origins(self, node: cst.CSTNode) -> Optional[set]:
+        """The device-test atoms ``node`` stands for: itself, a name holding one, a call returning one."""
+        if self.is_device_test(node):
+            return {node}
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            return self.names.get(dotted_name(node) or "")
+        if isinstance(node, cst.Call):
+            return self.functions.get(_callee_key(node.func) or "")
+        return None
+
+    def polarity(self, node: cst.BaseExpression) -> Optional[bool]:
+        """A read of a name, or a call of a function, that holds a device test's value (direction does not
+        matter: every region it decides, either way, is judged)."""
+        if self.is_device_test(node):
+            return None  # judged where the test itself stands
+        return True if self.origins(node) else None
+
+    def _value_origins(self, value: cst.BaseExpression) -> set:
+        """The atoms whose value ``value`` is: through ``and`` / ``or`` / ``not``, not through a comparison,
+        a call or a ternary (those consume the test where they stand)."""
+        found: set = set()
+        for term in _value_terms(value):
+            found |= self.origins(term) or set()
+        return found
+
+
+def _value_terms(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    if isinstance(node, cst.BooleanOperation):
+        yield from _value_terms(node.left)
+        yield from _value_terms(node.right)
+    elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        yield from _value_terms(node.expression)
+    else:
+        yield node
+
+
+def _returned(body: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    """The values a function's own ``return`` / ``yield`` give (not those of functions nested in it)."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return) and node.value is not None:
+            yield node.value
+        elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
+            yield node.value
+        stack.extend(child for child in node.children
+                     if isinstance(child, (cst.BaseStatement, cst.BaseSmallStatement, cst.BaseSuite, cst.Expr,
+                                           cst.Yield, cst.Else, cst.ExceptHandler, cst.Finally))
+                     and not isinstance(child, (cst.FunctionDef, cst.ClassDef)))
+
+
+def _callee_key(func: cst.BaseExpression) -> Optional[str]:
+    """``f`` for ``f(...)``, ``self.f(...)`` and ``cls.f(...)``: how the file calls its own functions."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and dotted_name(func.value) in ("self", "cls"):
+        return func.attr.value
+    return None
