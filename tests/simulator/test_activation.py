@@ -119,3 +119,17 @@ def test_cache_dir_is_per_torch_version_and_source_hash(monkeypatch, tmp_path):
     d = build.build_dir()
     assert d.parent == tmp_path / "torch-extensions"
     assert d.name == f"{torch.__version__.replace('+', '_')}-{build.source_hash()}"
+
+
+def test_unity_files_include_every_source_once(tmp_path):
+    """The build compiles two unity files: together they include every .cpp of csrc/ exactly once, and a
+    second call leaves them untouched (ninja would otherwise rebuild)."""
+    import re
+
+    from neuron_backend import build
+
+    files = build.unity_sources(tmp_path)
+    included = [line for f in files for line in re.findall(r'#include "(.+)"', f.read_text())]
+    assert sorted(included) == sorted(p.as_posix() for p in build.sources())
+    stamps = [f.stat().st_mtime_ns for f in files]
+    assert build.unity_sources(tmp_path) == files and [f.stat().st_mtime_ns for f in files] == stamps
