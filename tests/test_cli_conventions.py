@@ -142,9 +142,12 @@ def test_help_and_completion_under_the_lowest_typer(tmp_path):
     low = help_texts(sys.executable, env)
     check_help(low)
     assert low == help_texts(sys.executable)
-    script = subprocess.run([sys.executable, "-m", "neuron_port", "--show-completion", "bash"], env=env,
-                            capture_output=True, text=True)
-    assert "_NEURON_PORT_COMPLETE=complete_bash" in script.stdout
+    # typed in bash, as a user does: `--show-completion` shows the completion of the shell it runs in (typer
+    # detects it from the parent processes; an argument after it is not read as the shell; `; exit $?` keeps
+    # bash from exec-ing the command, which would leave it no shell parent)
+    script = subprocess.run([shutil.which("bash") or "bash", "-c", f'"{sys.executable}" -m neuron_port --show-completion; exit $?'],
+                            env=env, capture_output=True, text=True)
+    assert "_NEURON_PORT_COMPLETE=complete_bash" in script.stdout, script.stderr
 
 
 def test_show_completion_prints_a_script_that_completes_in_bash(tmp_path):
@@ -154,7 +157,10 @@ def test_show_completion_prints_a_script_that_completes_in_bash(tmp_path):
     executable = Path(sys.executable).parent / "neuron-port"
     assert executable.exists(), "the console script of the installed package"
     env = dict(os.environ, PATH=os.pathsep.join([str(executable.parent), os.environ.get("PATH", "")]))
-    script = subprocess.run([str(executable), "--show-completion", "bash"], capture_output=True, text=True, env=env)
+    # typed in bash (typer detects the shell from the parent processes; started outside a shell, as from a
+    # detached job, it finds none)
+    script = subprocess.run([bash, "-c", f'"{executable}" --show-completion; exit $?'], capture_output=True, text=True,
+                            env=env)
     assert script.returncode == 0 and "complete -o default -F _neuron_port_completion neuron-port" in script.stdout
     (tmp_path / "completion.bash").write_text(script.stdout)
     # what bash does on <TAB>: the function the script registered, given the command and the words typed
