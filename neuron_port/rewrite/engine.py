@@ -195,6 +195,9 @@ def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: E
     visitors.extend(rule(context) for rule in rules)
     walk_batched(wrapper, visitors)
     violations = fold_kept_scopes(context, hidden)
+    # the per-file analyses kept there hold the context (and the tree): free them now, not at the next
+    # collection of reference cycles
+    context.shared.clear()
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
     positions = (node_positions(module, (v.node for v in violations))
                  if violations and need_positions else None)
