@@ -173,12 +173,12 @@ def parse_module(code: str, path: str) -> cst.Module:
         if error is not None:
             raise SyntaxError(describe_syntax_error(code, error, path))
     try:
-        return run_with_big_stack(lambda: parse_in_pieces(code, _parse_piece) or cst.parse_module(code))
+        return run_with_big_stack(lambda: parse_in_pieces(code, parse_piece) or cst.parse_module(code))
     except RecursionError:
         raise NestingError("nested too deeply to parse") from None
 
 
-def _parse_piece(text: str) -> Optional[cst.Module]:
+def parse_piece(text: str) -> Optional[cst.Module]:
     """LibCST's parse of one piece of a long text (whose nesting CPython has checked when it is long
     enough to matter), None when it does not parse on its own."""
     try:

@@ -13,7 +13,7 @@ from libcst._nodes.deep_equals import deep_equals
 from conftest import FIXTURES
 from neuron_port.rewrite import syntax
 from neuron_port.rewrite.chunks import parse_in_pieces, pieces, segments, split_points
-from neuron_port.rewrite.syntax import _parse_piece, cpython_syntax_error
+from neuron_port.rewrite.syntax import parse_piece, cpython_syntax_error
 from neuron_port.rules.registry import all_rules
 
 
@@ -62,20 +62,20 @@ EDGES = {
 def test_edges_parse_as_the_whole_text(name):
     text = EDGES[name]
     whole = cst.parse_module(text)
-    joined = parse_in_pieces(text, _parse_piece, limit=1)
+    joined = parse_in_pieces(text, parse_piece, limit=1)
     assert joined is None or _same_tree(joined, whole, text), name
 
 
 def test_edges_are_mostly_joined():
     """The split rule is not so careful that it never splits: most edge texts do come back in pieces."""
-    joined = [name for name, text in EDGES.items() if parse_in_pieces(text, _parse_piece, limit=1) is not None]
+    joined = [name for name, text in EDGES.items() if parse_in_pieces(text, parse_piece, limit=1) is not None]
     assert len(joined) >= len(EDGES) // 2, joined
 
 
 def test_docstring_split_point_is_joined_again():
     text = EDGES["a def at column 0 inside a docstring"]
     assert len(segments(text)) == 3  # one split point inside the docstring, one real one
-    joined = parse_in_pieces(text, _parse_piece, limit=1)
+    joined = parse_in_pieces(text, parse_piece, limit=1)
     assert joined is not None and _same_tree(joined, cst.parse_module(text), text)
 
 
@@ -86,7 +86,7 @@ def test_fixtures_and_rule_examples_parse_as_the_whole_text():
             whole = cst.parse_module(text)
         except cst.ParserSyntaxError:
             continue
-        joined = parse_in_pieces(text, _parse_piece, limit=200)
+        joined = parse_in_pieces(text, parse_piece, limit=200)
         if joined is not None:
             joined_count += 1
             assert _same_tree(joined, whole, text), text[:200]
@@ -142,8 +142,8 @@ def test_rewritten_text_reuses_the_accepted_pieces(monkeypatch):
 def test_long_module_parses_in_pieces_through_parse_module(monkeypatch):
     text = _long("\n\ndef g():\n    return 1\n")
     calls: list[int] = []
-    real = syntax._parse_piece
-    monkeypatch.setattr(syntax, "_parse_piece", lambda t: calls.append(len(t)) or real(t))
+    real = syntax.parse_piece
+    monkeypatch.setattr(syntax, "parse_piece", lambda t: calls.append(len(t)) or real(t))
     module = syntax.parse_module(text, "long.py")
     assert len(calls) > 1 and max(calls) <= syntax.CHUNK_CHARS + 100
     assert _same_tree(module, cst.parse_module(text), text)
