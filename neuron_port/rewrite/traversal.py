@@ -222,7 +222,12 @@ class FastBatchedWalk(cst.CSTVisitor):
                     self.on_leave_attribute(node, name)
             on_leave(node)
 
-        walk(node)
+        try:
+            walk(node)
+        finally:
+            # the nested function refers to itself through its closure: a reference cycle that would keep
+            # this walker, every visitor, their file context and the tree until the next cycle collection
+            del walk
 
 
 def walk_batched(wrapper: cst.MetadataWrapper, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
@@ -263,5 +268,8 @@ def ancestors_of(module: cst.Module, targets: Container[cst.CSTNode]) -> Optiona
         path.pop()
         return True
 
-    walk(module)
+    try:
+        walk(module)
+    finally:
+        del walk  # its closure refers to itself (and to the targets): break the cycle now
     return found

@@ -101,3 +101,25 @@ def test_a_bad_budget_is_a_usage_error(tmp_path, cli):
     result = cli("rewrite", "--check", ".", cwd=tmp_path, env={"NEURON_PORT_REWRITE_MEMORY_MB": "lots"})
     assert result.returncode == 2
     assert "NEURON_PORT_REWRITE_MEMORY_MB='lots': not a number of megabytes" in result.stderr
+
+
+def test_no_file_context_outlives_its_file():
+    """The per-file analyses (rank devices, CUDA-only guards, kept calls) hold their file context and
+    its tree; kept where the context cannot die (a WeakKeyDictionary keyed by it), every tree a worker
+    analysed stayed in memory for the rest of its run."""
+    import gc
+
+    from conftest import FIXTURES
+    from neuron_port.rewrite.engine import transform_source
+    from neuron_port.rules.context import FileContext
+    from neuron_port.rules.registry import all_rules
+
+    rules = list(all_rules())
+    for path in sorted(FIXTURES.glob("*/train.py"))[:4]:
+        transform_source(path.read_text(encoding="utf-8"), rules, path=str(path))
+    gc.disable()  # what reference counting alone frees (a cycle would wait for a collection)
+    try:
+        alive = [o for o in gc.get_objects() if isinstance(o, FileContext)]
+    finally:
+        gc.enable()
+    assert alive == []
