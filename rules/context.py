@@ -35,9 +35,12 @@ class Violation:
 class FileContext:
     """What the rules of one file share. Created by the engine per file and pass."""
 
-    def __init__(self, target: str = "neuron", path: str = "<string>") -> None:
+    def __init__(self, target: str = "neuron", path: str = "<string>", code: Optional[str] = None) -> None:
         self.target = target
         self.path = path
+        # the text the module renders to, when the engine has it (rendering a long module again costs as
+        # much as a rule pass); None otherwise: ask the module (``module.code``)
+        self.code = code
         self.violations: list[Violation] = []
         # local name -> fully qualified name it is bound to by an import
         self.aliases: dict[str, str] = {}
@@ -57,9 +60,9 @@ class FileContext:
     # -- name resolution -------------------------------------------------------------------------
     def qualname(self, node: cst.CSTNode) -> Optional[str]:
         """The fully qualified name an expression refers to, following imports; None if unknown."""
-        if isinstance(node, cst.Call) or node in self.non_references:
+        if node in self.non_references:
             return None
-        name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        name = dotted_name(node)  # None for anything but a Name/Attribute chain (a Call among them)
         if name is None:
             return None
         head, _, rest = name.partition(".")

@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '5bc239ebbc2b3570a1403b22c0c6b8ce2754cf8523a1f16ba45608fb2ca201c5'
+RULE_SOURCES_SHA256 = 'aee12d40da1a923e620f049a0a2564c3e7c99b13e869d89bc0bf73393d2045da'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -188,13 +188,16 @@ def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode]) -> dict[cs
 
 
 def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: EngineOptions, path: str,
-               need_positions: bool = True, hidden: frozenset = frozenset()):
-    context = FileContext(target=options.target, path=path)
+               need_positions: bool = True, hidden: frozenset = frozenset(), code: Optional[str] = None):
+    context = FileContext(target=options.target, path=path, code=code)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     visitors: list[cst.BatchableCSTVisitor] = [ImportTracker(context)]
     visitors.extend(rule(context) for rule in rules)
     walk_batched(wrapper, visitors)
     violations = fold_kept_scopes(context, hidden)
+    # the per-file analyses kept there hold the context (and the tree): free them now, not at the next
+    # collection of reference cycles
+    context.shared.clear()
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
     positions = (node_positions(module, (v.node for v in violations))
                  if violations and need_positions else None)
@@ -307,7 +310,8 @@ def transform_source(
         active = [rule for rule in (*rules, *hidden) if could_match(code, rule_pattern(tuple(rule.TRIGGERS)))]
         # later passes only need positions to honour suppression comments
         reports, positions = _run_rules(module, active, options, path,
-                                        need_positions=pass_number == 0 or has_suppressions, hidden=hidden)
+                                        need_positions=pass_number == 0 or has_suppressions, hidden=hidden,
+                                        code=code)
         found = suppressions(code.splitlines()) if reports and has_suppressions else {}
         kept: list[Violation] = []
         for report in reports:

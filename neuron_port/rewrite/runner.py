@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence
 from neuron_port.results import FileResult
 from neuron_port.rewrite.discovery import SourceFile
 from neuron_port.rewrite.file_work import digest, import_engines, process_file
+from neuron_port.rewrite.memory import is_large, memory_budget, memory_estimate
 from neuron_port.rewrite.options import RunOptions
 from neuron_port.rewrite.prefilter import could_match, pattern_for
 from neuron_port.rewrite.sources import SourceError, decode_source, file_kind
@@ -112,18 +114,28 @@ def _died(item: Item) -> FileResult:
         "signal such as the out-of-memory killer's); file left unchanged"))
 
 
+def _estimate(item: Item) -> int:
+    source, _options, raw = item[2]
+    return memory_estimate(source.real, raw)
+
+
 class _Workers:
     """A process pool that outlives its workers: when one dies, the files not yet finished are run again
     one at a time in a fresh single worker, so the one that kills a worker is reported and the rest
     are still processed."""
 
-    def __init__(self, jobs: int, done: Callable[..., None]) -> None:
+    def __init__(self, jobs: int, done: Callable[..., None], budget: int) -> None:
         self.jobs = jobs
         self.done = done
         self.executor: Optional[ProcessPoolExecutor] = None
         self.running: dict[Future, Item] = {}
         self.suspects: list[Item] = []  # unfinished when a worker died: run one by one
         self.started = False
+        self.budget = budget
+        self.waiting: deque[Item] = deque()  # not handed to the pool yet: over the memory budget
+        self.deferred: deque[Item] = deque()  # large files that did not fit yet: they go first
+        self.in_flight = 0  # the memory estimate of the files handed to the pool and not collected yet
+        self.solo: dict[Future, ProcessPoolExecutor] = {}  # a large file's own one-process pool
 
     def _start(self, processes: int) -> ProcessPoolExecutor:
         self.started = True
@@ -135,32 +147,80 @@ class _Workers:
         if self.suspects:  # the pool broke: everything else waits for the one-by-one pass
             self.suspects.append(item)
             return
+        self.waiting.append(item)
+        self._dispatch()
+
+    def _fits(self, item: Item) -> bool:
+        return not self.running or self.in_flight + _estimate(item) <= self.budget
+
+    def _dispatch(self) -> None:
+        """Hand the pool what fits in the memory budget, in order: the large files that had to wait first,
+        then the others. A large one (over half the budget) that does not fit waits aside, so the small
+        files behind it go on; a small one that does not fit waits for results."""
+        while self.deferred and not self.suspects and self._fits(self.deferred[0]):
+            self._hand(self.deferred.popleft())
+        while self.waiting and not self.suspects:
+            item = self.waiting[0]
+            if self._fits(item):
+                self._hand(self.waiting.popleft())
+            elif is_large(_estimate(item), self.budget):
+                self.deferred.append(self.waiting.popleft())
+            else:
+                break
+
+    def _hand(self, item: Item) -> None:
+        if is_large(_estimate(item), self.budget):  # in a process of its own, which ends with it (memory.py)
+            self.started = True
+            executor = ProcessPoolExecutor(max_workers=1, mp_context=_pool_context(), initializer=_worker_init)
+            future = executor.submit(_work_indexed, item)
+            self.solo[future] = executor
+            self.running[future] = item
+            self.in_flight += _estimate(item)
+            return
         executor = self.executor or self._start(self.jobs)
         try:
             self.running[executor.submit(_work_indexed, item)] = item
+            self.in_flight += _estimate(item)
         except BrokenProcessPool:
             self._broken([item])
 
     def _broken(self, also: list[Item]) -> None:
-        self.suspects.extend(self.running.values())
+        self.suspects.extend(item for future, item in self.running.items() if future not in self.solo)
         self.suspects.extend(also)
-        self.running.clear()
-        self.stop()
+        self.suspects.extend(self.deferred)
+        self.suspects.extend(self.waiting)
+        self.deferred.clear()
+        self.waiting.clear()
+        self.running = {future: item for future, item in self.running.items() if future in self.solo}
+        self.in_flight = sum(_estimate(item) for item in self.running.values())
+        self.stop(solo=False)
 
     def _collect(self, futures) -> None:
         for future in futures:
             item = self.running.pop(future)
+            self.in_flight -= _estimate(item)
+            solo = self.solo.pop(future, None)
+            if solo is not None:  # its own process: a death names the file
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    outcome = (item[0], None, _died(item), None)
+                _end(solo)
+                self.done(*outcome)
+                continue
             try:
                 self.done(*future.result())
             except BrokenProcessPool:
                 self._broken([item])
                 return
+        self._dispatch()
 
     def poll(self) -> None:
         """Take in the results that are ready, without waiting."""
         self._collect([f for f in list(self.running) if f.done()])
 
     def finish(self) -> None:
+        self._dispatch()
         while self.running:
             ready, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
             self._collect(ready)
@@ -173,29 +233,38 @@ class _Workers:
                 self.stop()
                 self.done(item[0], None, _died(item), None)
 
-    def stop(self) -> None:
+    def stop(self, solo: bool = True) -> None:
         """End the workers now (a broken pool, or an interrupt): cancel what has not started and kill
-        the workers that are busy, instead of waiting for them."""
+        the workers that are busy, instead of waiting for them. ``solo``: the large files' own processes too."""
         executor, self.executor = self.executor, None
-        if executor is None:
-            return
-        # the executor's own processes: they ignore SIGINT and may be busy for seconds on a big file
-        processes = list((getattr(executor, "_processes", None) or {}).values())
-        # shutdown(wait=False) forgets the manager thread, so a later shutdown(wait=True) joins nothing: keep it
-        manager = getattr(executor, "_executor_manager_thread", None)
-        executor.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-        for process in processes:
-            process.join()
-        # now that its workers are gone, wait for the executor's manager thread: left running, it closes
-        # its wake-up pipe while the interpreter's exit hook writes to it (a traceback at exit)
-        if manager is not None:
-            manager.join(timeout=30)
+        if executor is not None:
+            _end(executor)
+        if solo:
+            for future, own in list(self.solo.items()):
+                _end(own)
+                self.running.pop(future, None)
+            self.solo.clear()
 
 
-def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> list[FileResult]:
+def _end(executor: ProcessPoolExecutor) -> None:
+    """Shut ``executor`` down now, killing its busy processes."""
+    # the executor's own processes: they ignore SIGINT and may be busy for seconds on a big file
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    # shutdown(wait=False) forgets the manager thread, so a later shutdown(wait=True) joins nothing: keep it
+    manager = getattr(executor, "_executor_manager_thread", None)
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join()
+    # now that its workers are gone, wait for the executor's manager thread: left running, it closes
+    # its wake-up pipe while the interpreter's exit hook writes to it (a traceback at exit)
+    if manager is not None:
+        manager.join(timeout=30)
+
+
+def _run(files, options, jobs, on_result, cache: Optional["ResultCache"], budget: int) -> list[FileResult]:
     """The main process reads each file once, looks it up in the cache and pre-filters it (most files stop
     here); the rest go to workers with their bytes, one file per task (each is parsed: >= ~10 ms, so the
     IPC costs nothing), and their results are stored in the cache by the main process. The pool starts
@@ -213,7 +282,7 @@ def _run(files, options, jobs, on_result, cache: Optional["ResultCache"]) -> lis
         if on_result:
             on_result(result)
 
-    workers = _Workers(jobs, done) if jobs > 1 else None
+    workers = _Workers(jobs, done, budget) if jobs > 1 else None
     try:
         for index, source in enumerate(files):
             result, todo = _main_side(source, options, cache)
@@ -280,4 +349,4 @@ def run_files(
     cache: Optional["ResultCache"] = None,
 ) -> list[FileResult]:
     jobs = jobs or os.cpu_count() or 1
-    return _run(files, options, jobs, on_result, cache)
+    return _run(files, options, jobs, on_result, cache, memory_budget())

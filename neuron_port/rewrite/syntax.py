@@ -22,6 +22,8 @@ from typing import Callable, Optional, TypeVar
 
 import libcst as cst
 
+from neuron_port.rewrite.chunks import CHUNK_CHARS, parse_in_pieces, run_in_pieces, segments
+
 PARSE_STACK_BYTES = 256 * 2**20
 # Measured: one nesting level costs LibCST up to ~6.4 KB of stack (a bracket: 2 characters); an unclosed
 # bracket is one character per level. Texts up to this many characters cannot overflow PARSE_STACK_BYTES
@@ -96,12 +98,12 @@ def needs_newer_python(code: str, error: SyntaxError) -> Optional[str]:
 # The last text CPython accepted: the engine asks about a rewritten text twice (before re-parsing it with
 # LibCST and when checking the output), and on a long file each ast.parse costs half a LibCST parse.
 _last_accepted: list[str] = [""]
+# The top-level pieces of the last long text CPython accepted piece by piece: a rewritten text's pieces
+# that are unchanged need no second parse.
+_accepted_pieces: list[frozenset] = [frozenset()]
 
 
-def cpython_syntax_error(code: str) -> Optional[SyntaxError]:
-    """CPython's SyntaxError for ``code`` (None when it parses). Deep nesting becomes NestingError."""
-    if code is _last_accepted[0] or code == _last_accepted[0]:
-        return None
+def _cpython_error(code: str) -> Optional[SyntaxError]:
     try:
         ast.parse(code)
     except (RecursionError, MemoryError):
@@ -112,8 +114,45 @@ def cpython_syntax_error(code: str) -> Optional[SyntaxError]:
         return exc
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
         return SyntaxError(str(exc))
-    _last_accepted[0] = code
     return None
+
+
+def _accepted_in_pieces(code: str) -> bool:
+    """True when CPython accepts every top-level piece of ``code`` (then it accepts the whole text:
+    chunks.py); False when a piece fails, even after joining it with the next (the whole text then gives
+    CPython's exact verdict). ast.parse of a 2 MB text peaks near 250 MB; its pieces, near nothing."""
+    if "barry_as_FLUFL" in code:
+        return False
+    before = _accepted_pieces[0]
+    accepted: set[str] = set()
+
+    def attempt(text: str) -> Optional[bool]:
+        if text not in before:
+            try:
+                if _cpython_error(text) is not None:
+                    return None
+            except NestingError:
+                return None
+        accepted.add(text)
+        return True
+
+    if run_in_pieces(segments(code), attempt) is None:
+        return False
+    _accepted_pieces[0] = frozenset(accepted)
+    return True
+
+
+def cpython_syntax_error(code: str) -> Optional[SyntaxError]:
+    """CPython's SyntaxError for ``code`` (None when it parses). Deep nesting becomes NestingError."""
+    if code is _last_accepted[0] or code == _last_accepted[0]:
+        return None
+    if len(code) > CHUNK_CHARS and _accepted_in_pieces(code):
+        _last_accepted[0] = code
+        return None
+    error = _cpython_error(code)
+    if error is None:
+        _last_accepted[0] = code
+    return error
 
 
 def describe_syntax_error(code: str, error: SyntaxError, path: str) -> str:
@@ -134,6 +173,15 @@ def parse_module(code: str, path: str) -> cst.Module:
         if error is not None:
             raise SyntaxError(describe_syntax_error(code, error, path))
     try:
-        return run_with_big_stack(lambda: cst.parse_module(code))
+        return run_with_big_stack(lambda: parse_in_pieces(code, parse_piece) or cst.parse_module(code))
     except RecursionError:
         raise NestingError("nested too deeply to parse") from None
+
+
+def parse_piece(text: str) -> Optional[cst.Module]:
+    """LibCST's parse of one piece of a long text (whose nesting CPython has checked when it is long
+    enough to matter), None when it does not parse on its own."""
+    try:
+        return cst.parse_module(text)
+    except (cst.ParserSyntaxError, RecursionError):
+        return None

@@ -117,11 +117,21 @@ def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
         others = tuple(f.name for f in dataclasses.fields(kind) if f.name not in fields or _may_be_none(f))
         entry = _CHILD_FIELDS[kind] = (others, {tuple(getattr(node, n) is None for n in others): fields})
     others, variants = entry
-    pattern = tuple(getattr(node, n) is None for n in others) if others else ()
+    pattern = tuple([getattr(node, n) is None for n in others]) if others else ()
     fields = variants.get(pattern)
     if fields is None:
         fields = variants[pattern] = _record(node)
     return fields
+
+
+# what a field's value is, per type: 1 a node, 2 a list or tuple, 0 neither (``isinstance`` on LibCST's
+# classes goes through ABCMeta's instance check, a Python call per field of every node)
+_VALUE_KINDS: dict[type, int] = {}
+
+
+def _value_kind(kind: type) -> int:
+    found = _VALUE_KINDS[kind] = 1 if issubclass(kind, cst.CSTNode) else 2 if issubclass(kind, (tuple, list)) else 0
+    return found
 
 
 class _EveryType:
@@ -188,7 +198,7 @@ class FastBatchedWalk(cst.CSTVisitor):
         on_visit, on_leave = self.on_visit, self.on_leave
         attribute_types = self._attribute_types
         child_fields = _child_fields
-        node_type, sequence_types, skip = cst.CSTNode, (tuple, list), self._skip
+        skip, kinds = self._skip, _VALUE_KINDS
 
         def walk(node: cst.CSTNode) -> None:
             on_visit(node)
@@ -198,10 +208,13 @@ class FastBatchedWalk(cst.CSTVisitor):
                 if with_attributes:
                     self.on_visit_attribute(node, name)
                 value = getattr(node, name)
-                if isinstance(value, node_type):
+                kind = kinds.get(type(value))
+                if kind is None:
+                    kind = _value_kind(type(value))
+                if kind == 1:
                     if type(value) not in skip:
                         walk(value)
-                elif isinstance(value, sequence_types):
+                elif kind == 2:
                     for child in value:
                         if type(child) not in skip:
                             walk(child)
@@ -209,7 +222,12 @@ class FastBatchedWalk(cst.CSTVisitor):
                     self.on_leave_attribute(node, name)
             on_leave(node)
 
-        walk(node)
+        try:
+            walk(node)
+        finally:
+            # the nested function refers to itself through its closure: a reference cycle that would keep
+            # this walker, every visitor, their file context and the tree until the next cycle collection
+            del walk
 
 
 def walk_batched(wrapper: cst.MetadataWrapper, visitors: Sequence[cst.BatchableCSTVisitor]) -> None:
@@ -229,7 +247,6 @@ def ancestors_of(module: cst.Module, targets: Container[cst.CSTNode]) -> Optiona
     remaining = set(targets)
     found: set[cst.CSTNode] = set()
     path: list[cst.CSTNode] = []
-    node_type, sequence_types = cst.CSTNode, (tuple, list)
 
     def walk(node: cst.CSTNode) -> bool:
         """False once every target has been found (nothing left to look for)."""
@@ -241,12 +258,18 @@ def ancestors_of(module: cst.Module, targets: Container[cst.CSTNode]) -> Optiona
         path.append(node)
         for name in _child_fields(node):
             value = getattr(node, name)
-            children = (value,) if isinstance(value, node_type) else value if isinstance(value, sequence_types) else ()
+            kind = _VALUE_KINDS.get(type(value))
+            if kind is None:
+                kind = _value_kind(type(value))
+            children = (value,) if kind == 1 else value if kind == 2 else ()
             for child in children:
                 if not walk(child):
                     return False
         path.pop()
         return True
 
-    walk(module)
+    try:
+        walk(module)
+    finally:
+        del walk  # its closure refers to itself (and to the targets): break the cycle now
     return found

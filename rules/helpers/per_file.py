@@ -3,11 +3,14 @@
 A per-file analysis (rank devices, capability checks, CUDA-only guards) is built the first time a rule's
 ``leave_Module`` asks for it and reused by every other rule of the same pass; a new pass (the engine
 runs on the module the previous pass's fixes produced) gets a new module node and so a new analysis.
+
+The analyses are kept in the file context itself (``context.shared``), so they go when the context goes.
+(They were kept in a WeakKeyDictionary keyed by the context, but most analyses hold their context, so no
+key ever died: every tree a process had analysed stayed in memory, a worker's whole run long.)
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable, Generic, TypeVar
 
 import libcst as cst
@@ -16,6 +19,9 @@ from neuron_port.rules.helpers.names import walk
 
 Analysis = TypeVar("Analysis")
 
+# the key of ``FileContext.shared`` under which the analyses of a file and pass are kept
+ANALYSES = "per-file analyses"
+
 
 class PerFileAnalysis(Generic[Analysis]):
     """``analysis(context, module)``: ``build(context, module)`` once per file context and module node.
@@ -23,13 +29,13 @@ class PerFileAnalysis(Generic[Analysis]):
 
     def __init__(self, build: Callable[[Any, cst.Module], Analysis]) -> None:
         self._build = build
-        self._cache: "weakref.WeakKeyDictionary[object, Analysis]" = weakref.WeakKeyDictionary()
 
     def __call__(self, context: Any, module: cst.Module) -> Analysis:
-        found = self._cache.get(context)
+        cache = context.shared.setdefault(ANALYSES, {})
+        found = cache.get(self)
         if found is None or found.module is not module:  # type: ignore[attr-defined]
             found = self._build(context, module)
-            self._cache[context] = found
+            cache[self] = found
         return found
 
 

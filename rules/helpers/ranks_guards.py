@@ -99,7 +99,8 @@ def regions_where(module: cst.CSTNode, polarity: Polarity, nodes=None) -> Iterat
     """Every region of ``module`` that runs only when the condition holds, with the atom that says so
     (``nodes``: a walk of ``module`` the caller already made)."""
     for node in nodes if nodes is not None else walk(module):
-        yield from _node_regions(node, polarity)
+        if type(node) in _REGION_TYPES:
+            yield from _node_regions(node, polarity)
 
 
 def _negated(polarity: Polarity) -> Polarity:
@@ -119,6 +120,8 @@ def regions_either_way(nodes, polarity: Polarity) -> Iterator[tuple[cst.BaseExpr
     which of them run there."""
     negated = _negated(polarity)
     for node in nodes:
+        if type(node) not in _REGION_TYPES:
+            continue  # none of the cases below (and LibCST's node classes have no subclasses)
         for atom, region in _node_regions(node, polarity):
             yield atom, region, "holds"
         for atom, region in _node_regions(node, negated):
@@ -133,6 +136,10 @@ def regions_either_way(nodes, polarity: Polarity) -> Iterator[tuple[cst.BaseExpr
             for term in terms:
                 if _polarity(term, polarity) is not None:
                     yield _atom(term), [t for t in terms if t is not term], "rest"
+
+
+# the only node types _node_regions and regions_either_way find regions in
+_REGION_TYPES = frozenset((cst.If, cst.IfExp, cst.BooleanOperation, cst.Module, cst.IndentedBlock))
 
 
 def _node_regions(node: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:

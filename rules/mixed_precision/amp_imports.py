@@ -197,7 +197,8 @@ class CudaAmpImport(PythonRule):
                          for b in bindings_of(small)]
                 if any(is_amp_binding(qualname) for _, qualname, _ in bound):
                     self._watch.update(local for local, _, _ in bound)
-        self._skip = self.context.path.endswith(".ipynb") or "neuron-port:" in node.code
+        self._skip = self.context.path.endswith(".ipynb") or "neuron-port:" in (
+            self.context.code if self.context.code is not None else node.code)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append("function")

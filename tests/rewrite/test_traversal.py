@@ -153,3 +153,14 @@ def _all_nodes(node):
 
 def _contains(node, target):
     return any(child is target or _contains(child, target) for child in node.children)
+
+
+def test_node_classes_tested_by_exact_type_have_no_subclasses():
+    """The helpers test these classes with ``type(node) is ...`` (no ABCMeta instance check): exact only
+    while LibCST defines no subclass of them, and neither does anything imported with the rules."""
+    import neuron_port.rules.registry as registry
+    from neuron_port.rules.helpers import ranks_guards
+
+    registry.all_rules()
+    for kind in (cst.Name, cst.Attribute, *ranks_guards._REGION_TYPES):
+        assert kind.__subclasses__() == [], kind
