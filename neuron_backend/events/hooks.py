@@ -30,7 +30,8 @@ def site_callback() -> int:
         # called from C++: in autograd's device thread there is no Python caller frame at all
         sid = sites.site_id(sites.user_site(sys._getframe(0)), steps.current_module())
         i = sites.add_sighting(sid)
-        durable.sighting(i, sites.site_of(sid), steps.optimizer_step, steps.forward)
+        seen = sites.sighting(i)
+        durable.sighting(i, sites.site_of(sid), steps.optimizer_step, steps.forward, seen[3], seen[4])
         maybe_flush()
         return i
     except Exception:  # noqa: BLE001 - never break an op because of accounting
