@@ -173,8 +173,9 @@ class UnevenLastBatch(RuntimeRule):
     ```python
     loader = DataLoader(dataset, batch_size=16, shuffle=True)  # len(dataset) % 16 != 0
     ```
-    Use instead: `DataLoader(..., drop_last=True)`, or pad the last batch to the full batch size (and
-    mask the padded rows in the loss).
+    Use instead, for training: `DataLoader(..., drop_last=True)`, or pad the last batch to the full batch
+    size (and mask the padded rows in the loss). For an evaluation, pad the last batch and mask the padded
+    rows in the metric: `drop_last=True` would leave samples out of it. The message says which.
 
     ## Fix safety
     No automatic fix: dropping samples changes what the model sees; padding needs a mask.
@@ -189,8 +190,7 @@ class UnevenLastBatch(RuntimeRule):
     SEVERITY = "info"
     EFFORT = "low"
     MESSAGE = ("the last batch of the DataLoader iterated at {loader} is smaller ({size} instead of {normal}, first at "
-               "step {step}{phase}): {n} more eager NEFF compile(s) here{others}; use `drop_last=True` in that "
-               "DataLoader, or pad the last batch")
+               "step {step}{phase}): {n} more eager NEFF compile(s) here{others}; {advice}")
     VALID = [Valid("""
         import torch
         from torch import nn

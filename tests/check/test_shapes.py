@@ -169,8 +169,8 @@ def test_an_uneven_last_batch_is_np910_at_the_first_line_that_ran_it(tmp_path):
     assert (finding.code, finding.line, finding.severity) == ("NP910", 30, "info")
     assert finding.message == (
         "the last batch of the DataLoader iterated at train.py:28 is smaller (4 instead of 16, first at step 6): "
-        "2 more eager NEFF compile(s) here and at 2 other line(s); use `drop_last=True` in that DataLoader, or "
-        "pad the last batch")
+        "2 more eager NEFF compile(s) here and at 2 other line(s); use `drop_last=True` in that DataLoader, or pad "
+        "the last batch")
     kinds = {(v.op, v.kind) for v in shapes.shape_variance()}
     assert ("aten::mm", "uneven_last_batch") in kinds and len(kinds) == 6
     [mm] = [v for v in shapes.shape_variance() if v.op == "aten::mm"]

@@ -71,7 +71,10 @@ class Slot:
     label: Optional[str] = None
 
     def order(self, step: int) -> tuple[int, int, int, int]:
-        """Time order of (slot, step): an evaluation after optimizer step k comes before training step k."""
+        """Time order of (slot, step): setup first; an evaluation after optimizer step k comes before training
+        step k."""
+        if self.kind == "setup":
+            return (0, -1, 0, step)
         if self.phase is None:
             return (step, 1, 0, 0)
         return (self.after_step, 0, self.phase, step)

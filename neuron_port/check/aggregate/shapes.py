@@ -321,7 +321,8 @@ class ShapeAggregator(Aggregator):
             where = first.loader.site if first.loader else None
             message = rule_message("NP910", size=batch.size, normal=batch.normal, step=batch.step, n=here,
                                    others=f" and at {len(lines)} other line(s)" if lines else "",
-                                   loader=f"{where.path}:{where.line}" if where else "?", phase=_in_phase(first.slot))
+                                   loader=f"{where.path}:{where.line}" if where else "?", phase=_in_phase(first.slot),
+                                   advice=_batch_advice(first.slot, batch.normal))
             out.append(runtime_finding("NP910", message, first.site))
         return out
 
@@ -329,6 +330,13 @@ class ShapeAggregator(Aggregator):
 def _in_phase(slot: Optional[Slot]) -> str:
     """`` in the generation after optimizer step 6`` for an evaluation or generation ("" for training)."""
     return f" in the {slot.name}" if slot is not None and slot.phase is not None else ""
+
+
+def _batch_advice(slot: Optional[Slot], normal: int) -> str:
+    if slot is not None and slot.kind == "evaluation":
+        return (f"pad it to {normal} and mask the padded rows in the metric (`drop_last=True` would leave samples "
+                "out of the evaluation)")
+    return "use `drop_last=True` in that DataLoader, or pad the last batch"
 
 
 def _seq(first_seen: Optional[FirstSeen], order: int) -> int:
