@@ -84,6 +84,11 @@ class Slot:
         return self.label or self.kind
 
     @property
+    def named(self) -> bool:
+        """A phase of the run (not the clock of a simulator before phases)."""
+        return self.kind in KINDS
+
+    @property
     def is_training(self) -> bool:
         return self.kind in ("training", "optimizer")
 

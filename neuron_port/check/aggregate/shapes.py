@@ -213,8 +213,7 @@ class ShapeAggregator(Aggregator):
             after_warmup=late + analysis.omitted_late,
             varying_sites=len({site_key(v.site) for v in variance if v.kind == "varying"}),
             uneven_batch_sites=len({site_key(v.site) for v in variance if v.kind == "uneven_last_batch"}),
-            last_phase=last[1].name if last and last[1].phase is not None or last and last[1].kind == "training"
-            else None, phases=analysis.phases)
+            last_phase=last[1].name if last and last[1].named else None, phases=analysis.phases)
 
     def entries(self) -> list[EagerCompileEntry]:
         """Per op and line (merged over modules and ranks), the most signatures first."""
@@ -235,7 +234,7 @@ class ShapeAggregator(Aggregator):
                 op=op, site=groups[0].site, unique_signatures=len(steps),
                 calls=sum(s.calls for g in groups for s in g.sigs.values()),
                 after_warmup=sum(n for (_, _, step), n in counts.items() if step >= WARMUP_STEPS),
-                first_seen=tuple(StepCount(step, n, slot if slot.phase is not None else None)
+                first_seen=tuple(StepCount(step, n, slot if slot.named else None)
                                  for (_, slot, step), n in sorted(counts.items(), key=lambda kv: kv[0][0])),
                 modules=tuple(modules[:MAX_MODULES])))
         return sorted(out, key=lambda e: (-e.unique_signatures, e.op))
@@ -280,7 +279,7 @@ class ShapeAggregator(Aggregator):
                 varying=worst.varying, partial_batches=tuple(partial), suggested_buckets=tuple(buckets),
                 modules=tuple(sorted({g.module for g, _, _ in chosen if g.module is not None})[:MAX_MODULES]),
                 first_partial_seq=min(seqs) if seqs else None,
-                slot=worst_group.slot if worst_group.slot.phase is not None else None, loader=loader))
+                slot=worst_group.slot if worst_group.slot.named else None, loader=loader))
         return sorted(out, key=lambda v: (v.kind != "varying", -len(v.late_steps), -v.after_warmup, v.op))
 
     def section(self) -> tuple[tuple[EagerCompileEntry, ...], ShapeSummary, tuple[ShapeVarianceEntry, ...]]:
