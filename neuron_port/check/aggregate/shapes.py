@@ -287,13 +287,15 @@ class ShapeAggregator(Aggregator):
 
     # ------------------------------------------------------------ findings
     def findings(self) -> list[Finding]:
-        """One NP902 per line (several ops on one line share the cause); one NP910 per uneven last
-        batch, at the first line that ran it (the others are named in the message)."""
+        """One NP902 per line and phase (several ops on one line share the cause; training and a generation
+        after it need different fixes); one NP910 per uneven last batch, at the first line that ran it (the
+        others are named in the message)."""
         variance = [v for v in self.shape_variance() if v.site is not None]  # no user frame: JSON only
-        varying: dict[SiteKey, list[ShapeVarianceEntry]] = defaultdict(list)
+        varying: dict[tuple, list[ShapeVarianceEntry]] = defaultdict(list)
         for v in variance:
             if v.kind == "varying":
-                varying[site_key(v.site)].append(v)
+                varying[(site_key(v.site), _slot_key(v.slot))].append(v)
+        varying_lines = {line for line, _ in varying}
         out = []
         for items in sorted(varying.values(), key=lambda vs: (-len(vs[0].late_steps), site_key(vs[0].site))):
             worst = items[0]
@@ -308,7 +310,7 @@ class ShapeAggregator(Aggregator):
         # ops after optimizer.step() (metrics) see it one step later, so the factor alone groups them.
         uneven: dict[Fraction, list[ShapeVarianceEntry]] = defaultdict(list)
         for v in variance:
-            if v.kind == "uneven_last_batch" and site_key(v.site) not in varying:
+            if v.kind == "uneven_last_batch" and site_key(v.site) not in varying_lines:
                 p = v.partial_batches[0]
                 uneven[Fraction(p.size, p.normal)].append(v)
         for _, items in sorted(uneven.items()):
@@ -324,6 +326,10 @@ class ShapeAggregator(Aggregator):
                                    advice=_batch_advice(first.slot, batch.normal))
             out.append(runtime_finding("NP910", message, first.site))
         return out
+
+
+def _slot_key(slot: Optional[Slot]) -> tuple:
+    return (slot.kind, slot.phase) if slot is not None else ("", None)
 
 
 def _in_phase(slot: Optional[Slot]) -> str:
