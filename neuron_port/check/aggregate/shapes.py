@@ -16,15 +16,13 @@ import json
 from fractions import Fraction
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
 from neuron_port.check.aggregate.shape_timeline import (
     WARMUP_STEPS,
-    DimTimeline,
     LateShapes,
-    PartialBatch,
     TimedSignature,
     classify,
     padding_buckets,
@@ -37,7 +35,7 @@ from neuron_port.check.aggregate.shape_entries import (MAX_MODULES, EagerCompile
                                                        ShapeVarianceEntry, StepCount)
 from neuron_port.check.events import (DataLoaderEvent, EagerCompileEvent, EagerCompileTruncatedEvent, FirstSeen,
                                       PhaseEvent, SummaryEvent)
-from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_json, site_key
+from neuron_port.check.sites import SiteKey, SiteMapper, UserSite, site_key
 from neuron_port.results import Finding
 
 __all__ = ["ShapeAggregator", "ShapeSummary", "EagerCompileEntry", "ShapeVarianceEntry", "StepCount",
