@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import durable, sites, state, steps
+from . import durable, loaders, sites, state, steps
 from .aggregate import load_enums
 from .process import process_info, unsupported_mode
 from .writer import events_path, flush, maybe_flush
@@ -118,6 +118,7 @@ def install(c_module) -> None:
     _installed = True
     try:
         steps.install()
+        loaders.install_loader_hook()
     except Exception as e:  # noqa: BLE001 - sites still work without the step clock
         print(f"neuron-port: no step clock ({e})", file=sys.stderr)
     atexit.register(_atexit)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
-from . import steps
+from . import sites, steps
 
 _main_ident = threading.main_thread().ident
 _seen: set[tuple] = set()  # (file, line, batch_size, size) of the partial batches recorded
@@ -47,14 +47,14 @@ def _batch_drawn(iterator: Any, batch: Any) -> None:
     size = leading_size(batch)
     if size is None or size >= batch_size:
         return
-    from . import record, user_site
-
-    site = user_site()
+    if steps.record_sink is None:
+        return
+    site = sites.user_site()
     key = (site["file"], site["line"]) if site else None
     if (key, batch_size, size) in _seen:
         return
     _seen.add((key, batch_size, size))
-    record("data_loader", site=site, event="partial_batch", batch_size=batch_size, size=size,
+    steps.record_sink("data_loader", site=site, event="partial_batch", batch_size=batch_size, size=size,
            drop_last=bool(getattr(sampler, "drop_last", False)), optimizer_step=steps.optimizer_step,
            forward=steps.forward, phase=steps.phase)
 

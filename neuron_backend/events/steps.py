@@ -26,6 +26,8 @@ optimizer_step = 0
 forward = 0
 # Called with (optimizer_step, forward) when either moves (the crash-proof records' copy: durable.set_clock).
 clock_sink: Any = None
+# neuron_backend.events.record, set by hooks.install(): how phases and DataLoader facts become events.
+record_sink: Any = None
 _optimizer_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 _root_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 # Outermost modules that ran a neuron op (a new signature inside them): only they drive ``forward``, so
@@ -99,9 +101,8 @@ def _phase_fields(event: str) -> dict:
 
 
 def _record_phase(event: str) -> None:
-    from . import record  # the package's record(): a journal line now, the snapshot's events later
-
-    record("phase", **_phase_fields(event))
+    if record_sink is not None:  # the package's record(): a journal line now, the snapshot's events later
+        record_sink("phase", **_phase_fields(event))
 
 
 def phase_sighting() -> tuple[int, int]:
@@ -221,9 +222,6 @@ def install() -> None:
     _hook_handles.append(nn_module.register_module_forward_hook(_forward_hook, always_call=True))
     _hook_handles.append(optim.register_optimizer_step_post_hook(_optimizer_step_hook))
     _hide_from_compile_warning(nn_module)
-    from .loaders import install_loader_hook
-
-    install_loader_hook()
 
 
 def _skip_in_dynamo(*functions) -> None:
