@@ -90,6 +90,22 @@ def user_site(frame=None) -> dict | None:
     return site
 
 
+def user_files(limit: int = 2000) -> list[str]:
+    """The user's Python files the process imported (or ran as ``__main__``), under its working folder:
+    what ran, at least at import, for a reader judging a static finding of that file. Read when a snapshot
+    is written, never per op."""
+    root = os.path.abspath(os.getcwd()) + os.sep
+    out = set()
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if not isinstance(name, str) or not name.endswith(".py"):
+            continue
+        name = os.path.abspath(name)
+        if name.startswith(root) and not is_internal(name):
+            out.add(name)
+    return sorted(out)[:limit]
+
+
 # ---------------------------------------------------------------- the site table and first sightings
 _sites: list[dict] = []
 _site_ids: dict[tuple, int] = {}
