@@ -168,7 +168,7 @@ class RuleSpec:
         text = inspect.cleandoc(cls.__doc__ or "")
         if cls.RUN_PREMISE is not None:
             text += ("\n\n## Checked against the run\n`neuron-port check` says \"not seen in this run\" beside this "
-                     f"finding, and makes it info, when the command succeeded, its file ran on the device and "
+                     f"finding, and makes it info, when the command succeeded and imported its file and "
                      f"{cls.RUN_PREMISE.absent}; \"seen in this run\" when the run showed it.")
         return text
 

@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '411fb5b99f31b9b509a8cf047606d177bb85c595895a31e1ab581a48c388eced'
+RULE_SOURCES_SHA256 = 'f06b23dd3b3c9ae3e505c6901400eec33124c3ed1541cccf019be9232a0bca63'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
