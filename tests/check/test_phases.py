@@ -16,20 +16,29 @@ from conftest import FIXTURES, run_cli
 pytestmark = pytest.mark.slow
 
 
-def _check(tmp_path_factory, schema, fixture: str, *command: str) -> dict:
-    project = tmp_path_factory.mktemp(fixture) / fixture
+def _check(tmp_path_factory, schema, fixture: str, *command: str, text: list | None = None) -> dict:
+    """One check run: the JSON report (--output), and the text report printed beside it into ``text``."""
+    root = tmp_path_factory.mktemp(fixture)
+    project, report = root / fixture, root / "report.json"
     shutil.copytree(FIXTURES / fixture, project)
-    result = run_cli("check", str(project), "--output-format", "json", "--", "python", *command)
-    assert result.stdout, result.stderr
-    doc = json.loads(result.stdout)
+    result = run_cli("check", str(project), "-o", str(report), "--", "python", *command, env={"COLUMNS": "220"})
+    assert report.is_file(), result.stderr
+    doc = json.loads(report.read_text())
     jsonschema.validate(doc, schema)
     assert doc["runtime"]["status"]["exit_code"] == 0, doc["runtime"]["status"]["stderr_tail"]
+    if text is not None:
+        text.append(result.stdout)
     return doc
 
 
 @pytest.fixture(scope="module")
-def generate_run(tmp_path_factory, report_schema):
-    return _check(tmp_path_factory, report_schema, "train_then_generate", "train.py")
+def generate_text() -> list:
+    return []
+
+
+@pytest.fixture(scope="module")
+def generate_run(tmp_path_factory, report_schema, generate_text):
+    return _check(tmp_path_factory, report_schema, "train_then_generate", "train.py", text=generate_text)
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +78,21 @@ def test_a_kv_cache_decode_after_training_is_np902_in_the_generation(generate_ru
     assert late_training == {("train.py", 43)}
 
 
+def test_the_text_report_names_the_phases(generate_run, generate_text):
+    [text] = generate_text
+    assert ("after warm-up (steps 0-1 of each phase: training (optimizer steps 0-8); generation after optimizer "
+            "step 8 (25 call(s)), last new one at step 24 of the generation after optimizer step 8)") in text
+    rows = [line for line in text.splitlines() if "model.py:22" in line and "│" in line]
+    assert rows and "generation after optimizer step 8" in rows[0]
+
+
 def test_a_generation_prompt_is_not_an_uneven_last_batch(generate_run):
     assert findings(generate_run, "NP910") == []  # main said "5 instead of 32 ... use drop_last=True"
 
 
 def test_an_evaluation_loaders_last_batch_is_np910_in_the_evaluation(evaluate_run):
-    shapes = evaluate_run["runtime"]["shapes"]
-    assert [p["kind"] for p in shapes["phases"]] == ["training", "evaluation"]
-    assert shapes["phases"][1]["loader"] is True and shapes["phases"][1]["label"] == "evaluation after optimizer step 6"
     assert findings(evaluate_run, "NP902") == []
-    [finding] = findings(evaluate_run, "NP910")
+    [finding] = findings(evaluate_run, "NP910")  # main: none (the evaluation was one late training step)
     assert (finding["path"], finding["line"]) == ("train.py", 54)  # logits = model(images), in evaluate()
     assert finding["message"].startswith(
         "the last batch of the DataLoader iterated at train.py:52 is smaller (48 instead of 64, first at step 3 in "
@@ -87,10 +101,13 @@ def test_an_evaluation_loaders_last_batch_is_np910_in_the_evaluation(evaluate_ru
     [entry, *_] = [v for v in evaluate_run["runtime"]["shape_variance"] if v["kind"] == "uneven_last_batch"]
     assert entry["phase"] == "evaluation" and entry["loader"]["batch_size"] == 64 and entry["loader"]["size"] == 48
     assert entry["loader"]["site"]["line"] == 52
+    shapes = evaluate_run["runtime"]["shapes"]
+    assert [p["kind"] for p in shapes["phases"]] == ["training", "evaluation"]
+    assert shapes["phases"][1]["loader"] is True and shapes["phases"][1]["label"] == "evaluation after optimizer step 6"
 
 
 def test_a_ragged_bptt_chunk_without_a_dataloader_is_no_np910(bptt_run):
+    assert findings(bptt_run, "NP910") == [] and findings(bptt_run, "NP902") == []  # main: NP910, drop_last
     shapes = bptt_run["runtime"]["shapes"]
     assert [p["kind"] for p in shapes["phases"]] == ["training"]
-    assert findings(bptt_run, "NP910") == [] and findings(bptt_run, "NP902") == []
     assert shapes["after_warmup"] > 0  # the shorter last chunk still compiles once: counted, not a finding
