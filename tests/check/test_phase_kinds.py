@@ -67,3 +67,21 @@ def test_a_generation_after_training_is_judged_on_its_calls(tmp_path: Path):
     assert entry.slot is not None and entry.slot.kind == "generation" and entry.late_steps == tuple(range(2, 10))
     summary = shapes.summary()
     assert summary.last_phase == "generation after optimizer step 6" and summary.last_step == 9
+
+
+def test_phases_of_a_process_as_read(tmp_path: Path):
+    """What the estimate can use: the phases of a process straight from read_events' ProcessEvents."""
+    from neuron_port.check.aggregate.phases import phases_of
+    from neuron_port.check.events import ProcessEvents
+
+    site = Site(file=str(tmp_path / "train.py"), line=3, function="f", code="y = model(x)")
+    training, generation = seen(1, 2, 1, 2), seen(4, 9, 2, 3, seq=1)
+    process = ProcessEvents(path=tmp_path / "x.jsonl", events=(
+        phase(1, "start", True, True, 0, 1), phase(1, "end", True, True, 4, 4, calls=4),
+        phase(2, "start", False, False, 4, 5),
+        EagerCompileEvent("aten::mm", ("f32[2,2]", "f32[2,2]"), 1, 0, site, training),
+        EagerCompileEvent("aten::mm", ("f32[3,2]", "f32[2,2]"), 1, 0, site, generation)),
+        summary=SummaryEvent(optimizer_steps=4, forwards=9))
+    phases = phases_of(process)
+    assert (phases.kind_of(training), phases.kind_of(generation)) == ("training", "generation")
+    assert list(phases.training_steps()) == [0, 1, 2, 3] and phases.legacy_clock == "optimizer"

@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-from neuron_port.check.events import FirstSeen, PhaseEvent, SummaryEvent
+from neuron_port.check.events import (EagerCompileEvent, EagerCompileTruncatedEvent, FirstSeen, PhaseEvent,
+                                      ProcessEvents, SummaryEvent)
 
-__all__ = ["Phase", "Slot", "ProcessPhases", "phase_kind_order"]
+__all__ = ["Phase", "Slot", "ProcessPhases", "phase_kind_order", "phases_of", "legacy_clock"]
 
 KINDS = ("setup", "training", "evaluation", "generation")
 
@@ -96,8 +97,37 @@ class Slot:
         return {"phase": self.kind, "phase_number": self.phase, "phase_label": self.name}
 
 
+def legacy_clock(summary: Optional[SummaryEvent], firsts: list[FirstSeen]) -> str:
+    """The one clock of a process as EVENTS.md "Steps" defines it: ``optimizer`` when an optimizer stepped,
+    else ``forward`` when an outermost module ran, else ``signatures`` (also with no sighting at all)."""
+    if not firsts:
+        return "signatures"
+    if (summary and summary.optimizer_steps) or any(f.optimizer_step for f in firsts):
+        return "optimizer"
+    if (summary and summary.forwards) or any(f.forward for f in firsts):
+        return "forward"
+    return "signatures"
+
+
+def phases_of(process: ProcessEvents) -> ProcessPhases:
+    """The phases of one process as ``read_events`` gives it (what the estimate uses to tell training
+    steps from an evaluation or a generation: ``kind_of(first_seen)``, ``training_steps()``)."""
+    compiles = [e for e in process.events if isinstance(e, EagerCompileEvent)]
+    truncated = [e for e in process.events if isinstance(e, EagerCompileTruncatedEvent)]
+    phases = [e for e in process.events if isinstance(e, PhaseEvent)]
+    return ProcessPhases.of(process.summary, compiles, truncated, phases)
+
+
 class ProcessPhases:
     """The phases of one process and the slot of each first sighting."""
+
+    @classmethod
+    def of(cls, summary: Optional[SummaryEvent], compiles: Iterable[EagerCompileEvent],
+           truncated: Iterable[EagerCompileTruncatedEvent], events: Iterable[PhaseEvent]) -> "ProcessPhases":
+        firsts = [e.first_seen for e in compiles if e.first_seen is not None]
+        firsts += [FirstSeen(c.optimizer_step, c.forward, None, c.phase, c.phase_forward)
+                   for t in truncated for c in t.first_seen]
+        return cls(events, summary, firsts, legacy_clock(summary, firsts))
 
     def __init__(self, events: Iterable[PhaseEvent], summary: Optional[SummaryEvent],
                  firsts: Iterable[FirstSeen], legacy_clock: str) -> None:

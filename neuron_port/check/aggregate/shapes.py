@@ -51,22 +51,7 @@ class _Process:
     loaders: list[DataLoaderEvent] = field(default_factory=list)
 
     def phases(self) -> ProcessPhases:
-        firsts = [e.first_seen for e in self.compiles if e.first_seen is not None]
-        firsts += [FirstSeen(c.optimizer_step, c.forward, None, c.phase, c.phase_forward)
-                   for t in self.truncated for c in t.first_seen]
-        return ProcessPhases(self.phase_events, self.summary, firsts, self.clock())
-
-    def clock(self) -> str:
-        firsts = [e.first_seen for e in self.compiles if e.first_seen is not None]
-        summary = self.summary
-        if not firsts and not self.truncated:
-            return "signatures"
-        if (summary and summary.optimizer_steps) or any(f.optimizer_step for f in firsts) or any(
-                c.optimizer_step for t in self.truncated for c in t.first_seen):
-            return "optimizer"
-        if (summary and summary.forwards) or any(f.forward for f in firsts):
-            return "forward"
-        return "signatures"
+        return ProcessPhases.of(self.summary, self.compiles, self.truncated, self.phase_events)
 
 
 @dataclass
@@ -148,8 +133,8 @@ class ShapeAggregator(Aggregator):
         omitted_late: dict[str, int] = {}
         clocks, phases, loaders = set(), [], []
         for process in self.processes:
-            clock = process.clock()
             timing = process.phases()
+            clock = timing.legacy_clock
             if process.compiles or process.truncated:
                 clocks.add(clock)
                 phases = phases or [p for p in timing.listed() if p.kind != "setup"]
