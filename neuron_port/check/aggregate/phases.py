@@ -143,15 +143,21 @@ class ProcessPhases:
             (f.optimizer_step for f in firsts), default=0)
         self.final_steps = final_steps
         seen_calls: dict[int, int] = {}
+        first_step: dict[int, int] = {}
         for f in firsts:
             if f.phase is not None:
                 seen_calls[f.phase] = max(seen_calls.get(f.phase, 0), f.phase_forward)
+                first_step[f.phase] = min(first_step.get(f.phase, f.optimizer_step), f.optimizer_step)
         self.phases: dict[int, Phase] = {}
-        for i, number in enumerate(numbers):
+        next_start: dict[int, Optional[PhaseEvent]] = {}
+        following: Optional[PhaseEvent] = None
+        for number in reversed(numbers):  # the start of the next phase that has one (a bound for an end)
+            next_start[number] = following
+            following = starts.get(number, following)
+        for number in numbers:
             start, end = starts.get(number), ends.get(number)
-            later = next((starts[n] for n in numbers[i + 1:] if n in starts), None)
-            begin = start.optimizer_step if start else min(
-                (f.optimizer_step for f in firsts if f.phase == number), default=0)
+            later = next_start[number]
+            begin = start.optimizer_step if start else first_step.get(number, 0)
             finish = end.optimizer_step if end else later.optimizer_step if later else final_steps
             info = end or start
             calls = max(end.calls if end else 0, start.calls if start else 0, seen_calls.get(number, 0))
