@@ -49,7 +49,7 @@ _hook_handles: list = []
 phase = 0
 phase_forward = 0
 _phase_mode: "tuple[bool, bool] | None" = None  # (grad enabled, module.training) of its outermost calls
-_phase_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+_phase_counts: dict[int, int] = {}  # id(outermost module) -> its calls in this phase (cleared with the phase)
 _phase_loader = False
 _phase_start = (0, 0)
 _phase_module: "str | None" = None
@@ -85,9 +85,9 @@ def current_module() -> str | None:
 
 def _count_phase_call(root, add: int) -> None:
     global phase_forward
-    n = _phase_counts.get(root, 0) + add
+    n = _phase_counts.get(id(root), 0) + add
     if add:
-        _phase_counts[root] = n
+        _phase_counts[id(root)] = n
     if n > phase_forward and root in _device_roots:
         phase_forward = n
 
