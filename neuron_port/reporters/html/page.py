@@ -100,7 +100,8 @@ def _shape_variance(runtime: dict) -> str:
         return section("shapes", "Shape variance per site",
                        "<p>No line kept getting new shapes after warm-up.</p>")
     shown = entries[:MAX_CHART_SITES]
-    labels = [f"{e.get('op', '').removeprefix('aten::')} @ {site_text(e.get('site'))}" for e in shown]
+    labels = [f"{e.get('op', '').removeprefix('aten::')} @ {site_text(e.get('site'))}"
+              + (f" · {e['phase']}" if e.get("phase") not in (None, "training") else "") for e in shown]
     after = [int(e.get("after_warmup") or 0) for e in shown]
     before = [max(0, int(e.get("signatures") or 0) - a) for e, a in zip(shown, after)]
     chart = Chart("shape-variance", "Signatures per site with varying shapes",
@@ -108,18 +109,18 @@ def _shape_variance(runtime: dict) -> str:
                   f"signatures seen in warm-up and after it, per op and line.")
     svg = charts.bars(chart, labels, [Series("in warm-up", before), Series("after warm-up", after)],
                            xlabel="op @ line", ylabel="distinct signatures", horizontal=True)
-    data = table(["op", "site", "in warm-up", "after warm-up"],
-                 [(e.get("op"), site_text(e.get("site")), b, a) for e, b, a in zip(shown, before, after)],
-                 numeric=(2, 3))
+    data = table(["op", "site", "phase", "in warm-up", "after warm-up"],
+                 [(e.get("op"), site_text(e.get("site")), e.get("phase_label") or "–", b, a)
+                  for e, b, a in zip(shown, before, after)], numeric=(3, 4))
     body = figure(svg, "Each bar is one line whose op saw new shapes; the part after warm-up is what a padded "
                        "or bucketed input would remove.", data)
     body += (f"<details><summary>What varies at each of the {len(entries):,} line(s), with padding buckets"
              "</summary>")
-    body += table(["op", "site", "kind", "signatures", "after warm-up", "what varies", "suggested buckets"],
-                  [(e.get("op"), site_text(e.get("site")), e.get("kind"), e.get("signatures"),
-                    e.get("after_warmup"), _varying_text(e),
+    body += table(["op", "site", "phase", "kind", "signatures", "after warm-up", "what varies", "suggested buckets"],
+                  [(e.get("op"), site_text(e.get("site")), e.get("phase_label") or "–", e.get("kind"),
+                    e.get("signatures"), e.get("after_warmup"), _varying_text(e),
                     ", ".join(str(b) for b in e.get("suggested_buckets") or []) or "–") for e in entries],
-                  numeric=(3, 4)) + "</details>"
+                  numeric=(4, 5)) + "</details>"
     return section("shapes", "Shape variance per site", body)
 
 

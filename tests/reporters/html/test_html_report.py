@@ -288,6 +288,9 @@ def test_the_timeline_labels_the_phases_of_the_run(gpt_run):
     assert ">G0<" in timeline or "G0" in timeline  # the generation's calls are numbered on their own
     data = text[text.index("The data of this chart"):]
     assert "<td>generation after optimizer step 6</td>" in data and "<td>training</td>" in data
+    # the shape variance per site says which phase each line's shapes varied in
+    shapes = text[text.index('id="shapes"'):]
+    assert '<th scope="col">phase</th>' in shapes and "<td>generation after optimizer step 6</td>" in shapes
 
 
 def test_the_browser_check_sees_console_errors_and_network_requests(tmp_path):
