@@ -205,9 +205,11 @@ def check(
     switched on (`python` means the interpreter neuron-port runs in); a command not after `--` is an error.
     The report lists CPU fallbacks, shapes that recompile, torch.compile recompiles, float64 demotions,
     unsupported features and distributed constraints, each at the user line that caused it, plus the
-    static findings for PATH. Exit code 0 when the command succeeded and nothing at or above --fail-on
-    was found; 1 otherwise; 2 for usage errors; 130 / 143 when interrupted by SIGINT / SIGTERM (the
-    command's processes are ended and the report of what ran is still written).
+    static findings for PATH, each checked against the run: one whose premise the run showed false says
+    "not seen in this run" and counts as info. Exit code 0 when the command succeeded and no finding at
+    or above --fail-on (default error) is left; 1 when the command failed (even with --exit-zero) or
+    such findings are left; 2 for usage errors; 130 / 143 when interrupted by SIGINT / SIGTERM (the
+    command's processes are ended and the report of what ran is still written). docs/check.md.
     """
     if not path.is_dir():
         raise fail_usage(f"{path}: not a folder")

@@ -124,6 +124,19 @@ def dedent_example(code: str) -> str:
     return code
 
 
+@dataclass(frozen=True)
+class RunPremise:
+    """What a static finding assumes that a `check` run can see (neuron_port/check/premises.py judges it).
+    When the run succeeded, ran the finding's file on the device and none of these happened anywhere, the
+    finding says "not seen in this run" and its severity becomes info; when one did, "seen in this run"."""
+
+    absent: str  # the premise found false, as the report says it: "no float64 tensor reached the device"
+    ops: tuple[str, ...] = ()  # ATen ops (fnmatch patterns) whose calls on the device show the premise
+    fallback_ops: tuple[str, ...] = ()  # ops that show it when they fall back to the CPU
+    features: tuple[str, ...] = ()  # unsupported features (neuron_backend/EVENTS.md, `unsupported`)
+    demotions: tuple[str, ...] = ()  # dtypes of `demotion` events ("float64")
+
+
 # -- the spec --------------------------------------------------------------------------------------
 class RuleSpec:
     """What every rule declares. Subclass one of the three kinds, never this class directly."""
@@ -142,6 +155,8 @@ class RuleSpec:
     INVALID: ClassVar[Sequence[Invalid]] = ()
     # A rule that reports at most once per file: a notebook (one pass per cell) keeps its first finding.
     ONCE_PER_FILE: ClassVar[bool] = False
+    # What `check` can verify of a static finding's premise (None: nothing the run shows).
+    RUN_PREMISE: ClassVar[Optional[RunPremise]] = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -150,7 +165,12 @@ class RuleSpec:
 
     @classmethod
     def docs(cls) -> str:
-        return inspect.cleandoc(cls.__doc__ or "")
+        text = inspect.cleandoc(cls.__doc__ or "")
+        if cls.RUN_PREMISE is not None:
+            text += ("\n\n## Checked against the run\n`neuron-port check` says \"not seen in this run\" beside this "
+                     f"finding, and makes it info, when the command succeeded and imported its file and "
+                     f"{cls.RUN_PREMISE.absent}; \"seen in this run\" when the run showed it.")
+        return text
 
     @classmethod
     def docs_header(cls) -> str:

@@ -8,7 +8,8 @@ The package, by concern:
 
 * ``sites.py``: user-site capture (the first frame outside torch, neuron_backend and the standard
   library) and the first sightings of new signatures;
-* ``steps.py``: the step clock and the module paths of first sightings;
+* ``steps.py``: the step clock, the phases and the module paths of first sightings; ``loaders.py``:
+  DataLoader batches (what fed a phase, a partial last batch);
 * ``aggregate.py``: the snapshot (what ``neuron_backend.stats()`` returns), ``cost_fields.py`` the
   fields of it that feed the cost model;
 * ``process.py``: the ``process`` line; ``writer.py``: the events file and ``flush()``;
@@ -25,7 +26,7 @@ from __future__ import annotations
 import sys
 import time
 
-from . import durable, state
+from . import durable, state, steps
 from .aggregate import MAX_SIGNATURES_PER_OP, op_table, snapshot
 from .hooks import install, unsupported
 from .process import SCHEMA_VERSION, unsupported_mode
@@ -51,6 +52,9 @@ def record(kind: str, *, site: dict | None = None, frame=None, **fields) -> dict
     durable.append(ev)
     maybe_flush()
     return ev
+
+
+steps.record_sink = record  # phases and DataLoader facts (steps.py, loaders.py) are record() events
 
 
 def records(kind: str | None = None) -> list[dict]:

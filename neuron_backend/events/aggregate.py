@@ -115,5 +115,5 @@ def _summary(ops, compiles, fallbacks) -> dict:
         "fallback_ops": len(fallbacks),
         "eager_compiles": sum(o["unique_signatures"] for o in ops if o["policy"] == "native"),
         "eager_cache_hits": sum(o["calls"] - o["unique_signatures"] for o in ops if o["policy"] == "native"),
-        **steps.totals(), **summary_fields(state.C),
+        **steps.totals(), **summary_fields(state.C), "user_files": sites.user_files(),
     }

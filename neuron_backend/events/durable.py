@@ -49,9 +49,11 @@ def append(event: dict) -> None:
         _C.records_append(json.dumps(event, default=str, separators=(",", ":")))
 
 
-def sighting(seq: int, site: dict | None, optimizer_step: int, forward: int) -> None:
+def sighting(seq: int, site: dict | None, optimizer_step: int, forward: int, phase: int = 0,
+             phase_forward: int = 0) -> None:
     if is_open():
-        append({"kind": "sighting", "seq": seq, "site": site, "optimizer_step": optimizer_step, "forward": forward})
+        append({"kind": "sighting", "seq": seq, "site": site, "optimizer_step": optimizer_step, "forward": forward,
+                "phase": phase, "phase_forward": phase_forward})
 
 
 def new_counter(initial: int = 0) -> int:

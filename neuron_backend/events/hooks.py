@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import durable, sites, state, steps
+from . import durable, loaders, sites, state, steps
 from .aggregate import load_enums
 from .process import process_info, unsupported_mode
 from .writer import events_path, flush, maybe_flush
@@ -30,7 +30,8 @@ def site_callback() -> int:
         # called from C++: in autograd's device thread there is no Python caller frame at all
         sid = sites.site_id(sites.user_site(sys._getframe(0)), steps.current_module())
         i = sites.add_sighting(sid)
-        durable.sighting(i, sites.site_of(sid), steps.optimizer_step, steps.forward)
+        seen = sites.sighting(i)
+        durable.sighting(i, sites.site_of(sid), steps.optimizer_step, steps.forward, seen[3], seen[4])
         maybe_flush()
         return i
     except Exception:  # noqa: BLE001 - never break an op because of accounting
@@ -117,6 +118,7 @@ def install(c_module) -> None:
     _installed = True
     try:
         steps.install()
+        loaders.install_loader_hook()
     except Exception as e:  # noqa: BLE001 - sites still work without the step clock
         print(f"neuron-port: no step clock ({e})", file=sys.stderr)
     atexit.register(_atexit)

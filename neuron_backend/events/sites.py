@@ -90,13 +90,30 @@ def user_site(frame=None) -> dict | None:
     return site
 
 
+def user_files(limit: int = 2000) -> list[str]:
+    """The user's Python files the process imported (or ran as ``__main__``), under its working folder:
+    what ran, at least at import, for a reader judging a static finding of that file. Read when a snapshot
+    is written, never per op."""
+    root = os.path.abspath(os.getcwd()) + os.sep
+    out = set()
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if not isinstance(name, str) or not name.endswith(".py"):
+            continue
+        name = os.path.abspath(name)
+        if name.startswith(root) and not is_internal(name):
+            out.add(name)
+    return sorted(out)[:limit]
+
+
 # ---------------------------------------------------------------- the site table and first sightings
 _sites: list[dict] = []
 _site_ids: dict[tuple, int] = {}
 # One "first sighting" per new signature, in the order the C++ core reported them; its index (the
 # sequence number) is the int site_callback returns and the C++ core stores with the signature:
 # (site id, optimizer step, forward) at the time the signature was first seen.
-_sightings: list[tuple[int, int, int]] = []
+# With the phase (steps.py, "Phases") and the phase's own call count.
+_sightings: list[tuple[int, int, int, int, int]] = []
 
 
 def site_id(site: dict | None, module: str | None = None) -> int:
@@ -121,15 +138,16 @@ def site_of(sid: int) -> dict | None:
 
 
 def add_sighting(sid: int) -> int:
-    """Record the first sighting of a new signature at site ``sid`` with the step clock now; returns its
-    sequence number."""
+    """Record the first sighting of a new signature at site ``sid`` with the step clock and the phase
+    now; returns its sequence number."""
+    phase, phase_forward = steps.phase_sighting()
     with state.lock:
         i = len(_sightings)
-        _sightings.append((sid, steps.optimizer_step, steps.forward))
+        _sightings.append((sid, steps.optimizer_step, steps.forward, phase, phase_forward))
     return i
 
 
-def sighting(i: int) -> tuple[int, int, int] | None:
+def sighting(i: int) -> tuple[int, int, int, int, int] | None:
     """The first sighting with sequence number ``i`` (what the C++ core stores), or None."""
     return _sightings[i] if 0 <= i < len(_sightings) else None
 
@@ -148,14 +166,16 @@ def site_index(i: int) -> int:
 
 def first_seen(i: int) -> dict | None:
     s = sighting(i)
-    return None if s is None else {"optimizer_step": s[1], "forward": s[2], "seq": i}
+    return None if s is None else {"optimizer_step": s[1], "forward": s[2], "seq": i, "phase": s[3],
+                                   "phase_forward": s[4]}
 
 
 def first_seen_counts(sigs) -> list[dict]:
-    """How many of ``sigs`` were first seen at each (optimizer step, forward) of the step clock."""
-    counts: dict[tuple[int, int], int] = {}
+    """How many of ``sigs`` were first seen at each (optimizer step, forward, phase, phase forward)."""
+    counts: dict[tuple[int, int, int, int], int] = {}
     for _c, seq, _flags, _u, _d in sigs:
         s = sighting(seq)
         if s is not None:
-            counts[(s[1], s[2])] = counts.get((s[1], s[2]), 0) + 1
-    return [{"optimizer_step": o, "forward": f, "signatures": n} for (o, f), n in sorted(counts.items())]
+            counts[s[1:5]] = counts.get(s[1:5], 0) + 1
+    return [{"optimizer_step": o, "forward": f, "phase": p, "phase_forward": pf, "signatures": n}
+            for (o, f, p, pf), n in sorted(counts.items())]

@@ -7,6 +7,13 @@ module called most; a global module forward pre-hook). Outermost means that no o
 runs in the thread. Readers derive steps from them. Cost: one Python call per optimizer step and two per
 module call (the pre-hook and the forward hook), nothing per op; under torch.compile tracing the hooks
 do nothing (a compiled graph runs no hooks of the modules inside it).
+
+Phases (EVENTS.md, "Phases"): a phase is a run of outermost module calls made in one mode (grad enabled, ``module.training``) (a training
+loop's calls with grad, an evaluation or generation under ``torch.no_grad()``); it changes when an
+outermost call runs in another mode. Each first sighting carries its phase and the phase's own call
+count (``phase_forward``); a phase in which a signature was first seen is described by ``phase`` events
+(its start when its first new signature appears, its end when it ends), so they stay as few as the
+sightings. DataLoader batches are noted (``loaders.py``): a phase whose calls took them has ``loader``.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ optimizer_step = 0
 forward = 0
 # Called with (optimizer_step, forward) when either moves (the crash-proof records' copy: durable.set_clock).
 clock_sink: Any = None
+# neuron_backend.events.record, set by hooks.install(): how phases and DataLoader facts become events.
+record_sink: Any = None
 _optimizer_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 _root_counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 # Outermost modules that ran a neuron op (a new signature inside them): only they drive ``forward``, so
@@ -31,7 +40,21 @@ _module_names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary
 _tls = threading.local()
 _main_ident = threading.main_thread().ident
 _is_compiling = None  # torch.compiler.is_compiling, set by install()
+_grad_enabled = None  # torch.is_grad_enabled, set by install()
 _hook_handles: list = []
+
+# The phase now (main thread): its number (0: before any outermost call), its grad mode, the calls of its
+# outermost device modules, whether DataLoader batches fed them, the clock when it began, and whether a
+# new signature was first seen in it (its start is then recorded, and its end will be).
+phase = 0
+phase_forward = 0
+_phase_mode: "tuple[bool, bool] | None" = None  # (grad enabled, module.training) of its outermost calls
+_phase_counts: dict[int, int] = {}  # id(outermost module) -> its calls in this phase (cleared with the phase)
+_phase_loader = False
+_phase_start = (0, 0)
+_phase_module: "str | None" = None
+_phase_sighted = False
+batch_pending = False  # a DataLoader batch was drawn since the last outermost call (loaders.py sets it)
 
 
 def _module_stack() -> list[str]:
@@ -56,7 +79,62 @@ def current_module() -> str | None:
         if n > forward:
             forward = n
             _clock_moved()
+        _count_phase_call(root, 0)
     return stack[-1]
+
+
+def _count_phase_call(root, add: int) -> None:
+    global phase_forward
+    n = _phase_counts.get(id(root), 0) + add
+    if add:
+        _phase_counts[id(root)] = n
+    if n > phase_forward and root in _device_roots:
+        phase_forward = n
+
+
+def _phase_fields(event: str) -> dict:
+    o, f = _phase_start if event == "start" else (optimizer_step, forward)
+    grad, training = _phase_mode if _phase_mode is not None else (None, None)
+    return {"event": event, "phase": phase, "grad": grad, "training": training, "loader": _phase_loader,
+            "module": _phase_module,
+            "optimizer_step": o, "forward": f, "calls": phase_forward}
+
+
+def _record_phase(event: str) -> None:
+    if record_sink is not None:  # the package's record(): a journal line now, the snapshot's events later
+        record_sink("phase", **_phase_fields(event))
+
+
+def phase_sighting() -> tuple[int, int]:
+    """A new signature is first seen now: (phase, phase_forward); the phase's start is recorded once."""
+    global _phase_sighted
+    if not _phase_sighted:
+        _phase_sighted = True
+        try:
+            _record_phase("start")
+        except Exception:  # noqa: BLE001 - never break an op because of accounting
+            pass
+    return phase, phase_forward
+
+
+def _root_call(module, name: str) -> None:
+    """An outermost call in the main thread: a new phase when its grad mode or the module's training flag
+    differs from the phase's (``model.eval()`` and ``torch.no_grad()`` both mark an evaluation or a generation)."""
+    global phase, phase_forward, _phase_mode, _phase_loader, _phase_start, _phase_module, _phase_sighted
+    global batch_pending
+    mode = (bool(_grad_enabled()) if _grad_enabled is not None else True, bool(getattr(module, "training", True)))
+    if mode != _phase_mode:
+        if _phase_sighted:
+            _record_phase("end")
+        phase += 1
+        phase_forward = 0
+        _phase_mode, _phase_loader, _phase_module, _phase_sighted = mode, batch_pending, name, False
+        _phase_counts.clear()
+        _phase_start = (optimizer_step, forward)
+    elif batch_pending:
+        _phase_loader = True
+    batch_pending = False
+    _count_phase_call(module, 1)
 
 
 def _name_modules(root) -> str:
@@ -89,6 +167,7 @@ def _forward_pre_hook(module, args) -> None:
                 if n > forward and module in _device_roots:
                     forward = n
                     _clock_moved()
+                _root_call(module, name)
         elif name is None:  # not a registered submodule of the outermost module
             name = _module_names[module] = f"{stack[-1]}.{type(module).__name__}"
         stack.append(name)
@@ -129,7 +208,7 @@ def totals() -> dict:
 
 def install() -> None:
     """Register the global optimizer step hook and module forward hooks (once)."""
-    global _is_compiling
+    global _is_compiling, _grad_enabled
     if _hook_handles:
         return
     import torch
@@ -137,6 +216,7 @@ def install() -> None:
     import torch.optim.optimizer as optim
 
     _is_compiling = torch.compiler.is_compiling
+    _grad_enabled = torch.is_grad_enabled
     _skip_in_dynamo(_forward_pre_hook, _forward_hook, _optimizer_step_hook)
     _hook_handles.append(nn_module.register_module_forward_pre_hook(_forward_pre_hook))
     _hook_handles.append(nn_module.register_module_forward_hook(_forward_hook, always_call=True))

@@ -5,6 +5,7 @@ Without a preview, the static scan runs while the command starts up (it needs no
 with one, the scan comes first because the copy is made from its rewrites. Temporary folders (events,
 the preview copy, torchrun's logs) are removed whatever happens. SIGINT and SIGTERM (interrupts.py) end
 the command's processes; the report then covers what ran before, with ``runtime.status.interrupted``.
+Static findings are then checked against the run (premises.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, r
 from neuron_port.check.runner import PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
 from neuron_port.check.estimate import build_estimate, estimate_options
 from neuron_port.check.events import read_events
+from neuron_port.check.premises import check_static_findings, imported_files
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
 from neuron_port.doctor import build_problem, torch_install_problem
@@ -149,6 +151,8 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         pending = sum(1 for r in report.files if r.changed)
         findings = [with_next_step(f, status, runtime.failures, pending) for f in findings]
     report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]
+    # a static finding whose premise the run showed false: "not seen in this run", info
+    check_static_findings(report, imported_files(processes, SiteMapper(path, tree)))
     if tree is not None:  # links the copy could only keep as they are
         report.errors.extend(FileError(rel, f"{what}: kept as it is in the --preview copy")
                              for rel, what in tree.problems)

@@ -11,7 +11,7 @@ import libcst as cst
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, int_value, is_false, is_none, is_true, source_of
 from neuron_port.rules.precision_features.common import ReferenceRule
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, RunPremise, Valid
 
 
 MHA_QUALNAMES = frozenset({"torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention"})
@@ -102,6 +102,9 @@ class MhaAttnMask(PythonRule):
     """
 
     CODE = "NP807"
+    RUN_PREMISE = RunPremise(
+        "PyTorch's native multi-head-attention path never ran", ops=("aten::_native_multi_head_attention",),
+        features=("mha_arbitrary_mask", "mha_per_head_weights"))
     NAME = "mha-attn-mask"
     SEVERITY = "warning"
     EFFORT = "medium"

@@ -10,7 +10,7 @@ from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.precision_features.common import ReferenceRule
 from neuron_port.rules.precision_features.float64_flow import Float64Flow
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import Invalid, RunPremise, Valid
 
 
 FLOAT64_MESSAGE = (
@@ -65,6 +65,7 @@ class Float64(ReferenceRule):
     """
 
     CODE = "NP801"
+    RUN_PREMISE = RunPremise("no float64 tensor reached the device", demotions=("float64",))
     NAME = "float64"
     SEVERITY = "warning"
     EFFORT = "low"
@@ -194,6 +195,7 @@ class ComplexDtype(ReferenceRule):
     """
 
     CODE = "NP802"
+    RUN_PREMISE = RunPremise("no complex tensor reached the device", features=("complex",))
     NAME = "complex-dtype"
     SEVERITY = "error"
     EFFORT = "medium"

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from neuron_port.rules.precision_features.common import ReferenceRule
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import Invalid, RunPremise, Valid
 
 
 FORWARD_AD_MESSAGE = (
@@ -43,6 +43,7 @@ class ForwardModeAD(ReferenceRule):
     """
 
     CODE = "NP805"
+    RUN_PREMISE = RunPremise("forward-mode AD never ran on the device", features=("forward_ad",))
     NAME = "forward-mode-ad"
     SEVERITY = "error"
     EFFORT = "medium"

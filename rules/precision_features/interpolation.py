@@ -8,7 +8,7 @@ import libcst as cst
 
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.nodes import string_value
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, RunPremise, Valid
 
 
 INTERPOLATE_FUNCS = {  # qualname -> position of mode (None: fixed mode)
@@ -58,6 +58,8 @@ class InterpolateMode(PythonRule):
     """
 
     CODE = "NP806"
+    RUN_PREMISE = RunPremise("no resampling op fell back to the CPU",
+                             fallback_ops=("aten::upsample_*", "aten::_upsample_*"))
     NAME = "interpolate-mode"
     SEVERITY = "warning"
     EFFORT = "low"

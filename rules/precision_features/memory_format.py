@@ -11,7 +11,7 @@ import libcst as cst
 from neuron_port.rules.helpers.calls import arg_named, remove_arg
 from neuron_port.rules.helpers.names import dotted_name, source_of
 from neuron_port.rules.helpers.statements import has_comment_above, statement_without
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import Invalid, PythonRule, RunPremise, Valid
 
 
 CHANNELS_LAST = frozenset({"torch.channels_last", "torch.channels_last_3d"})
@@ -56,6 +56,7 @@ class ChannelsLast(PythonRule):
     """
 
     CODE = "NP808"
+    RUN_PREMISE = RunPremise("no tensor in another memory format reached the device", features=("memory_format",))
     NAME = "channels-last"
     SEVERITY = "error"
     FIX_AVAILABILITY = "sometimes"

@@ -8,7 +8,7 @@ import libcst as cst
 
 from neuron_port.rules.helpers.names import is_true
 from neuron_port.rules.precision_features.common import ReferenceRule
-from neuron_port.rules.spec import Invalid, Valid
+from neuron_port.rules.spec import Invalid, RunPremise, Valid
 
 
 SPARSE_MESSAGE = (
@@ -51,6 +51,8 @@ class SparseTensor(ReferenceRule):
     """
 
     CODE = "NP803"
+    RUN_PREMISE = RunPremise("no sparse tensor reached the device",
+                             features=("sparse", "sparse_embedding", "gather_sparse_grad"))
     NAME = "sparse-tensor"
     SEVERITY = "error"
     EFFORT = "medium"
@@ -128,6 +130,7 @@ class NestedTensor(ReferenceRule):
     """
 
     CODE = "NP804"
+    RUN_PREMISE = RunPremise("no nested tensor reached the device", features=("nested_tensor",))
     NAME = "nested-tensor"
     SEVERITY = "error"
     EFFORT = "medium"

@@ -63,10 +63,15 @@ class EagerShapeVariance(RuntimeRule):
     with the step at which each first appeared, the steps after warm-up that brought new ones, and
     padding buckets that would bound the compiles.
 
-    Steps: a step ends at every `optimizer.step()` (PyTorch's global optimizer step hook; with several
-    optimizers, the one that stepped most). A run with no optimizer step (generation, evaluation)
-    counts one step per call of the outermost module (the one called most). A script with neither
-    counts the k-th new signature of an op at a line as its step k.
+    Steps and phases: the run is cut into phases where the outermost module is called in another mode
+    (grad enabled or not, `model.train()` or `model.eval()`). A phase in which optimizer steps complete is
+    training: a step ends at every `optimizer.step()` (PyTorch's global optimizer step hook; with several
+    optimizers, the one that stepped most), over all training phases together. An evaluation (its calls
+    take DataLoader batches) or a generation (they do not: a sampling or decoding loop) is judged on its
+    own clock, one step per call of its outermost module, with its own warm-up: a KV cache that grows
+    with every generated token is reported in the generation, after training. A single call under
+    `no_grad` inside training (a frozen teacher) belongs to its training step. A script with neither
+    modules nor an optimizer counts the k-th new signature of an op at a line as its step k.
 
     Warm-up: the first two steps (0 and 1). Optimizer state is created lazily in the first `step()`,
     and gradients accumulated into existing `.grad` tensors (or zeroed with
@@ -74,9 +79,8 @@ class EagerShapeVariance(RuntimeRule):
 
     Reported: a dimension of one op at one line and module that took new values at two or more steps
     after warm-up, or at one step after warm-up when it already changed between steps 0 and 1.
-    Not reported: new signatures at a single later step (the first evaluation pass, a generation after
-    training: a one-time compile, counted in `runtime.shapes.after_warmup`); a smaller last batch
-    (NP910).
+    Not reported: new signatures at a single later step (a one-time compile, counted in
+    `runtime.shapes.after_warmup`); a smaller last batch (NP910).
 
     ## Why is this bad?
     TorchNeuron compiles each new signature to a NEFF, which takes seconds (minutes for whole graphs).
@@ -104,7 +108,7 @@ class EagerShapeVariance(RuntimeRule):
     NAME = "eager-shape-variance"
     SEVERITY = "warning"
     EFFORT = "medium"
-    MESSAGE = ("`{op}` kept getting new shapes after warm-up, at steps {steps}: {dim}; "
+    MESSAGE = ("`{op}` kept getting new shapes after warm-up{phase}, at steps {steps}: {dim}; "
                "{n} eager NEFF compiles here, {late} after warm-up; pad to buckets {buckets}")
     VALID = [
         Valid("import torch\nfor _ in range(3):\n    x = torch.ones(2, 8, device='neuron') * 2\n"),
@@ -152,10 +156,13 @@ class UnevenLastBatch(RuntimeRule):
     ## What it does
     Reports a step after warm-up whose new signatures are all earlier ones with one size shrunk by a
     common factor (a batch of 4 rows instead of 16, and 4*T instead of 16*T where the batch is
-    flattened), at one or two steps of the run: the last, partial batch of a `DataLoader` without
-    `drop_last=True` (once for the training loader, once for the evaluation loader). The finding points
-    at the first line that ran the smaller batch and names how many other lines compiled for it.
-    Steps and warm-up are defined as for NP902.
+    flattened), at one or two steps of a training or evaluation phase, when a `DataLoader` of the run
+    yielded a batch smaller than its `batch_size` by that factor: the last, partial batch of a loader
+    without `drop_last=True` (once for the training loader, once for the evaluation loader). The finding
+    names the line that iterated the loader, points at the first line that ran the smaller batch and
+    names how many other lines compiled for it. Steps, phases and warm-up are defined as for NP902.
+    Smaller inputs that no DataLoader yielded are not reported: a generation prompt, a sampling batch,
+    a short table of timesteps, the ragged last chunk of a sequence cut by hand.
 
     ## Why is this bad?
     Mildly: every op of the forward and backward pass compiles a NEFF again for the smaller batch, once
@@ -166,8 +173,9 @@ class UnevenLastBatch(RuntimeRule):
     ```python
     loader = DataLoader(dataset, batch_size=16, shuffle=True)  # len(dataset) % 16 != 0
     ```
-    Use instead: `DataLoader(..., drop_last=True)`, or pad the last batch to the full batch size (and
-    mask the padded rows in the loss).
+    Use instead, for training: `DataLoader(..., drop_last=True)`, or pad the last batch to the full batch
+    size (and mask the padded rows in the loss). For an evaluation, pad the last batch and mask the padded
+    rows in the metric: `drop_last=True` would leave samples out of it. The message says which.
 
     ## Fix safety
     No automatic fix: dropping samples changes what the model sees; padding needs a mask.
@@ -181,8 +189,8 @@ class UnevenLastBatch(RuntimeRule):
     NAME = "uneven-last-batch"
     SEVERITY = "info"
     EFFORT = "low"
-    MESSAGE = ("the last batch is smaller ({size} instead of {normal}, first at step {step}): {n} more eager NEFF "
-               "compile(s) here{others}; use `drop_last=True`")
+    MESSAGE = ("the last batch of the DataLoader iterated at {loader} is smaller ({size} instead of {normal}, first at "
+               "step {step}{phase}): {n} more eager NEFF compile(s) here{others}; {advice}")
     VALID = [Valid("""
         import torch
         from torch import nn

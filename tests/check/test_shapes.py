@@ -18,6 +18,7 @@ from neuron_port.check.aggregate.shape_timeline import (
 )
 from neuron_port.check.aggregate.shapes import ShapeAggregator
 from neuron_port.check.events import (
+    DataLoaderEvent,
     EagerCompileEvent,
     EagerCompileTruncatedEvent,
     FirstSeen,
@@ -44,13 +45,19 @@ class Run:
                                              FirstSeen(step, forward, self.seq)))
         self.seq += 1
 
+    def loader(self, batch_size: int, size: int, line: int = 48, step: int = 0, file: str = "train.py") -> None:
+        """A DataLoader iterated at ``line`` yielded a batch of ``size`` instead of ``batch_size``."""
+        site = Site(file=str(self.root / file), line=line, function="<module>", code="for x, y in loader:")
+        self.events.append(DataLoaderEvent("partial_batch", batch_size, size, False, step, 0, 1, site))
+
 
 def aggregate(root: Path, *runs: Run) -> ShapeAggregator:
     shapes = ShapeAggregator(SiteMapper(root))
     for rank, run in enumerate(runs):
         shapes.start_process(run.summary)
+        handler = {EagerCompileTruncatedEvent: shapes.add_truncated, DataLoaderEvent: shapes.add_loader}
         for event in run.events:
-            (shapes.add_truncated if isinstance(event, EagerCompileTruncatedEvent) else shapes.add)(event, rank)
+            handler.get(type(event), shapes.add)(event, rank)
     return shapes
 
 
@@ -155,12 +162,15 @@ def test_an_uneven_last_batch_is_np910_at_the_first_line_that_ran_it(tmp_path):
         run.sig("aten::nll_loss_forward", (f"f32[{B},3]", f"i64[{B}]", "None", 1, -100), 31, step)
         run.sig("aten::mm", (f"f32[32,{B}]nc", f"f32[{B},20]"), 32, step)
         run.sig("aten::sum.dim_IntList", (f"f32[{B},32]", "[0]", "True", "None"), 32, step)
+    assert aggregate(tmp_path, run).findings() == []  # smaller inputs that no DataLoader yielded: no NP910
+    run.loader(16, 4, line=28, step=6)
     shapes = aggregate(tmp_path, run)
     [finding] = shapes.findings()
     assert (finding.code, finding.line, finding.severity) == ("NP910", 30, "info")
     assert finding.message == (
-        "the last batch is smaller (4 instead of 16, first at step 6): 2 more eager NEFF compile(s) here and "
-        "at 2 other line(s); use `drop_last=True`")
+        "the last batch of the DataLoader iterated at train.py:28 is smaller (4 instead of 16, first at step 6): "
+        "2 more eager NEFF compile(s) here and at 2 other line(s); use `drop_last=True` in that DataLoader, or pad "
+        "the last batch")
     kinds = {(v.op, v.kind) for v in shapes.shape_variance()}
     assert ("aten::mm", "uneven_last_batch") in kinds and len(kinds) == 6
     [mm] = [v for v in shapes.shape_variance() if v.op == "aten::mm"]
@@ -174,6 +184,7 @@ def test_a_flattened_batch_shrinks_by_the_same_factor(tmp_path):
     for step, B in ((0, 16), (5, 4)):  # [B, T] and [B*T] in one op: 16 -> 4 and 512 -> 128
         run.sig("aten::nll_loss_forward", (f"f32[{B * 32},256]", f"i64[{B * 32}]", "None", 1, -100), 9, step)
         run.sig("aten::embedding", ("f32[256,64]", f"i64[{B},32]", -1, "False", "False"), 9, step)
+    run.loader(16, 4, step=5)
     assert codes(aggregate(tmp_path, run)) == [("NP910", 9)]
 
 
@@ -183,6 +194,8 @@ def test_train_and_eval_loaders_with_uneven_batches_and_another_eval_batch_size(
     run.sig("aten::addmm", ("f32[8]", "f32[4,20]", "f32[20,8]nc", 1, 1), 30, 9)  # last training batch
     run.sig("aten::addmm", ("f32[8]", "f32[64,20]", "f32[20,8]nc", 1, 1), 10 and 30, 10)  # eval batch size
     run.sig("aten::addmm", ("f32[8]", "f32[10,20]", "f32[20,8]nc", 1, 1), 30, 10)  # last eval batch
+    run.loader(32, 4, step=9)
+    run.loader(64, 10, line=60, step=10)
     shapes = aggregate(tmp_path, run)
     assert codes(shapes) == [("NP910", 30)]
     assert "4 instead of 32, first at step 9" in shapes.findings()[0].message

@@ -21,6 +21,7 @@ Warm-up is the first ``WARMUP_STEPS`` steps (0 and 1): optimizer state is create
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -314,3 +315,38 @@ def classify(sigs: list[TimedSignature]) -> Optional[LateShapes]:
                           partial=tuple(PartialBatch(step, *pair) for step, pair in sorted(partial.items())),
                           first_partial_seq=min(seqs) if seqs else None)
     return LateShapes("other", late_steps, len(late))
+
+
+def varying_dims(signatures: Iterable[list]) -> list[dict]:
+    """For signatures of one op at one site: which (argument, dimension) differed, with its values
+    (regardless of time; a rank that differs is ``dim: None``)."""
+    parsed = [parse_signature(s) for s in signatures if isinstance(s, list)]
+    if len(parsed) < 2:
+        return []
+    width = min(len(p.structure) for p in parsed)
+    out = []
+    for index in range(width):
+        kinds = [p.structure[index] for p in parsed]
+        if any(k[0] != "t" for k in kinds):
+            continue
+        ranks = sorted({k[2] for k in kinds})
+        if len(ranks) != 1:
+            out.append({"arg": index, "dim": None, "values": ranks})
+            continue
+        for dim in range(ranks[0]):
+            values = sorted({p.values[(index, None, dim)] for p in parsed})
+            if len(values) > 1:
+                out.append({"arg": index, "dim": dim, "values": values})
+    return out
+
+
+def padding_buckets(values: Iterable[int], limit: int = 4) -> list[int]:
+    """Powers of two covering the observed values, at most ``limit`` of them (the largest kept)."""
+    values = [v for v in values if v > 0]
+    if not values:
+        return []
+    buckets = sorted({1 << math.ceil(math.log2(v)) for v in values})
+    if len(buckets) > limit:
+        step = len(buckets) / limit
+        buckets = sorted({buckets[min(len(buckets) - 1, math.ceil((i + 1) * step) - 1)] for i in range(limit)})
+    return buckets

@@ -33,6 +33,7 @@ from neuron_port.check.events.ops import (
     OpEvent,
     UnsupportedEvent,
 )
+from neuron_port.check.events.phases import DataLoaderEvent, PhaseEvent
 from neuron_port.check.events.process import ExceptionInfo, ProcessEvent, SummaryEvent
 from neuron_port.check.events.recovery import recover
 from neuron_port.check.events.records import (
@@ -48,10 +49,10 @@ from neuron_port.check.events.records import (
 )
 
 __all__ = [
-    "CompileEvent", "CompileInput", "DemotionEvent", "DistributedEvent", "EagerCompileEvent",
+    "CompileEvent", "CompileInput", "DataLoaderEvent", "DemotionEvent", "DistributedEvent", "EagerCompileEvent",
     "EagerCompileTruncatedEvent", "Event", "EVENT_TYPES", "ExceptionInfo", "ExplicitOpsEvent", "FallbackEvent",
     "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "GraphOp", "GraphWorkEvent", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
-    "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "Site", "SummaryEvent", "UnsupportedEvent",
+    "PhaseEvent", "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "Site", "SummaryEvent", "UnsupportedEvent",
     "parse_event", "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV", "EVENTS_TOKEN_ENV",
 ]
 
@@ -69,7 +70,7 @@ def run_environment(events_dir: Path) -> tuple[dict[str, str], str]:
 # Every event kind, listed here once: the reader's table of kinds is made from it.
 Event = Union[ProcessEvent, OpEvent, FallbackEvent, EagerCompileEvent, EagerCompileTruncatedEvent, DemotionEvent,
               UnsupportedEvent, ExplicitOpsEvent, CompileEvent, DistributedEvent, NeffCacheEvent, GraphWorkEvent,
-              ShapeOnlyEvent, SummaryEvent]
+              ShapeOnlyEvent, PhaseEvent, DataLoaderEvent, SummaryEvent]
 EVENT_TYPES: dict[str, type[Event]] = {event_type.KIND: event_type for event_type in get_args(Event)}
 
 

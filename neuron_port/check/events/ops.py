@@ -62,13 +62,16 @@ class FirstSeen:
     optimizer_step: int = 0  # completed optimizer steps (of the optimizer that stepped most)
     forward: int = 0  # outermost module forward calls started (of the module called most)
     seq: Optional[int] = None  # order of the first sightings in the process
+    phase: Optional[int] = None  # the phase (EVENTS.md, "Phases"; None: a simulator before phases)
+    phase_forward: int = 0  # outermost calls in that phase (of the module called most in it)
 
     @classmethod
     def from_fields(cls, f: Optional[EventFields]) -> Optional[FirstSeen]:
         if f is None:
             return None
         return cls(optimizer_step=f.integer("optimizer_step"), forward=f.integer("forward"),
-                   seq=f.optional_integer("seq"))
+                   seq=f.optional_integer("seq"), phase=f.optional_integer("phase"),
+                   phase_forward=f.integer("phase_forward"))
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class FirstSeenCount:
     optimizer_step: int = 0
     forward: int = 0
     signatures: int = 0
+    phase: Optional[int] = None
+    phase_forward: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,8 @@ class EagerCompileTruncatedEvent:
     @classmethod
     def from_fields(cls, f: EventFields) -> EagerCompileTruncatedEvent:
         first_seen = tuple(FirstSeenCount(optimizer_step=c.integer("optimizer_step"), forward=c.integer("forward"),
-                                          signatures=c.integer("signatures")) for c in f.objects("first_seen"))
+                                          signatures=c.integer("signatures"), phase=c.optional_integer("phase"),
+                                          phase_forward=c.integer("phase_forward")) for c in f.objects("first_seen"))
         return cls(op=f.required_text("op"), omitted_signatures=f.integer("omitted_signatures"),
                    omitted_calls=f.integer("omitted_calls"), first_seen=first_seen)
 

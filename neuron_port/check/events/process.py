@@ -67,6 +67,7 @@ class SummaryEvent:
     optimizer_steps: Optional[int] = None  # the step clock at the end (None: a simulator without one)
     forwards: Optional[int] = None
     peak_allocated_bytes: Optional[int] = None  # on the simulated device (None: an older simulator)
+    user_files: tuple[str, ...] = ()  # the user's files the process imported, under its working folder
 
     @classmethod
     def from_fields(cls, f: EventFields) -> SummaryEvent:
@@ -75,4 +76,5 @@ class SummaryEvent:
                    eager_compiles=f.integer("eager_compiles"), eager_cache_hits=f.integer("eager_cache_hits"),
                    complete=bool(f.flag("complete")), optimizer_steps=f.optional_integer("optimizer_steps"),
                    forwards=f.optional_integer("forwards"),
-                   peak_allocated_bytes=f.optional_integer("peak_allocated_bytes"))
+                   peak_allocated_bytes=f.optional_integer("peak_allocated_bytes"),
+                   user_files=f.texts("user_files"))

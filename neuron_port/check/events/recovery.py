@@ -91,7 +91,8 @@ class _Signature:
 class _Journal:
     process: Optional[dict] = None
     signatures: dict[int, _Signature] = field(default_factory=dict)  # by counter slot
-    sightings: dict[int, tuple[Optional[dict], int, int]] = field(default_factory=dict)  # seq -> site, clock
+    sightings: dict[int, tuple[Optional[dict], int, int, Optional[int], int]] = field(
+        default_factory=dict)  # seq -> site, clock, phase, phase forward
     others: list[Any] = field(default_factory=list)  # record() events and unsupported features, in order
 
 
@@ -127,7 +128,8 @@ def _read_journal(path: Path, text: str, counters: Optional[Counters], notes: li
             elif kind == "sighting":
                 Site.from_json(f.raw("site"))  # validates it
                 journal.sightings[f.integer("seq", -1)] = (f.raw("site"), f.integer("optimizer_step"),
-                                                           f.integer("forward"))
+                                                           f.integer("forward"), f.optional_integer("phase"),
+                                                           f.integer("phase_forward"))
             elif kind == "reset":  # torch.neuron.clear_op_tracking(): counting starts again
                 journal.signatures.clear()
             elif kind == "unsupported":
@@ -217,17 +219,20 @@ def _events(journal: _Journal, counters: Optional[Counters]) -> tuple[list[Any],
 
 def _first_seen(journal: _Journal, seq: int) -> Optional[FirstSeen]:
     s = journal.sightings.get(seq)
-    return None if s is None else FirstSeen(optimizer_step=s[1], forward=s[2], seq=seq)
+    return None if s is None else FirstSeen(optimizer_step=s[1], forward=s[2], seq=seq, phase=s[3],
+                                            phase_forward=s[4])
 
 
 def _truncated(journal: _Journal, op: str, rest: list[_Signature]) -> EagerCompileTruncatedEvent:
-    counts: dict[tuple[int, int], int] = {}
+    counts: dict[tuple, int] = {}
     for s in rest:
         seen = journal.sightings.get(s.seq)
         if seen is not None:
-            counts[(seen[1], seen[2])] = counts.get((seen[1], seen[2]), 0) + 1
+            counts[seen[1:5]] = counts.get(seen[1:5], 0) + 1
     return EagerCompileTruncatedEvent(op=op, omitted_signatures=len(rest), omitted_calls=sum(s.calls for s in rest),
-                                      first_seen=tuple(FirstSeenCount(o, f, n) for (o, f), n in sorted(counts.items())))
+                                      first_seen=tuple(FirstSeenCount(o, f, n, p, pf) for (o, f, p, pf), n in
+                                                       sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                              kv[0][2] or 0, kv[0][3]))))
 
 
 @dataclass(frozen=True)

@@ -117,8 +117,9 @@ def _svg(figure, chart: Chart) -> str:
 
 def bars(chart: Chart, categories: Sequence[str], series: Sequence[Series], *, xlabel: str, ylabel: str,
          stacked: bool = True, horizontal: bool = False, log_scale: bool = False, width: float = WIDTH_INCHES,
-         height: Optional[float] = None) -> str:
-    """A bar chart: one bar per category, the series stacked (or side by side) on it."""
+         height: Optional[float] = None, spans: Sequence[tuple[int, int, str]] = ()) -> str:
+    """A bar chart: one bar per category, the series stacked (or side by side) on it; ``spans`` shade the
+    categories ``first..last`` of a vertical chart and name them at the top (the phases of a timeline)."""
     rows = max(1, len(categories))
     figure = _figure(width, height or (max(2.4, 0.32 * rows + 1.2) if horizontal else 3.6))
     axes = figure.add_subplot()
@@ -152,6 +153,13 @@ def bars(chart: Chart, categories: Sequence[str], series: Sequence[Series], *, x
         axes.set_ylabel(ylabel)
         if log_scale:
             axes.set_yscale("log")
+        if spans:
+            top = max(offsets, default=0) if stacked else max((max(o.values, default=0) for o in series), default=0)
+            axes.set_ylim(top=max(float(top), 1.0) * 1.3)  # room for the names above the bars
+            for first, last, label in spans:
+                axes.axvspan(first - 0.5, last + 0.5, color=_MUTED, alpha=0.15, zorder=0, linewidth=0)
+                axes.text(first - 0.4, 0.97, label, transform=axes.get_xaxis_transform(), ha="left", va="top",
+                          fontsize=FONT_SIZE, color=_FOREGROUND)
     grid = axes.xaxis if horizontal else axes.yaxis
     grid.grid(True, color=_MUTED, linewidth=0.5, alpha=0.6)
     _legend(figure, len(series))

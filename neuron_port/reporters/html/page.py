@@ -4,7 +4,7 @@ The page is rendered from the report document (the dict the JSON reporter writes
 so a saved JSON report renders the same way. It loads nothing (inline CSS, inline SVG charts, a content
 security policy that forbids every fetch) and shows: the summary and readiness, for a shape-only run its
 placeholders and size rules (what was not computed, NP911), the CPU fallbacks, the
-compile timeline (new signatures per step, warm-up against steady state), shape variance per site, the
+compile timeline (new signatures per step and phase, timeline.py), shape variance per site, the
 estimate when the report has one (estimate.py), and every finding. Each chart is an
 ``<svg role="img">`` inside a ``<figure>`` with a caption and its data as a table under ``<details>``.
 """
@@ -18,12 +18,9 @@ from neuron_port.reporters.html.charts import Chart, Series
 from neuron_port.reporters.html.estimate import render_estimate
 from neuron_port.reporters.html.parts import Markup, code_cell, escape, figure, number, section, site_text, table
 from neuron_port.reporters.html.style import CONTENT_SECURITY_POLICY, STYLE
+from neuron_port.reporters.html.timeline import timeline_section
 
 MAX_CHART_SITES = 12
-MAX_TIMELINE_BARS = 60
-MAX_TIMELINE_ROWS = 200
-CLOCK_LABELS = {"optimizer": "optimizer step", "forward": "forward call of the outermost module",
-                "signatures": "k-th new signature at a line", "mixed": "step (processes differ in clock)"}
 
 
 class ReportInputError(ValueError):
@@ -85,67 +82,6 @@ def _fallbacks(runtime: dict) -> str:
     return section("fallbacks", "CPU fallbacks", body)
 
 
-def new_signatures_per_step(runtime: dict) -> dict[int, int]:
-    """Step -> signatures first seen at that step, over every op and line of the report."""
-    per_step: dict[int, int] = {}
-    for entry in runtime.get("eager_compiles") or []:
-        for seen in entry.get("first_seen") or []:
-            per_step[int(seen["step"])] = per_step.get(int(seen["step"]), 0) + int(seen["signatures"])
-    return per_step
-
-
-def timeline_bars(per_step: dict[int, int], warmup: int) -> tuple[list[str], list[int], list[int]]:
-    """Bar labels and (warm-up, steady) heights: one bar per step, or, past MAX_TIMELINE_BARS steps, the
-    warm-up steps one by one and the steady steps in equal groups (a long run stays a readable chart)."""
-    last = max(per_step)
-    width = max(1, -(-(last + 1 - warmup) // MAX_TIMELINE_BARS)) if last + 1 > MAX_TIMELINE_BARS else 1
-    groups = [(s, s) for s in range(min(warmup, last + 1))]
-    groups += [(s, min(s + width - 1, last)) for s in range(min(warmup, last + 1), last + 1, width)]
-    labels, warm, steady = [], [], []
-    for first, end in groups:
-        count = sum(per_step.get(s, 0) for s in range(first, end + 1))
-        labels.append(str(first) if first == end else f"{first}–{end}")
-        warm.append(count if first < warmup else 0)
-        steady.append(0 if first < warmup else count)
-    return labels, warm, steady
-
-
-def _timeline(runtime: dict) -> str:
-    shapes = runtime.get("shapes") or {}
-    per_step = new_signatures_per_step(runtime)
-    if not per_step:
-        return section("timeline", "Compile timeline", "<p>No eager compile was recorded.</p>")
-    warmup = int(shapes.get("warmup_steps") or 0)
-    clock = CLOCK_LABELS.get(shapes.get("clock"), "step")
-    labels, warm, steady = timeline_bars(per_step, warmup)
-    total = sum(per_step.values())
-    chart = Chart("timeline", "New op signatures per step",
-                  f"Bar chart of new eager op signatures (each an eager NEFF compile on a cold cache) per "
-                  f"{clock}: {sum(warm):,} in the {warmup} warm-up step(s), {sum(steady):,} after.")
-    svg = charts.bars(chart, labels,
-                           [Series(f"warm-up (steps < {warmup})", warm), Series("steady state", steady)],
-                           xlabel=clock if len(labels) > max(per_step) else f"{clock}s (grouped)",
-                           ylabel="new signatures")
-    caption = (f"New signatures per {clock}. Warm-up: steps before {warmup}; a signature that first appears "
-               f"later compiles again in steady state (NP902). {total:,} shown")
-    first_run = shapes.get("first_run_compiles")
-    if isinstance(first_run, int) and first_run > total:
-        caption += f" of {first_run:,} in the run (the report lists the sites with the most)"
-    data = table(["step", "phase", "new signatures"],
-                 [(s, "warm-up" if s < warmup else "steady", per_step[s]) for s in sorted(per_step)],
-                 numeric=(0, 2), limit=MAX_TIMELINE_ROWS)
-    late = sorted((e for e in runtime.get("eager_compiles") or [] if e.get("after_warmup")),
-                  key=lambda e: -e["after_warmup"])
-    body = figure(svg, caption + ".", data)
-    if late:
-        body += (f"<details><summary>{len(late):,} line(s) still compile after warm-up, the most first</summary>"
-                 + table(
-            ["op", "site", "signatures", "after warm-up", "code"],
-            [(e.get("op"), site_text(e.get("site")), e.get("unique_signatures"), e.get("after_warmup"),
-              code_cell(e.get("site"))) for e in late], numeric=(2, 3)) + "</details>")
-    return section("timeline", "Compile timeline", body)
-
-
 def _varying_text(entry: dict) -> str:
     parts = []
     for position in entry.get("varying") or []:
@@ -164,7 +100,8 @@ def _shape_variance(runtime: dict) -> str:
         return section("shapes", "Shape variance per site",
                        "<p>No line kept getting new shapes after warm-up.</p>")
     shown = entries[:MAX_CHART_SITES]
-    labels = [f"{e.get('op', '').removeprefix('aten::')} @ {site_text(e.get('site'))}" for e in shown]
+    labels = [f"{e.get('op', '').removeprefix('aten::')} @ {site_text(e.get('site'))}"
+              + (f" · {e['phase']}" if e.get("phase") not in (None, "training") else "") for e in shown]
     after = [int(e.get("after_warmup") or 0) for e in shown]
     before = [max(0, int(e.get("signatures") or 0) - a) for e, a in zip(shown, after)]
     chart = Chart("shape-variance", "Signatures per site with varying shapes",
@@ -172,18 +109,18 @@ def _shape_variance(runtime: dict) -> str:
                   f"signatures seen in warm-up and after it, per op and line.")
     svg = charts.bars(chart, labels, [Series("in warm-up", before), Series("after warm-up", after)],
                            xlabel="op @ line", ylabel="distinct signatures", horizontal=True)
-    data = table(["op", "site", "in warm-up", "after warm-up"],
-                 [(e.get("op"), site_text(e.get("site")), b, a) for e, b, a in zip(shown, before, after)],
-                 numeric=(2, 3))
+    data = table(["op", "site", "phase", "in warm-up", "after warm-up"],
+                 [(e.get("op"), site_text(e.get("site")), e.get("phase_label") or "–", b, a)
+                  for e, b, a in zip(shown, before, after)], numeric=(3, 4))
     body = figure(svg, "Each bar is one line whose op saw new shapes; the part after warm-up is what a padded "
                        "or bucketed input would remove.", data)
     body += (f"<details><summary>What varies at each of the {len(entries):,} line(s), with padding buckets"
              "</summary>")
-    body += table(["op", "site", "kind", "signatures", "after warm-up", "what varies", "suggested buckets"],
-                  [(e.get("op"), site_text(e.get("site")), e.get("kind"), e.get("signatures"),
-                    e.get("after_warmup"), _varying_text(e),
+    body += table(["op", "site", "phase", "kind", "signatures", "after warm-up", "what varies", "suggested buckets"],
+                  [(e.get("op"), site_text(e.get("site")), e.get("phase_label") or "–", e.get("kind"),
+                    e.get("signatures"), e.get("after_warmup"), _varying_text(e),
                     ", ".join(str(b) for b in e.get("suggested_buckets") or []) or "–") for e in entries],
-                  numeric=(3, 4)) + "</details>"
+                  numeric=(4, 5)) + "</details>"
     return section("shapes", "Shape variance per site", body)
 
 
@@ -309,7 +246,7 @@ def _page(doc: dict) -> str:
         sections.append(_shape_only(runtime))
         nav.append(("shape-only", "Shape-only run"))
     if runtime is not None:
-        sections += [_fallbacks(runtime), _timeline(runtime), _shape_variance(runtime), _other_runtime(runtime)]
+        sections += [_fallbacks(runtime), timeline_section(runtime), _shape_variance(runtime), _other_runtime(runtime)]
         nav += [("fallbacks", "CPU fallbacks"), ("timeline", "Compile timeline"), ("shapes", "Shape variance")]
     estimate = doc.get("estimate")
     if estimate or runtime is not None:  # a static scan has nothing to estimate from

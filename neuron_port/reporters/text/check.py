@@ -172,23 +172,35 @@ def render_check(console: Console, report: Report) -> None:
                 console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
 
 
+def _phase_text(phase) -> str:
+    """``training (optimizer steps 0-8)``, ``generation after optimizer step 8 (25 calls)``."""
+    if phase.kind == "training":
+        return f"training (optimizer steps {phase.start_step}-{phase.end_step})"
+    return f"{phase.label} ({phase.calls} call(s))"
+
+
 def _render_shapes(console: Console, runtime) -> None:
     """The steady-state view of eager compiles: how many in the first run, how many after warm-up, and
     one row per line whose shapes kept changing after warm-up (or that saw an uneven last batch)."""
     shapes = runtime.shapes
     if shapes.first_run_compiles:
         last = f", last new one at step {shapes.last_step}" if shapes.last_step is not None else ""
+        if shapes.last_phase and last:
+            last += f" of the {shapes.last_phase}"
+        phases = [p for p in shapes.phases if p.kind != "setup"]
+        clock = (f"of each phase: {'; '.join(_phase_text(p) for p in phases)}" if phases
+                 else f"of the {shapes.clock} clock")
         console.print(f"Eager NEFF compiles: {shapes.first_run_compiles:,} in the first run (then cached), "
-                      f"{shapes.after_warmup:,} after warm-up (steps 0-{shapes.warmup_steps - 1} of the "
-                      f"{shapes.clock} clock{last})")
+                      f"{shapes.after_warmup:,} after warm-up (steps 0-{shapes.warmup_steps - 1} {clock}{last})")
     lines: dict = {}
-    for v in runtime.shape_variance:  # varying first, then uneven last batches
-        lines.setdefault((v.site.path, v.site.line) if v.site else ("", 0), []).append(v)
+    for v in runtime.shape_variance:  # varying first, then uneven last batches; one row per line and phase
+        where = (v.site.path, v.site.line) if v.site else ("", 0)
+        lines.setdefault((*where, v.slot.name if v.slot else ""), []).append(v)
     if not lines:
         return
     table = _table("Shapes after warm-up (value@step: each new shape is an eager NEFF compile; pad what keeps "
-                   "changing to buckets; an uneven last batch: drop_last=True)",
-                   ["site", "op(s)", "compiles (late)", "what changed", "buckets"])
+                   "changing to buckets; an uneven last batch of a DataLoader: drop_last=True or padding)",
+                   ["site", "phase", "op(s)", "compiles (late)", "what changed", "buckets"])
     for items in list(lines.values())[:MAX_ROWS]:
         v = items[0]
         ops = v.op + (f" +{len(items) - 1}" if len(items) > 1 else "")
@@ -203,6 +215,6 @@ def _render_shapes(console: Console, runtime) -> None:
         else:
             what = "last batch " + "; ".join(f"{p.size} of {p.normal}@{p.step}" for p in v.partial_batches[:2])
         compiles = f"{sum(i.signatures for i in items)} ({sum(i.after_warmup for i in items)})"
-        table.add_row(_site(v.site), ops, compiles, what, str(list(v.suggested_buckets)))
+        table.add_row(_site(v.site), v.slot.name if v.slot else "", ops, compiles, what, str(list(v.suggested_buckets)))
     console.print(table)
     _more(console, len(lines))

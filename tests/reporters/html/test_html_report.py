@@ -241,7 +241,14 @@ FIT_800 = """(() => {
     return {heading: (box.previousElementSibling || {}).textContent || '',
             scrolls: box.scrollWidth > box.clientWidth + 1, own: getComputedStyle(box).overflowX};
   });
-  return {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth, smallest, wraps};
+  const timeline = document.querySelector('svg[data-chart="timeline"]').getBoundingClientRect();
+  const phases = [...document.querySelectorAll('svg[data-chart="timeline"] text')]
+    .filter(t => /after optimizer step/.test(t.textContent)).map(t => {
+      const box = t.getBoundingClientRect();
+      return {text: t.textContent, inside: box.left >= timeline.left - 1 && box.right <= timeline.right + 1,
+              size: box.height};
+    });
+  return {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth, smallest, wraps, phases};
 })()"""
 
 
@@ -263,8 +270,27 @@ def test_the_page_fits_800_px_with_readable_charts(gpt_run, estimate_page, tmp_p
     assert all(w["own"] == "auto" for w in facts["wraps"])
     [demotions] = [w for w in facts["wraps"] if w["heading"] == "dtype demotions"]
     assert not demotions["scrolls"]
+    # the generation after training is named on the timeline, inside the chart, at a readable size
+    assert [p["text"] for p in facts["phases"]] == ["generation after optimizer step 6"], facts["phases"]
+    assert all(p["inside"] and p["size"] >= 10 for p in facts["phases"]), facts["phases"]
     print(f"800 px: {facts['smallest']}; tables scrolling in their box: "
           f"{[w['heading'][:40] for w in facts['wraps'] if w['scrolls']]}")
+
+
+def test_the_timeline_labels_the_phases_of_the_run(gpt_run):
+    """The generation after gpt_trainer's 6 training steps is a phase of its own on the timeline: shaded and
+    named, its bars in their own series (not training's steady state), its rows named in the data table."""
+    root, page, report = gpt_run
+    text = page.read_text(encoding="utf-8")
+    timeline = text[text.index('data-chart="timeline"'):text.index("</svg>", text.index('data-chart="timeline"'))]
+    assert "generation after optimizer step 6" in timeline
+    assert "generation after its warm-up" in timeline and "training after warm-up" in timeline
+    assert ">G0<" in timeline or "G0" in timeline  # the generation's calls are numbered on their own
+    data = text[text.index("The data of this chart"):]
+    assert "<td>generation after optimizer step 6</td>" in data and "<td>training</td>" in data
+    # the shape variance per site says which phase each line's shapes varied in
+    shapes = text[text.index('id="shapes"'):]
+    assert '<th scope="col">phase</th>' in shapes and "<td>generation after optimizer step 6</td>" in shapes
 
 
 def test_the_browser_check_sees_console_errors_and_network_requests(tmp_path):
@@ -396,8 +422,9 @@ def test_long_runs_and_empty_figures_render_bounded(gpt_run):
     assert [a["data-chart"] for a in parts.of("svg")] == RUNTIME_CHARTS + ESTIMATE_CHARTS
     timeline = page[page.index('data-chart="timeline"'):page.index("</svg>", page.index('data-chart="timeline"'))]
     assert timeline.count("var(--series-1)") <= 70  # a path per group of steps (and the legend), not per step
-    assert "steps (grouped)" in timeline
-    assert "4,800 more row(s) are in the JSON report" in page  # the data table shows the first 200 steps
+    assert "(grouped)" in timeline
+    # the data table shows the first 200 steps (training's 5,000 and the generation's after it)
+    assert re.search(r"4,8\d\d more row\(s\) are in the JSON report", page)
     assert len(page) < 1_500_000
 
 

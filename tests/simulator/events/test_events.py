@@ -132,3 +132,41 @@ result(neuron_backend.stats()["summary"])
     assert [e["compile_id"] for e in r.kind("compile")] == ["0/0"]  # the hooks are no frame of their own
     # the compiled graph runs no eager neuron op: only the eager call drives the forward clock
     assert r.result["forwards"] == 1
+
+
+def test_phases_and_a_dataloaders_partial_batch_are_recorded(run_sim):
+    """A phase changes when the outermost module is called in another mode (grad, module.training):
+    sightings carry their phase and the phase's own call count; a phase with new signatures has a `phase`
+    start event (and an end event once it ended); a DataLoader's smaller last batch is a `data_loader`
+    event at the line that iterated it, once per line and size, whatever the epochs."""
+    r = run_sim(PRELUDE + """
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("neuron")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(10, 8)), batch_size=4)  # 4, 4, then 2
+for epoch in range(2):
+    for (x,) in loader:  # MARK-loader
+        model(x.to("neuron")).square().mean().backward()
+        opt.step()
+model.eval()
+with torch.no_grad():
+    for n in range(5, 8):  # a generation-like loop: a new length per call, no DataLoader
+        model(torch.randn(1, n, 8, device="neuron"))
+""")
+    assert r.proc.returncode == 0, r.proc.stderr[-3000:]
+    phases = [e for e in r.kind("phase")]
+    starts = {e["phase"]: e for e in phases if e["event"] == "start"}
+    ends = {e["phase"]: e for e in phases if e["event"] == "end"}
+    assert sorted(starts) == [0, 1, 2] and sorted(ends) == [0, 1]  # the last phase never ended
+    assert (starts[1]["grad"], starts[1]["training"], starts[1]["loader"]) == (True, True, True)
+    assert (ends[1]["optimizer_step"], ends[1]["calls"]) == (6, 6)
+    assert (starts[2]["grad"], starts[2]["training"], starts[2]["loader"]) == (False, False, False)
+    assert starts[2]["optimizer_step"] == 6
+    late = [e for e in r.kind("eager_compile") if e["op"] == "aten::addmm" and e["signature"][1].startswith("f32[")
+            and e["first_seen"]["phase"] == 2]
+    assert sorted(e["first_seen"]["phase_forward"] for e in late if e["site"].get("module") == "0") == [1, 2, 3]
+    [partial] = r.kind("data_loader")
+    assert (partial["event"], partial["batch_size"], partial["size"], partial["drop_last"]) == (
+        "partial_batch", 4, 2, False)
+    assert partial["site"]["line"] == r.line_of("MARK-loader") and partial["optimizer_step"] == 2
