@@ -62,7 +62,16 @@ def _lowers_directly(target, native: set[str]) -> bool:
     base = name.split(".", 1)[0]
     if ns != "aten":
         return ns in LOWERED_NAMESPACES or base in STRUCTURAL_OPS
-    return name in native or base in native or base in STRUCTURAL_OPS
+    return name in native or base in native or base in STRUCTURAL_OPS or _functional_of_native(base, native)
+
+
+def _functional_of_native(base: str, native: set[str]) -> bool:
+    """``base`` is the functional form that AOTAutograd's functionalization gives a native in-place op
+    (``uniform_`` -> ``uniform``, ``normal_`` -> ``normal_functional``, ``_foreach_add_`` ->
+    ``_foreach_add``): TorchNeuron's compile path functionalizes in-place ops and legalises random ops
+    before lowering (torchneuron.md 3.1), so the eager kernel's lowering serves the functional op."""
+    stem = base[: -len("_functional")] if base.endswith("_functional") else base
+    return not stem.endswith("_") and f"{stem}_" in native
 
 
 def _meta_like(value):
