@@ -5,7 +5,11 @@ A *family* is the module that defines a builder: ``torchvision.models.resnet`` (
 wide_resnet101_2), ``torchvision.models.detection.retinanet``, ``timm.models.convnext``. The sweep runs
 the smallest variant of each family: the builder with the fewest parameters at its default
 configuration (``--variants all`` runs every builder), counted on the ``meta`` device so no weights are
-allocated (``select()``). No name list says what is small.
+allocated (``count()``, ``smallest()``). No name list says what is small.
+
+A third source, ``transformers`` (its image-classification and semantic-segmentation auto-mappings,
+tiny configs from ``configs.py``), needs neither torchvision nor timm: it is what the suite's own venv
+(torch 2.13 CPU) can run, so the CI subset (tests/simulator/test_vision_subset.py) uses it.
 
 Builders take ``weights=None`` and ``weights_backbone=None`` where they have those arguments
 (torchvision's detection builders default to an ImageNet backbone download) and timm
@@ -66,10 +70,42 @@ def timm_builders() -> list[dict]:
     return out
 
 
+TRANSFORMERS_TASKS = {"classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+                      "segmentation": "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES"}
+
+
+def transformers_builders() -> list[dict]:
+    from transformers.models.auto import modeling_auto
+
+    out = []
+    for task, mapping in TRANSFORMERS_TASKS.items():
+        for model_type, cls in getattr(modeling_auto, mapping).items():
+            cls = cls[0] if isinstance(cls, (tuple, list)) else cls
+            out.append({"source": "transformers", "task": task, "name": model_type, "class": cls,
+                        "family": f"transformers.{task}.{model_type}"})
+    return out
+
+
+def _build_transformers(spec: dict, meta: bool) -> torch.nn.Module:
+    import configs
+    import transformers
+
+    cfg, _ = configs.build_config(spec["name"], configs.TINY)
+    cfg.num_labels = NUM_CLASSES if spec["task"] == "classification" else DET_CLASSES
+    cls = getattr(transformers, spec["class"])
+    if meta:
+        with torch.device("meta"):
+            return cls(cfg)
+    torch.manual_seed(0)
+    return cls(cfg).float()
+
+
 def build(spec: dict, size: int | None = None, meta: bool = False) -> torch.nn.Module:
     """The model of ``spec`` with random weights (``meta``: on the meta device, to count parameters).
     ``size``: the input size of the attempt, handed to builders that take one (timm ``img_size``)."""
     kw: dict = {}
+    if spec["source"] == "transformers":  # the tiny config fixes the input size
+        return _build_transformers(spec, meta)
     if spec["source"] == "timm":
         import timm
 
@@ -109,19 +145,44 @@ def build(spec: dict, size: int | None = None, meta: bool = False) -> torch.nn.M
         raise
 
 
+def without_randomness(model: torch.nn.Module) -> int:
+    """Dropout and stochastic depth off (rates 0), in place; returns how many rates were zeroed.
+
+    The two runs cannot draw the same masks: on the device, dropout's CPU kernel draws from the CPU
+    generator and ``torch.rand(device=...)`` from the device's own (as on CUDA), so the CPU run's single
+    stream and the device's two streams differ after the first draw. Rates found: ``p`` of dropout
+    modules, ``p`` / ``drop_prob`` of drop-path modules (a class name with ``Drop`` or
+    ``StochasticDepth``), and every float attribute whose name contains ``drop`` (attention dropout kept
+    as a float and handed to SDPA)."""
+    n = 0
+    for m in model.modules():
+        names = [k for k, v in vars(m).items() if isinstance(v, float) and "drop" in k.lower()]
+        cls = type(m).__name__
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd) or "Drop" in cls or "StochasticDepth" in cls:
+            names += [k for k in ("p", "drop_prob") if isinstance(vars(m).get(k), float)]
+        for k in names:
+            if getattr(m, k) != 0.0:
+                setattr(m, k, 0.0)
+                n += 1
+    return n
+
+
 def n_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def select(variants: str = "smallest", sources=("torchvision", "timm"), progress=None) -> list[dict]:
-    """Every builder (``variants="all"``) or the smallest of each family, with its parameter count
-    (meta device; a builder that cannot be built on meta is counted by a real build)."""
+def count(sources=("torchvision", "timm"), progress=None) -> list[dict]:
+    """Every builder of the sources with its id and parameter count (meta device; a builder that cannot
+    be built on meta is counted by a real build; None when neither builds)."""
     specs = []
     if "torchvision" in sources:
         specs += torchvision_builders()
     if "timm" in sources:
         specs += timm_builders()
+    if "transformers" in sources:
+        specs += transformers_builders()
     for s in specs:
+        s["id"] = f"{s['source']}:{s['task']}:{s['name']}"
         try:
             s["params"] = n_params(build(s, meta=True))
         except Exception as e:  # noqa: BLE001 - counted by a real build, else left out of "smallest"
@@ -132,23 +193,18 @@ def select(variants: str = "smallest", sources=("torchvision", "timm"), progress
                 s["count_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         if progress:
             progress(s)
-    for s in specs:
-        s["id"] = f"{s['source']}:{s['task']}:{s['name']}"
-    if variants == "all":
-        return specs
+    return specs
+
+
+def smallest(specs: list[dict]) -> list[dict]:
+    """The builder with the fewest parameters of each family (in catalogue order); a family none of
+    whose builders could be counted keeps its first builder (its failure is then reported)."""
     best: dict = {}
     for s in specs:
-        if s["params"] is None:
-            continue
         cur = best.get(s["family"])
-        if cur is None or s["params"] < cur["params"]:
+        if cur is None or (s["params"] is not None and (cur["params"] is None or s["params"] < cur["params"])):
             best[s["family"]] = s
-    return [s for s in specs if best.get(s["family"]) is s] + [
-        s for s in specs if s["params"] is None and s["family"] not in best and s is _first(specs, s["family"])]
-
-
-def _first(specs, family):
-    return next(s for s in specs if s["family"] == family)
+    return [s for s in specs if best[s["family"]] is s]
 
 
 # ---------------------------------------------------------------- inputs and loss
@@ -158,6 +214,10 @@ ATTEMPTS = (("small", 64, 4), ("native", None, 16))
 
 
 def native_size(spec: dict, model: torch.nn.Module) -> int:
+    hf = getattr(model, "config", None)
+    if hf is not None:  # transformers: the tiny config's image size
+        size = getattr(getattr(hf, "vision_config", None) or hf, "image_size", None) or 32
+        return int(size[-1] if isinstance(size, (list, tuple)) else size)
     cfg = getattr(model, "pretrained_cfg", None) or {}
     size = cfg.get("input_size")
     if size:
@@ -172,7 +232,7 @@ def make_inputs(spec: dict, model: torch.nn.Module, size: int, frames: int, seed
     chans = 3
     if task == "classification":
         cfg = getattr(model, "pretrained_cfg", None) or {}
-        chans = int((cfg.get("input_size") or (3,))[0])
+        chans = int((cfg.get("input_size") or (getattr(getattr(model, "config", None), "num_channels", 3),))[0])
         return {"x": torch.randn(BATCH, chans, size, size, generator=g),
                 "labels": torch.randint(0, NUM_CLASSES, (BATCH,), generator=g)}
     if task == "video":
@@ -242,7 +302,12 @@ def forward(spec: dict, model, inputs: dict, train: bool):
         flows = model(inputs["x"], inputs["x2"], num_flow_updates=2)
         loss = sum(0.8 ** (len(flows) - 1 - i) * (f - inputs["flow"]).abs().mean() for i, f in enumerate(flows))
         return loss, [flows[-1]]
-    out = model(inputs["x"])
+    if spec["source"] == "transformers":
+        out = model(pixel_values=inputs["x"]).logits
+        if task == "segmentation":  # logits at a fraction of the input size, as the models' own loss does
+            out = F.interpolate(out, size=inputs["mask"].shape[-2:], mode="bilinear", align_corners=False)
+    else:
+        out = model(inputs["x"])
     outs = _tensors(out)
     if not outs:
         raise RuntimeError(f"the model returned no floating-point output ({type(out).__name__})")

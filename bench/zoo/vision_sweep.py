@@ -4,14 +4,15 @@ smallest variant of every family), random weights, one training step on CPU, on 
 crash-isolated worker process per architecture (``sweep.run_sweep``).
 
 Runs in the vision venv that ``bench/zoo/setup_vision.sh`` creates (torch 2.14.1 + torchvision 0.29.1 +
-timm 1.0.31; see README.md for why not the project's .venv):
+timm 1.0.31; see README.md for why not the project's .venv); ``--sources transformers`` (tiny configs of
+transformers' vision models) also runs in the project's .venv, which is how CI runs a subset:
 
     bench/zoo/.venv/bin/python bench/zoo/vision_sweep.py [--sources torchvision,timm] [--tasks ...]
         [--variants smallest|all] [--only resnet18,timm:classification:vit_tiny_patch16_224]
         [--compile torchvision|all|none|NAMES] [--jobs 1] [--timeout 600] [--out DIR] [--cpu-only]
 
 Output: ``OUT/vision_results.json`` and ``OUT/vision_results.md`` (``vision_report.py``); the
-architecture selection (parameter counts on the meta device) is kept in ``OUT/vision_selection.json``
+architecture selection (parameter counts on the meta device) is kept in ``OUT/vision_selection-<sources>.json``
 and reused while torch, torchvision and timm keep their versions.
 """
 
@@ -28,37 +29,48 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # timm never downloads with pretrained=False; belt and braces
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.pop("NEURON_PORT_SIMULATE", None)  # workers enable the device themselves
 
-PRELOAD = ["torch", "torchvision", "timm", "vision_models", "vision_worker"]
+SOURCES = ("torchvision", "timm", "transformers")
 
 
-def versions() -> dict:
-    import timm
+def versions(sources=SOURCES) -> dict:
+    import importlib
+
     import torch
-    import torchvision
 
-    return {"torch": torch.__version__, "torchvision": torchvision.__version__, "timm": timm.__version__}
+    out = {"torch": torch.__version__}
+    for name in sources:
+        out[name] = importlib.import_module(name).__version__
+    return out
 
 
-def selection(out: Path, variants: str, progress=print) -> list[dict]:
+def preload(sources) -> list[str]:
+    extra = ["transformers", "transformers.modeling_utils", "configs"] if "transformers" in sources else []
+    return ["torch", *[s for s in sources if s != "transformers"], *extra, "vision_models", "vision_worker"]
+
+
+def selection(out: Path, variants: str, sources=SOURCES, progress=print) -> list[dict]:
+    """The architectures to run: every builder's parameter count is kept in ``OUT/vision_selection-<sources>.json``
+    (reused while the versions are the same), then ``variants`` picks from it."""
     import vision_models as vm
 
-    cache = out / "vision_selection.json"
-    key = {**versions(), "variants": variants}
-    if cache.is_file():
-        doc = json.loads(cache.read_text())
-        if doc.get("key") == key:
-            return doc["architectures"]
-    progress(f"counting parameters of every builder on the meta device ({key})")
-    t0 = time.time()
-    specs = vm.select(variants)
-    doc = {"key": key, "seconds": round(time.time() - t0, 1), "architectures": specs}
-    tmp = cache.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(cache)
-    return specs
+    cache = out / f"vision_selection-{'+'.join(sources)}.json"
+    key = versions(sources)
+    doc = json.loads(cache.read_text()) if cache.is_file() else {}
+    if doc.get("key") != key:
+        progress(f"counting the parameters of every builder on the meta device ({key})")
+        t0 = time.time()
+        doc = {"key": key, "architectures": vm.count(sources)}
+        doc["seconds"] = round(time.time() - t0, 1)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(cache)
+    specs = [dict(s) for s in doc["architectures"]]
+    return specs if variants == "all" else vm.smallest(specs)
 
 
 def main(argv=None) -> int:
@@ -80,21 +92,24 @@ def main(argv=None) -> int:
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    sources = {s.strip() for s in a.sources.split(",") if s.strip()}
+    sources = tuple(s.strip() for s in a.sources.split(",") if s.strip())
+    bad = set(sources) - set(SOURCES)
+    if bad:
+        ap.error(f"unknown source(s) {', '.join(sorted(bad))} (choose from {', '.join(SOURCES)})")
     tasks = {t.strip() for t in a.tasks.split(",") if t.strip()}
-    specs = [s for s in selection(out, a.variants) if s["source"] in sources and s["task"] in tasks]
+    specs = [s for s in selection(out, a.variants, sources) if s["task"] in tasks]
     if a.only:
         want = {w.strip() for w in a.only.split(",") if w.strip()}
         specs = [s for s in specs if s["name"] in want or s["id"] in want]
     comp = {c.strip() for c in a.compile.split(",") if c.strip()}
     for s in specs:
         s["compile"] = not a.cpu_only and ("all" in comp or s["source"] in comp or s["name"] in comp or s["id"] in comp)
-    info = {"python": platform.python_version(), **versions(), "platform": platform.platform(), "cpus": os.cpu_count(),
+    info = {"python": platform.python_version(), **versions(sources), "platform": platform.platform(), "cpus": os.cpu_count(),
             "load_before": os.getloadavg(), "jobs": a.jobs, "timeout": a.timeout, "variants": a.variants,
             "compile": a.compile}
     t0 = time.time()
     results = sweep.run_sweep(specs, out, jobs=max(1, min(a.jobs, 2)), timeout=a.timeout, simulate=not a.cpu_only,
-                              target=vision_worker.run_one, preload=PRELOAD)
+                              target=vision_worker.run_one, preload=preload(sources))
     info.update({"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)),
                  "wall_seconds": round(time.time() - t0, 1), "load_after": os.getloadavg(),
                  "command": " ".join(["bench/zoo/vision_sweep.py", *(argv if argv is not None else sys.argv[1:])])})

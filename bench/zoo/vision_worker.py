@@ -4,10 +4,9 @@
 A step, on a copy of the same untouched model (seed 0) and the same inputs: a train-mode forward, the
 loss, its backward, one SGD step (lr 0.1, momentum 0.9, weight decay 1e-4: the parameters move by
 the gradient, so a wrong gradient shows in them), then an eval-mode forward (BatchNorm's running
-statistics updated by the train forward are used). ``torch.manual_seed(2)`` before the train forward
-in every run: dropout and stochastic depth draw the same masks on both devices (the simulator's
-dropout runs the CPU kernel on the CPU generator; its ``bernoulli_`` draws from a neuron generator
-that torch.manual_seed seeds the same way).
+statistics updated by the train forward are used). Dropout and stochastic-depth rates are set to 0
+(``vision_models.without_randomness``): the device's random draws come from its own generator, as on
+CUDA, so masks cannot match the CPU run's; the ops still run, with rate 0.
 
 Compared with the CPU run (``compare``): the loss, the train-mode outputs, every gradient, every
 parameter after the step, and the eval-mode outputs (not for detection, whose eval output is
@@ -162,8 +161,7 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
         try:
             model = vm.build(spec, size)
             size_used = size or vm.native_size(spec, model)
-            if size is None and spec["source"] == "timm":
-                model = vm.build(spec, None)
+            zeroed = vm.without_randomness(model)
         except Exception as e:  # noqa: BLE001
             attempts.append({"attempt": name, "stage": "build", "error": error_info(e)})
             continue
@@ -176,7 +174,7 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
         pristine = copy.deepcopy(model)
         cpu = run_phase(spec, model, inputs, "cpu")
         cpu["build_seconds"] = round(time.perf_counter() - t0 - cpu["seconds"], 3)
-        attempts.append({"attempt": name, "stage": "cpu", "ok": cpu["ok"], "params": n, "size": size_used,
+        attempts.append({"attempt": name, "stage": "cpu", "ok": cpu["ok"], "params": n, "size": size_used, "rates_zeroed": zeroed,
                          "error": cpu.get("error"), "failed_step": cpu.get("failed_step")})
         if cpu["ok"]:
             chosen = (name, size_used, frames, pristine, inputs, n, cpu)
