@@ -85,6 +85,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per architecture (all phases)")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--report-only", action="store_true",
+                    help="no run: rebuild the tables from the per-architecture files of earlier runs in OUT/raw")
     a = ap.parse_args(argv)
     import sweep
     import vision_report
@@ -108,8 +110,11 @@ def main(argv=None) -> int:
             "load_before": os.getloadavg(), "jobs": a.jobs, "timeout": a.timeout, "variants": a.variants,
             "compile": a.compile}
     t0 = time.time()
-    results = sweep.run_sweep(specs, out, jobs=max(1, min(a.jobs, 2)), timeout=a.timeout, simulate=not a.cpu_only,
-                              target=vision_worker.run_one, preload=preload(sources))
+    if a.report_only:  # the architectures an earlier run wrote (wall time: the sum of their own times)
+        results = [sweep.collect(s, out, 0, False, 0.0) for s in specs if (out / "raw" / f"{sweep._safe(s['id'])}.jsonl").is_file()]
+    else:
+        results = sweep.run_sweep(specs, out, jobs=max(1, min(a.jobs, 2)), timeout=a.timeout, simulate=not a.cpu_only,
+                                  target=vision_worker.run_one, preload=preload(sources))
     info.update({"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)),
                  "wall_seconds": round(time.time() - t0, 1), "load_after": os.getloadavg(),
                  "command": " ".join(["bench/zoo/vision_sweep.py", *(argv if argv is not None else sys.argv[1:])])})

@@ -29,7 +29,7 @@ STRUCTURAL_OPS = frozenset({
     "new_zeros", "new_ones", "new_full", "full", "full_like", "zeros", "zeros_like", "ones", "ones_like",
     "scalar_tensor", "lift_fresh", "lift_fresh_copy", "sym_size", "sym_stride", "sym_numel",
     "sym_storage_offset", "_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
-    "view_as", "expand_as", "unbind", "_reshape_alias", "contiguous", "resize_", "set_",
+    "view_as", "expand_as", "unbind", "_reshape_alias", "contiguous", "resize_", "set_", "diagonal",
 })
 LOWERED_NAMESPACES = ("_c10d_functional", "c10d_functional", "prims")
 
@@ -62,7 +62,16 @@ def _lowers_directly(target, native: set[str]) -> bool:
     base = name.split(".", 1)[0]
     if ns != "aten":
         return ns in LOWERED_NAMESPACES or base in STRUCTURAL_OPS
-    return name in native or base in native or base in STRUCTURAL_OPS or _functional_of_native(base, native)
+    return (name in native or base in native or base in STRUCTURAL_OPS or _view_write(base)
+            or _functional_of_native(base, native))
+
+
+def _view_write(base: str) -> bool:
+    """``base`` is functionalization's write through a structural view (``slice_scatter``,
+    ``select_scatter``, ``diagonal_scatter``, ``as_strided_scatter``: ``x[:, 1:3] = y``, a gradient
+    written into a view of a fresh buffer): a functionalization copy, lowered like the view it inverts
+    (torchneuron.md 3.1, "functionalize copy_/inplace")."""
+    return base.endswith("_scatter") and base[: -len("_scatter")] in STRUCTURAL_OPS
 
 
 def _functional_of_native(base: str, native: set[str]) -> bool:
