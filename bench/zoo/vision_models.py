@@ -16,7 +16,8 @@ Builders take ``weights=None`` and ``weights_backbone=None`` where they have tho
 ``pretrained=False``. Classification heads have ``NUM_CLASSES`` outputs.
 
 Inputs: attempts, smallest first (``ATTEMPTS``): images of 64 x 64 (video 4 frames of 64 x 64), then
-the size the model was designed for (224, or its timm ``pretrained_cfg`` input size; video 16 frames),
+the size the model was designed for (timm's ``pretrained_cfg`` input size, the crop size of a
+torchvision builder's weights' transforms, else 224; video 16 frames),
 because a model with fixed position embeddings or a deep stride only runs at that size. The CPU run
 decides which attempt is used, as in the transformers sweep.
 """
@@ -222,6 +223,16 @@ def native_size(spec: dict, model: torch.nn.Module) -> int:
     size = cfg.get("input_size")
     if size:
         return int(size[-1])
+    if spec["source"] == "torchvision":  # the crop size of the builder's weights' transforms (inception: 299)
+        import torchvision.models as tvm
+
+        try:
+            for w in tvm.get_model_weights(spec["name"]):
+                crop = getattr(w.transforms, "keywords", {}).get("crop_size")
+                if crop:
+                    return int(min(crop) if isinstance(crop, (list, tuple)) else crop)
+        except (ValueError, KeyError):  # no weights enum for this builder
+            pass
     return 224
 
 

@@ -7,7 +7,11 @@ rewrites composite ATen ops such as ``rsub``, ``hardswish`` and ``hardsigmoid`` 
 then ``torch-backend-to-stablehlo-backend-pipeline``); the graph fails to compile on an op that no
 step decomposes and StableHLO cannot express. The simulator judges each op the same way: an op that
 is a native op of the op policy (``rules/op_policy.toml`` [native]) or lowers without a kernel of its
-own (views, metadata, functionalization copies, shape queries, collectives) lowers; any other op is
+own (views, metadata, functionalization copies, shape queries, collectives) lowers; so do the forms
+AOTAutograd's functionalization gives what eager runs natively: the functional op of a native in-place
+op (``uniform_`` -> ``uniform``, ``normal_`` -> ``normal_functional``) and the write through a view
+(``slice_scatter``, ``as_strided_scatter``, ...: TorchNeuron's FX passes functionalize in-place ops and
+legalise random ops, torchneuron.md 3.1); any other op is
 decomposed with PyTorch's core ATen decompositions (``torch._decomp.core_aten_decompositions()``,
 the table Torch-MLIR and every StableHLO exporter lower to) and lowers when every op of its
 decomposition does. An op with no decomposition, or one that decomposes into an op without a
