@@ -154,9 +154,15 @@ def without_randomness(model: torch.nn.Module) -> int:
     stream and the device's two streams differ after the first draw. Rates found: ``p`` of dropout
     modules, ``p`` / ``drop_prob`` of drop-path modules (a class name with ``Drop`` or
     ``StochasticDepth``), and every float attribute whose name contains ``drop`` (attention dropout kept
-    as a float and handed to SDPA)."""
+    as a float and handed to SDPA). Random sampling too: torchvision's R-CNN samplers
+    (``fg_bg_sampler``) draw a random subset of anchors and proposals with ``torch.randperm`` on the
+    model's device; they take every candidate instead."""
     n = 0
     for m in model.modules():
+        sampler = getattr(m, "fg_bg_sampler", None)  # torchvision R-CNN: a random subset of anchors / proposals
+        if isinstance(getattr(sampler, "batch_size_per_image", None), int):
+            sampler.batch_size_per_image = 1 << 30  # every candidate: the loss does not depend on randperm's order
+            n += 1
         names = [k for k, v in vars(m).items() if isinstance(v, float) and "drop" in k.lower()]
         cls = type(m).__name__
         if isinstance(m, torch.nn.modules.dropout._DropoutNd) or "Drop" in cls or "StochasticDepth" in cls:
