@@ -13,6 +13,7 @@ is one of:
 
 from __future__ import annotations
 
+import re
 import time
 
 from report import SIM_PREFIX, _cell
@@ -36,6 +37,9 @@ def classify_run(run: dict | None, compiled: bool = False) -> dict:
     if run.get("unsupported") or SIM_PREFIX in msg:
         code = "NP908" if compiled and "operation=torch_compile" in msg else "NP906"
         first = next((ln for ln in msg.splitlines() if SIM_PREFIX in ln), msg.splitlines()[0] if msg else "")
+        lowering = re.search(r"no Neuron lowering for .*? graph of [^ ]+", msg)
+        if lowering:
+            first = lowering.group(0)
         return {"status": "limitation", "codes": [code], "reason": first[:300]}
     kind = {"Timeout": "hang", "WorkerDied": "crash"}.get(err.get("type"), "exception")
     return {"status": "defect", "kind": kind, "reason": f"{err.get('type')}: {msg.splitlines()[0][:300] if msg else ''}"}
@@ -122,7 +126,8 @@ def headline(doc: dict) -> str:
 def markdown(doc: dict) -> str:
     m = doc["machine"]
     out = ["# Vision sweep", "", f"{headline(doc)}.", "",
-           f"Run {m.get('started')} ({m.get('wall_seconds')} s wall, {m.get('jobs')} worker process(es), "
+           (f"Tables rebuilt {m.get('started')} from the per-architecture files of earlier runs (" if m.get("report_only") else
+            f"Run {m.get('started')} ({m.get('wall_seconds')} s wall, ") + f"{m.get('jobs')} worker process(es), "
            f"{m.get('timeout')} s limit per architecture, variants: {m.get('variants')}, compiled: {m.get('compile')}): "
            f"Python {m.get('python')}, torch {m.get('torch')}, torchvision {m.get('torchvision')}, timm {m.get('timm')}, "
            f"{m.get('platform')}, {m.get('cpus')} CPUs, load {m.get('load_before')} before. Command: `{m.get('command')}`.", "",

@@ -108,15 +108,16 @@ def main(argv=None) -> int:
         s["compile"] = not a.cpu_only and ("all" in comp or s["source"] in comp or s["name"] in comp or s["id"] in comp)
     info = {"python": platform.python_version(), **versions(sources), "platform": platform.platform(), "cpus": os.cpu_count(),
             "load_before": os.getloadavg(), "jobs": a.jobs, "timeout": a.timeout, "variants": a.variants,
-            "compile": a.compile}
+            "compile": a.compile, "report_only": a.report_only}
     t0 = time.time()
     if a.report_only:  # the architectures an earlier run wrote (wall time: the sum of their own times)
         results = [sweep.collect(s, out, 0, False, 0.0) for s in specs if (out / "raw" / f"{sweep._safe(s['id'])}.jsonl").is_file()]
     else:
         results = sweep.run_sweep(specs, out, jobs=max(1, min(a.jobs, 2)), timeout=a.timeout, simulate=not a.cpu_only,
                                   target=vision_worker.run_one, preload=preload(sources))
+    wall = None if a.report_only else round(time.time() - t0, 1)
     info.update({"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)),
-                 "wall_seconds": round(time.time() - t0, 1), "load_after": os.getloadavg(),
+                 "wall_seconds": wall, "load_after": os.getloadavg(),
                  "command": " ".join(["bench/zoo/vision_sweep.py", *(argv if argv is not None else sys.argv[1:])])})
     doc = vision_report.build(results, info, simulated=not a.cpu_only)
     for name, text in (("vision_results.json", json.dumps(doc, indent=1, default=str) + "\n"),
