@@ -89,6 +89,8 @@ def collect(spec: dict, out: Path, exitcode: int | None, timed_out: bool, second
     raw = _read_lines(out / "raw" / f"{name}.jsonl")
     rec = {**spec, "seconds": round(seconds, 2), "exitcode": exitcode, "timed_out": timed_out,
            "config": raw.get("config"), "cpu": raw.get("cpu"), "sim": raw.get("sim")}
+    if spec.get("compile"):  # the vision sweep's torch.compile phase (vision_worker.py)
+        rec["compile"] = raw.get("compile")
     died = timed_out or (exitcode not in (0, None))
     if died:
         how = (f"timeout after {seconds:.0f} s" if timed_out else
@@ -101,18 +103,27 @@ def collect(spec: dict, out: Path, exitcode: int | None, timed_out: bool, second
             rec["cpu"] = {"ok": False, "error": err}
         elif rec["sim"] is None and rec["cpu"].get("ok"):
             rec["sim"] = {"ok": False, "error": err, **_events_fallback(out / "events" / name)}
+        elif spec.get("compile") and rec.get("compile") is None and rec["sim"].get("ok"):
+            rec["compile"] = {"ok": False, "error": err, **_events_fallback(out / "events" / name)}
     return rec
 
 
-def run_sweep(specs: list[dict], out: Path, jobs: int = 2, timeout: float = 300.0, simulate: bool = True,
-              progress=print) -> list[dict]:
-    import worker
+TRANSFORMERS_PRELOAD = ["torch", "transformers", "transformers.modeling_utils", "transformers.generation", "worker",
+                        "configs"]
 
+
+def run_sweep(specs: list[dict], out: Path, jobs: int = 2, timeout: float = 300.0, simulate: bool = True,
+              progress=print, target=None, preload=None) -> list[dict]:
+    """Run ``target(spec, raw_path, log_path, events_dir, simulate)`` (default ``worker.run_one``) for each
+    spec in a worker process forked from a server that imported ``preload`` once."""
+    if target is None:
+        import worker
+
+        target = worker.run_one
     for sub in ("raw", "logs", "events"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "transformers", "transformers.modeling_utils",
-                                "transformers.generation", "worker", "configs"])
+    ctx.set_forkserver_preload(TRANSFORMERS_PRELOAD if preload is None else preload)
     pending = list(specs)
     running: dict = {}
     results: list[dict] = []
@@ -126,7 +137,7 @@ def run_sweep(specs: list[dict], out: Path, jobs: int = 2, timeout: float = 300.
             ev = out / "events" / name
             for f in ev.glob("*") if ev.is_dir() else []:
                 f.unlink()
-            p = ctx.Process(target=worker.run_one, name=name,
+            p = ctx.Process(target=target, name=name,
                             args=(spec, str(raw), str(out / "logs" / f"{name}.log"), str(ev), simulate))
             p.start()
             running[p] = (spec, time.monotonic())

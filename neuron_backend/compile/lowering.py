@@ -7,7 +7,11 @@ rewrites composite ATen ops such as ``rsub``, ``hardswish`` and ``hardsigmoid`` 
 then ``torch-backend-to-stablehlo-backend-pipeline``); the graph fails to compile on an op that no
 step decomposes and StableHLO cannot express. The simulator judges each op the same way: an op that
 is a native op of the op policy (``rules/op_policy.toml`` [native]) or lowers without a kernel of its
-own (views, metadata, functionalization copies, shape queries, collectives) lowers; any other op is
+own (views, metadata, functionalization copies, shape queries, collectives) lowers; so do the forms
+AOTAutograd's functionalization gives what eager runs natively: the functional op of a native in-place
+op (``uniform_`` -> ``uniform``, ``normal_`` -> ``normal_functional``) and the write through a view
+(``slice_scatter``, ``as_strided_scatter``, ...: TorchNeuron's FX passes functionalize in-place ops and
+legalise random ops, torchneuron.md 3.1); any other op is
 decomposed with PyTorch's core ATen decompositions (``torch._decomp.core_aten_decompositions()``,
 the table Torch-MLIR and every StableHLO exporter lower to) and lowers when every op of its
 decomposition does. An op with no decomposition, or one that decomposes into an op without a
@@ -29,7 +33,7 @@ STRUCTURAL_OPS = frozenset({
     "new_zeros", "new_ones", "new_full", "full", "full_like", "zeros", "zeros_like", "ones", "ones_like",
     "scalar_tensor", "lift_fresh", "lift_fresh_copy", "sym_size", "sym_stride", "sym_numel",
     "sym_storage_offset", "_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
-    "view_as", "expand_as", "unbind", "_reshape_alias", "contiguous", "resize_", "set_",
+    "view_as", "expand_as", "unbind", "_reshape_alias", "contiguous", "resize_", "set_", "diagonal",
 })
 LOWERED_NAMESPACES = ("_c10d_functional", "c10d_functional", "prims")
 
@@ -62,7 +66,25 @@ def _lowers_directly(target, native: set[str]) -> bool:
     base = name.split(".", 1)[0]
     if ns != "aten":
         return ns in LOWERED_NAMESPACES or base in STRUCTURAL_OPS
-    return name in native or base in native or base in STRUCTURAL_OPS
+    return (name in native or base in native or base in STRUCTURAL_OPS or _view_write(base)
+            or _functional_of_native(base, native))
+
+
+def _view_write(base: str) -> bool:
+    """``base`` is functionalization's write through a structural view (``slice_scatter``,
+    ``select_scatter``, ``diagonal_scatter``, ``as_strided_scatter``: ``x[:, 1:3] = y``, a gradient
+    written into a view of a fresh buffer): a functionalization copy, lowered like the view it inverts
+    (torchneuron.md 3.1, "functionalize copy_/inplace")."""
+    return base.endswith("_scatter") and base[: -len("_scatter")] in STRUCTURAL_OPS
+
+
+def _functional_of_native(base: str, native: set[str]) -> bool:
+    """``base`` is the functional form that AOTAutograd's functionalization gives a native in-place op
+    (``uniform_`` -> ``uniform``, ``normal_`` -> ``normal_functional``, ``_foreach_add_`` ->
+    ``_foreach_add``): TorchNeuron's compile path functionalizes in-place ops and legalises random ops
+    before lowering (torchneuron.md 3.1), so the eager kernel's lowering serves the functional op."""
+    stem = base[: -len("_functional")] if base.endswith("_functional") else base
+    return not stem.endswith("_") and f"{stem}_" in native
 
 
 def _meta_like(value):
