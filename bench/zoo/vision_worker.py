@@ -20,7 +20,6 @@ as soon as it is over (``config``, ``cpu``, ``sim``, ``compile``), so a crash ke
 from __future__ import annotations
 
 import copy
-import json
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vision_models as vm  # noqa: E402
-from worker import _emit, _sim_summary, error_info  # noqa: E402
+from worker import _emit, _sim_summary, error_info, start_worker  # noqa: E402
 
 TOL, FLOOR, LOSS_TOL = 1e-3, 1e-3, 1e-4
 MAX_PARAMS = 150_000_000  # peak memory ~ 7 copies (weights, grads, momentum, CPU copies compared): ~4 GB at 150 M
@@ -134,17 +133,7 @@ def _public(d: dict) -> dict:
 def run_one(spec: dict, result_path: str | None = None, log_path: str | None = None,
             events_dir: str | None = None, simulate: bool = True) -> None:
     """The worker process's body (see the module docstring); ``spec["compile"]`` adds the compile phase."""
-    if log_path:
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
-    import faulthandler
-
-    faulthandler.enable()
-    torch.set_num_threads(1)
+    start_worker(log_path)
     rpath = Path(result_path) if result_path else None
     sim_enabled = False
     if simulate:  # first, as NEURON_PORT_SIMULATE=1 would (see worker.py)

@@ -326,9 +326,9 @@ def compare(cpu: dict, sim: dict) -> dict:
     return out
 
 
-def run_one(spec: dict, result_path: str | None = None, log_path: str | None = None,
-            events_dir: str | None = None, simulate: bool = True) -> None:
-    """The worker process's body (see the module docstring)."""
+def start_worker(log_path: str | None) -> None:
+    """A worker's first steps: its output into ``log_path`` (file descriptors 1 and 2, so C++ output and
+    faulthandler's dump land there too), faulthandler on, one intra-op thread."""
     if log_path:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, 1)
@@ -340,6 +340,12 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
 
     faulthandler.enable()
     torch.set_num_threads(1)
+
+
+def run_one(spec: dict, result_path: str | None = None, log_path: str | None = None,
+            events_dir: str | None = None, simulate: bool = True) -> None:
+    """The worker process's body (see the module docstring)."""
+    start_worker(log_path)
     rpath = Path(result_path) if result_path else None
     family = spec["family"]
     # The simulator is switched on first, as NEURON_PORT_SIMULATE=1 does during `import torch`: CPU
