@@ -37,6 +37,9 @@ DEFAULTS: tuple[Assumption, ...] = (
                "Achievable fraction of peak FLOP/s for the 'expected' time (the 'lower' time assumes peak)."),
     Assumption("memory_fraction", 0.7, "",
                "Achievable fraction of peak HBM bandwidth for the 'expected' time."),
+    Assumption("collective_overlap", 0.5, "",
+               "Share of the step's device time a collective can hide behind (DDP's bucketed all-reduce runs "
+               "during the backward, about 2/3 of a step; FSDP prefetches its all-gathers). Assumed; 0-1 tried."),
     Assumption("host_link_gbps", 16.0, "GB/s",
                "Device<->host copy bandwidth for the inputs and results of a CPU-fallback op."),
     Assumption("host_fallback_gflops", 100.0, "GFLOP/s",

@@ -47,6 +47,16 @@ class Device:
     price: Price = field(default_factory=lambda: Price(None, None, None, False))
     # a measured peak for one op family (the host CPU's convolutions, docs/estimate.md "Validation")
     family_peak_tflops: dict[str, float] = field(default_factory=dict)
+    link_gbps: float = 0.0  # to the other chips of its node (0: no interconnect figure)
+    node_chips: int = 1
+    network_gbps: float = 0.0  # its share of the node's network, for groups that span nodes
+
+    def collective_gbps(self, group_chips: int) -> float:
+        """The bandwidth a ring over ``group_chips`` chips moves at: the node's links while the group fits
+        one node, else the slower of links and network; 0 when the table has no figure."""
+        if group_chips <= self.node_chips or self.network_gbps <= 0:
+            return self.link_gbps
+        return min(self.link_gbps, self.network_gbps) if self.link_gbps > 0 else self.network_gbps
 
     def peak(self, dtype: str, family: str = "") -> float:
         """FLOP/s of ``dtype`` (fp32 when the table has no figure for it)."""
@@ -57,7 +67,8 @@ class Device:
         return {"id": self.id, "name": self.name, "kind": self.kind, "per": self.per,
                 "peak_tflops": {("fp32" if k == "fp32" else k): v for k, v in self.peak_tflops.items()},
                 "hbm_gbps": self.hbm_gbps, "hbm_gib": self.hbm_gib, "sources": list(self.sources),
-                "chip_cores": self.chip_cores, "price_device": self.price_device}
+                "chip_cores": self.chip_cores, "price_device": self.price_device, "link_gbps": self.link_gbps,
+                "node_chips": self.node_chips, "network_gbps": self.network_gbps}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], price: Price) -> Device:
@@ -65,7 +76,8 @@ class Device:
                    peak_tflops={k: float(v) for k, v in data["peak_tflops"].items()},
                    hbm_gbps=float(data["hbm_gbps"]), hbm_gib=float(data["hbm_gib"]),
                    chip_cores=int(data.get("chip_cores", 1)), price_device=data.get("price_device", data["id"]),
-                   sources=tuple(data.get("sources", ())), price=price)
+                   sources=tuple(data.get("sources", ())), price=price, link_gbps=float(data.get("link_gbps", 0.0)),
+                   node_chips=int(data.get("node_chips", 1)), network_gbps=float(data.get("network_gbps", 0.0)))
 
 
 def devices_path() -> Path:
@@ -102,6 +114,8 @@ def load_devices(path: Optional[Path] = None) -> list[Device]:
             peaks = {k: _number(v, f"{where}.peak_tflops.{k}") * share for k, v in chip["peak_tflops"].items()}
             bandwidth = _number(chip["hbm_gbps"], f"{where}.hbm_gbps") * share
             capacity = _number(chip["hbm_gib"], f"{where}.hbm_gib") * share
+            link = _number(chip.get("link_gbps", 0.0), f"{where}.link_gbps") * share
+            network = _number(chip.get("network_gbps", 0.0), f"{where}.network_gbps") * share
         except KeyError as exc:
             raise DeviceTableError(f"{where}: missing {exc.args[0]}") from None
         price_entry = prices.get(chip_id, {})
@@ -113,5 +127,6 @@ def load_devices(path: Optional[Path] = None) -> list[Device]:
         out.append(Device(id=device_id, name=entry.get("name", device_id), kind=entry.get("kind", "trainium"),
                           per=entry.get("per", "chip"), peak_tflops=peaks, hbm_gbps=bandwidth, hbm_gib=capacity,
                           chip_cores=int(chip.get("chip_cores", 1)), price_device=chip_id,
-                          sources=tuple(urls.get(s, s) for s in chip.get("sources", ())), price=price))
+                          sources=tuple(urls.get(s, s) for s in chip.get("sources", ())), price=price,
+                          link_gbps=link, node_chips=int(chip.get("node_chips", 1)), network_gbps=network))
     return out

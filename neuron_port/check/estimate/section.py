@@ -69,7 +69,8 @@ def tokens_per_step(work: StepWork, tokens: Any) -> tuple[Optional[float], Optio
     if not isinstance(tokens, str):
         return tokens, None
     source = resolve_tokens(tokens, work.token_sources)
-    return source.per_step, {"spec": tokens, **source.to_json()}
+    # a fake world ran one rank of `world`: the step's tokens are every rank's
+    return source.per_step * work.world / max(work.processes, 1), {"spec": tokens, **source.to_json()}
 
 
 def estimate_from_work(work: StepWork, options: EstimateOptions,
@@ -79,7 +80,7 @@ def estimate_from_work(work: StepWork, options: EstimateOptions,
     if not work.items and not work.fallback_calls:
         return None
     devices = devices if devices is not None else load_devices()
-    cores = options.cores or max(work.processes, 1)
+    cores = options.cores or work.world
     tokens, tokens_from = tokens_per_step(work, options.tokens_per_step)
     section = estimate(work, devices, assumptions(options.assumptions), cores=cores,
                        tokens_per_step=tokens, prices=options.prices)

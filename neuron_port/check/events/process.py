@@ -67,6 +67,8 @@ class SummaryEvent:
     optimizer_steps: Optional[int] = None  # the step clock at the end (None: a simulator without one)
     forwards: Optional[int] = None
     peak_allocated_bytes: Optional[int] = None  # on the simulated device (None: an older simulator)
+    # torch.get_float32_matmul_precision() at the end: "highest", "high" (TF32 on a GPU), "medium"
+    float32_matmul_precision: Optional[str] = None
 
     @classmethod
     def from_fields(cls, f: EventFields) -> SummaryEvent:
@@ -75,4 +77,5 @@ class SummaryEvent:
                    eager_compiles=f.integer("eager_compiles"), eager_cache_hits=f.integer("eager_cache_hits"),
                    complete=bool(f.flag("complete")), optimizer_steps=f.optional_integer("optimizer_steps"),
                    forwards=f.optional_integer("forwards"),
-                   peak_allocated_bytes=f.optional_integer("peak_allocated_bytes"))
+                   peak_allocated_bytes=f.optional_integer("peak_allocated_bytes"),
+                   float32_matmul_precision=f.text("float32_matmul_precision"))
