@@ -50,6 +50,12 @@ class Device:
     link_gbps: float = 0.0  # to the other chips of its node (0: no interconnect figure)
     node_chips: int = 1
     network_gbps: float = 0.0  # its share of the node's network, for groups that span nodes
+    # matrix efficiency (efficiency.py): units one rank's GEMM tiles spread over, their tiles, the best
+    # fraction of peak a full wave reaches, and the flash-attention kernel's fraction of peak (0: none)
+    matmul_units: int = 0
+    matmul_tiles: tuple[tuple[int, int, int], ...] = ()
+    matmul_ceiling: float = 0.0
+    attention_efficiency: float = 0.0
 
     def collective_gbps(self, group_chips: int) -> float:
         """The bandwidth a ring over ``group_chips`` chips moves at: the node's links while the group fits
@@ -68,7 +74,9 @@ class Device:
                 "peak_tflops": {("fp32" if k == "fp32" else k): v for k, v in self.peak_tflops.items()},
                 "hbm_gbps": self.hbm_gbps, "hbm_gib": self.hbm_gib, "sources": list(self.sources),
                 "chip_cores": self.chip_cores, "price_device": self.price_device, "link_gbps": self.link_gbps,
-                "node_chips": self.node_chips, "network_gbps": self.network_gbps}
+                "node_chips": self.node_chips, "network_gbps": self.network_gbps, "matmul_units": self.matmul_units,
+                "matmul_tiles": [list(t) for t in self.matmul_tiles], "matmul_ceiling": self.matmul_ceiling,
+                "attention_efficiency": self.attention_efficiency}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], price: Price) -> Device:
@@ -77,7 +85,19 @@ class Device:
                    hbm_gbps=float(data["hbm_gbps"]), hbm_gib=float(data["hbm_gib"]),
                    chip_cores=int(data.get("chip_cores", 1)), price_device=data.get("price_device", data["id"]),
                    sources=tuple(data.get("sources", ())), price=price, link_gbps=float(data.get("link_gbps", 0.0)),
-                   node_chips=int(data.get("node_chips", 1)), network_gbps=float(data.get("network_gbps", 0.0)))
+                   node_chips=int(data.get("node_chips", 1)), network_gbps=float(data.get("network_gbps", 0.0)),
+                   **_efficiency(data, "report"))
+
+
+def _efficiency(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """The matrix-efficiency figures of a table entry (or a report's device), checked."""
+    tiles = entry.get("matmul_tiles", [])
+    if not isinstance(tiles, list) or not all(isinstance(t, list) and len(t) == 3 for t in tiles):
+        raise DeviceTableError(f"{where}.matmul_tiles: expected a list of [rows, columns, depth] tiles")
+    return {"matmul_units": int(_number(entry.get("matmul_units", 0), f"{where}.matmul_units")),
+            "matmul_tiles": tuple(tuple(int(_number(v, f"{where}.matmul_tiles")) for v in t) for t in tiles),
+            "matmul_ceiling": _number(entry.get("matmul_ceiling", 0.0), f"{where}.matmul_ceiling"),
+            "attention_efficiency": _number(entry.get("attention_efficiency", 0.0), f"{where}.attention_efficiency")}
 
 
 def devices_path() -> Path:
@@ -128,5 +148,6 @@ def load_devices(path: Optional[Path] = None) -> list[Device]:
                           per=entry.get("per", "chip"), peak_tflops=peaks, hbm_gbps=bandwidth, hbm_gib=capacity,
                           chip_cores=int(chip.get("chip_cores", 1)), price_device=chip_id,
                           sources=tuple(urls.get(s, s) for s in chip.get("sources", ())), price=price,
-                          link_gbps=link, node_chips=int(chip.get("node_chips", 1)), network_gbps=network))
+                          link_gbps=link, node_chips=int(chip.get("node_chips", 1)), network_gbps=network,
+                          **_efficiency(chip, f"{path}: devices.{chip_id}")))
     return out

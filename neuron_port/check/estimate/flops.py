@@ -81,6 +81,7 @@ class Work:
     bytes: float
     dtype: str  # compute dtype: fp32 | bf16 | f16 ... (devices.toml `peak_tflops` keys)
     tokens: Optional[int] = None  # an embedding lookup's indices (None: not a lookup, or no integer indices)
+    gemm: Optional[tuple[int, int, int, int]] = None  # a matmul's (batch, M, N, K): efficiency.py's tiles
 
 
 def parse_tensor(text: Any) -> Optional[Tensor]:
@@ -243,14 +244,16 @@ def _matmul(name: str, tensors: list[Tensor], in_bytes: float, dtype: str) -> Wo
         a, w = mats[0], mats[1]
         rows = a.numel // a.shape[-1]
         out = rows * w.shape[0]
-        return Work("matmul", 2.0 * rows * w.shape[0] * a.shape[-1], in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype)
+        return Work("matmul", 2.0 * rows * w.shape[0] * a.shape[-1], in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype,
+                    gemm=(1, rows, w.shape[0], a.shape[-1]))
     if len(mats) < 2:
         return Work("matmul", 0.0, in_bytes, dtype)
     a, b = mats[0], mats[1]
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = max(math.prod(a.shape[:-2]), math.prod(b.shape[:-2]))
     out = batch * m * n
-    return Work("matmul", 2.0 * batch * m * n * k, in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype)
+    return Work("matmul", 2.0 * batch * m * n * k, in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype,
+                gemm=(batch, m, n, k))
 
 
 def _conv_args(signature: Sequence[Any], first: int) -> tuple[list[int], list[int], list[int], bool, int]:

@@ -1,7 +1,8 @@
 """The cost model (docs/estimate.md): the per-step work of the run on each device of the table.
 
-Per work item (one op, dtype and family, summed over a step): roofline time ``max(FLOPs / peak(dtype),
-bytes / bandwidth)``, at peak for the lower bound and at the achievable fractions for the expected time;
+Per work item (one op, dtype, family and GEMM shape, summed over a step): roofline time ``max(FLOPs /
+peak(dtype), bytes / bandwidth)``, at peak for the lower bound and at the achievable rates for the expected
+time (a GEMM's from its shape and a matrix op's from the device, efficiency.py; other ops' assumed);
 plus a dispatch cost per eager op (none for ops inside compiled graphs), plus the CPU-fallback ops at
 their measured host time and their device/host copies. ``cores`` logical cores share the step's work
 evenly (data parallel, one process per core, collectives not modelled), while each core still
@@ -18,6 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 from neuron_port.check.estimate.assumptions import Assumption, values
 from neuron_port.check.estimate.collectives import collective_seconds, per_rank_memory, sharding
 from neuron_port.check.estimate.devices import Device, Price
+from neuron_port.check.estimate.efficiency import matrix_efficiency
 from neuron_port.check.estimate.flops import FAMILIES
 from neuron_port.check.estimate.work import StepWork, WorkItem
 
@@ -58,8 +60,9 @@ def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, f
     bandwidth = device.hbm_gbps * 1e9
     compute = item.flops * share / peak if peak > 0 else 0.0
     memory = item.bytes * share / bandwidth if bandwidth > 0 else 0.0
-    return Roofline(max(compute, memory),
-                    max(compute / a["compute_fraction"], memory / a["memory_fraction"]))
+    rate = matrix_efficiency(item.family, item.gemm, device.matmul_ceiling, device.matmul_tiles,
+                             device.matmul_units, device.attention_efficiency, a["compute_fraction"])
+    return Roofline(max(compute, memory), max(compute / rate, memory / a["memory_fraction"]))
 
 
 def fallback_seconds(work: StepWork, core_share: float, a: Mapping[str, float],

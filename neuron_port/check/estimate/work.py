@@ -54,16 +54,19 @@ class WorkItem:
     flops: float  # per step
     bytes: float  # per step
     compiled: bool = False  # ran inside a torch.compile graph: no per-op dispatch
+    gemm: Optional[tuple[int, int, int, int]] = None  # a matmul's (batch, M, N, K) (flops.Work.gemm)
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "family": self.family, "dtype": self.dtype, "calls": self.calls,
-                "flops": self.flops, "bytes": self.bytes, "compiled": self.compiled}
+                "flops": self.flops, "bytes": self.bytes, "compiled": self.compiled,
+                **({"gemm": list(self.gemm)} if self.gemm else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorkItem:
         return cls(op=str(data["op"]), family=str(data["family"]), dtype=str(data["dtype"]),
                    calls=float(data["calls"]), flops=float(data["flops"]), bytes=float(data["bytes"]),
-                   compiled=bool(data.get("compiled", False)))
+                   compiled=bool(data.get("compiled", False)),
+                   gemm=tuple(int(v) for v in data["gemm"]) if data.get("gemm") else None)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,7 @@ class _Run:
 
     def __init__(self) -> None:
         self.out = StepWork()
-        self.totals: dict[tuple[str, str, str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        self.totals: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # (op, family, dtype, compiled, gemm)
         self.clocks: list[str] = []
         self.graphs: set[Any] = set()
         self.tokens: dict[tuple[str, str, Optional[str]], float] = defaultdict(float)
@@ -233,7 +236,7 @@ class _Run:
             self.optimizer[name][tuple(signature)] = tensor_list(signature[0]).nbytes
 
     def add(self, op: str, w: Work, calls: float, compiled: bool = False) -> None:
-        t = self.totals[(op, w.family, w.dtype, compiled)]
+        t = self.totals[(op, w.family, w.dtype, compiled, w.gemm)]
         t[0] += calls
         t[1] += calls * w.flops
         t[2] += calls * w.bytes
@@ -247,8 +250,9 @@ class _Run:
         out = self.out
         out.clock = self.clocks[0] if self.clocks else "signature"
         out.graphs = len(self.graphs)
-        out.items = [WorkItem(op, family, dtype, calls, flops, nbytes, compiled)
-                     for (op, family, dtype, compiled), (calls, flops, nbytes) in sorted(self.totals.items())
+        out.items = [WorkItem(op, family, dtype, calls, flops, nbytes, compiled, gemm)
+                     for (op, family, dtype, compiled, gemm), (calls, flops, nbytes)
+                     in sorted(self.totals.items(), key=lambda kv: (kv[0][:4], kv[0][4] or ()))
                      if calls > 0]
         out.token_sources = [TokenSource(op, site, module, n) for (op, site, module), n
                              in sorted(self.tokens.items(), key=lambda kv: (-kv[1], kv[0][1:]))]
