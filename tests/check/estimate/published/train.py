@@ -9,7 +9,7 @@ for ``neuron-port check --shape-only --world-size N``: rank 0 of an N-rank job.
 DDP); ``--dp fsdp``: FSDP2 ``fully_shard`` per block (torchtitan). ``--compile``: each block compiled
 (torch.compile per block, as torchtitan; llm.c's hand-fused kernels are costed as a compiled graph).
 ``--checkpoint``: each block's activations recomputed in the backward (torch.utils.checkpoint).
-The models are the shape-only benchmark's (bench/shape_only/project/models.py).
+The models are the test's own (models.py beside this file).
 """
 
 from __future__ import annotations
