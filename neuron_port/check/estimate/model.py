@@ -21,6 +21,7 @@ from neuron_port.check.estimate.collectives import collective_seconds, per_rank_
 from neuron_port.check.estimate.devices import Device, Price
 from neuron_port.check.estimate.efficiency import matrix_efficiency
 from neuron_port.check.estimate.flops import FAMILIES
+from neuron_port.check.estimate.validation import validation
 from neuron_port.check.estimate.work import StepWork, WorkItem
 
 NOTE = "Estimated from the simulated run with the assumptions below; not a measurement of Trainium."
@@ -151,7 +152,29 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
                    "fits": None if peak is None else peak <= hbm, "per_rank": True, "sharding": sharding(work)},
         "price": {**price.to_json(), "chips": chips, "per_step_usd": per_step_usd,
                   "per_million_tokens_usd": per_million},
+        "validation": validation(device),
     }
+
+
+SCALING_CHIPS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def scaling(work: StepWork, devices: Sequence[Device], a: Mapping[str, float], tokens_per_step: Optional[float],
+            prices: Mapping[str, Price]) -> list[dict[str, Any]]:
+    """The same step (the job's global batch) on 1-64 whole chips of each chip device: step time, its
+    exposed collectives, per-chip memory and $/M tokens (strong scaling; one rank per logical core)."""
+    rows = []
+    for device in devices:
+        if device.per != "chip":
+            continue
+        points = []
+        for chips in SCALING_CHIPS:
+            e = device_estimate(work, device, chips * device.chip_cores, a, tokens_per_step, prices[device.id])
+            points.append({"chips": chips, "step_seconds": e["step_seconds"]["expected"],
+                           "collective_seconds": e["collectives"]["exposed_seconds"],
+                           "fits": e["memory"]["fits"], "per_million_tokens_usd": e["price"]["per_million_tokens_usd"]})
+        rows.append({"device": device.id, "points": points})
+    return rows
 
 
 def compile_estimate(work: StepWork, a: Mapping[str, float], device: Optional[Device] = None) -> dict[str, Any]:
@@ -196,11 +219,12 @@ def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[As
     ops = sum(i.calls for i in work.items)  # CPU fallbacks included; they are neither eager nor compiled ops
     compiled_ops = sum(i.calls for i in work.items if i.compiled and i.family != "fallback")
     eager_ops = sum(i.calls for i in work.items if not i.compiled and i.family != "fallback")
-    per_device = []
+    per_device, chosen = [], {}
     for device in devices:
         price = device.price
         if device.price_device in prices:
             price = Price(prices[device.price_device], None, "user", False)
+        chosen[device.id] = price
         per_device.append(device_estimate(work, device, cores, a, tokens_per_step, price))
     return {
         "version": 1,
@@ -215,5 +239,6 @@ def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[As
         "devices": [d.to_json() for d in devices],
         "per_device": per_device,
         "cores": cores,
+        "scaling": scaling(work, devices, a, tokens_per_step, chosen),
         "work": work.to_json(),
     }
