@@ -191,7 +191,7 @@ def price_line(section: dict[str, Any]) -> str:
         else:
             origin = ("set by you" if price["source"] == "user" else
                       f"{'third-party, ' if price['third_party'] else ''}{price['dated']}")
-            seen[chip] = f"{chip} {usd(price['per_chip_hour_usd'])} ({origin})"
+            seen[chip] = f"{chip} ${price['per_chip_hour_usd']:g} ({origin})"  # an input: as given
     return "price per chip-hour: " + "; ".join(seen.values())
 
 

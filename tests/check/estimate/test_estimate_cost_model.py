@@ -111,3 +111,16 @@ def test_each_device_is_charged_its_own_fallbacks():
     assert fallback_seconds(work, 1.0, a, trn2) == pytest.approx(host + copies + 100 * a["host_transfer_seconds"])
     # a CUDA kernel on the GPU: its bytes at the device's bandwidth, no host round trip
     assert fallback_seconds(work, 1.0, a, h100) == pytest.approx(100 * MB / (3350e9 * a["memory_fraction"]))
+
+
+def test_gemm_utilization_counts_tile_and_wave_quantization_by_hand():
+    """NVIDIA's GEMM guide's two effects: 1792 x 1792 in 256 x 128 tiles is 7 x 14 = 98 tiles, one wave
+    of 108 SMs with 10 idle: 98/108; one more row (M = 1793) costs a whole row of tiles (8 x 14 = 112
+    tiles: two waves of 108, mostly idle); a 128 x 128 array tiling M and K pads K = 200 to 256."""
+    from neuron_port.check.estimate.efficiency import best_utilization, utilization
+
+    assert utilization((1, 1792, 1792, 64), (256, 128, 0), 108) == pytest.approx(98 / 108)
+    assert utilization((1, 1793, 1792, 64), (256, 128, 0), 108) == pytest.approx(1793 * 1792 / (2 * 108 * 256 * 128))
+    assert utilization((1, 128, 512, 200), (128, 0, 128), 1) == pytest.approx(200 / 256)
+    # either operand may be the tile's rows: M = 64, N = 256 fills a 128-row tile better as N
+    assert best_utilization((1, 64, 256, 128), [(128, 0, 128)], 1) == pytest.approx(1.0)
