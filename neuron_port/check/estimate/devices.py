@@ -45,7 +45,8 @@ class Device:
     price_device: str  # the chip whose price applies
     sources: tuple[str, ...] = ()
     price: Price = field(default_factory=lambda: Price(None, None, None, False))
-    # a measured peak for one op family (the host CPU's convolutions, docs/estimate.md "Validation")
+    # a measured rate of one op family, "FAMILY" or "FAMILY_backward" (the host CPU's convolutions, forward and
+    # backward; docs/estimate.md "Validation")
     family_peak_tflops: dict[str, float] = field(default_factory=dict)
     link_gbps: float = 0.0  # to the other chips of its node (0: no interconnect figure)
     node_chips: int = 1
@@ -65,9 +66,19 @@ class Device:
         return min(self.link_gbps, self.network_gbps) if self.link_gbps > 0 else self.network_gbps
 
     def peak(self, dtype: str, family: str = "") -> float:
-        """FLOP/s of ``dtype`` (fp32 when the table has no figure for it)."""
+        """Peak FLOP/s of ``dtype`` (fp32 when the table has no figure for it), or of the family where a
+        measured rate of it is higher (either direction): the rate no schedule of the op beats."""
         tflops = self.peak_tflops.get(dtype, self.peak_tflops.get("fp32", 0.0))
-        return max(tflops, self.family_peak_tflops.get(family, 0.0)) * 1e12
+        measured = [v for k, v in self.family_peak_tflops.items() if k in (family, f"{family}_backward")]
+        return max([tflops, *measured]) * 1e12
+
+    def rate(self, dtype: str, family: str = "", backward: bool = False) -> float:
+        """FLOP/s an op of ``family`` runs at before efficiency: the measured rate of the family in that
+        direction where the device has one (the CPU's oneDNN convolutions), else ``peak``."""
+        key = f"{family}_backward" if backward and f"{family}_backward" in self.family_peak_tflops else family
+        if key in self.family_peak_tflops:
+            return self.family_peak_tflops[key] * 1e12
+        return self.peak(dtype, family)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "kind": self.kind, "per": self.per,

@@ -58,12 +58,14 @@ def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, f
     """Roofline time of ``share`` of one work item on ``device``."""
     dtype = fp32_matmul if item.dtype == "fp32" and item.family in MATRIX_FAMILIES else item.dtype
     peak = device.peak(dtype, item.family)
+    achievable = device.rate(dtype, item.family, backward="backward" in item.op)
     bandwidth = device.hbm_gbps * 1e9
     compute = item.flops * share / peak if peak > 0 else 0.0
+    run = item.flops * share / achievable if achievable > 0 else 0.0
     memory = item.bytes * share / bandwidth if bandwidth > 0 else 0.0
-    rate = matrix_efficiency(item.family, item.gemm, device.matmul_ceiling, device.matmul_tiles,
-                             device.matmul_units, device.attention_efficiency, a["compute_fraction"])
-    return Roofline(max(compute, memory), max(compute / rate, memory / a["memory_fraction"]))
+    efficiency = matrix_efficiency(item.family, item.gemm, device.matmul_ceiling, device.matmul_tiles,
+                                   device.matmul_units, device.attention_efficiency, a["compute_fraction"])
+    return Roofline(max(compute, memory), max(run / efficiency, memory / a["memory_fraction"]))
 
 
 def fallback_seconds(work: StepWork, core_share: float, a: Mapping[str, float],

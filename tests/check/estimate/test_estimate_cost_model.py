@@ -124,3 +124,23 @@ def test_gemm_utilization_counts_tile_and_wave_quantization_by_hand():
     assert utilization((1, 128, 512, 200), (128, 0, 128), 1) == pytest.approx(200 / 256)
     # either operand may be the tile's rows: M = 64, N = 256 fills a 128-row tile better as N
     assert best_utilization((1, 64, 256, 128), [(128, 0, 128)], 1) == pytest.approx(1.0)
+
+
+def test_a_measured_family_rate_is_charged_in_its_direction_and_the_bound_keeps_the_peak():
+    """The CPU's convolutions (calibrate.py): the forward at its measured rate, the backward at its own
+    (oneDNN's backward runs at a lower rate per nominal FLOP), the lower bound at the highest rate any of
+    them, or the matmul peak, reaches."""
+    from neuron_port.check.estimate.devices import Device
+
+    cpu = Device(id="host-cpu", name="cpu", kind="cpu", per="chip", peak_tflops={"fp32": 0.1}, hbm_gbps=100.0,
+                 hbm_gib=0.0, chip_cores=1, price_device="host-cpu",
+                 family_peak_tflops={"convolution": 0.2, "convolution_backward": 0.05})
+    a = values(assumptions())
+    forward = WorkItem("aten::convolution_overrideable", "convolution", "fp32", 1, 1e9, 0.0)
+    backward = WorkItem("aten::convolution_backward_overrideable", "convolution", "fp32", 1, 1e9, 0.0)
+    mm = WorkItem("aten::mm", "matmul", "fp32", 1, 1e9, 0.0)
+    fraction = a["compute_fraction"]
+    assert item_seconds(forward, cpu, 1.0, a).expected == pytest.approx(1e9 / (0.2e12 * fraction))
+    assert item_seconds(backward, cpu, 1.0, a).expected == pytest.approx(1e9 / (0.05e12 * fraction))
+    assert item_seconds(backward, cpu, 1.0, a).lower == pytest.approx(1e9 / 0.2e12)
+    assert item_seconds(mm, cpu, 1.0, a).expected == pytest.approx(1e9 / (0.1e12 * fraction))
