@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'd9604135cfad22d18fc926369c751c5b253add5fbab274ad0cef127e17f3341f'
+RULE_SOURCES_SHA256 = '6ad69b9e03ec6e39764706954f99e202d3b780ef9810d9cee5d01fc39c761c84'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -66,9 +66,9 @@ def sharding(work: StepWork) -> str:
 
 
 def group_chips(device: Device, ranks: int) -> int:
-    """Chips a group of ``ranks`` ranks spans: one rank per logical core on a Trainium chip device."""
-    per_chip = device.chip_cores if device.per == "chip" else 1
-    return max(1, math.ceil(ranks / per_chip))
+    """Chips a group of ``ranks`` ranks spans: one rank per logical core, ``chip_cores`` of them a chip (a
+    logical-core device too: 64 cores at LNC=2 are one trn2.48xlarge's 16 chips)."""
+    return max(1, math.ceil(ranks / max(device.chip_cores, 1)))
 
 
 def collective_seconds(work: StepWork, device: Device, ranks: int) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class Device:
     matmul_tiles: tuple[tuple[int, int, int], ...] = ()
     matmul_ceiling: float = 0.0
     attention_efficiency: float = 0.0
+    listed: bool = True  # a row of every estimate; False: only when an --instance holds it (the A100 40GB)
 
     def collective_gbps(self, group_chips: int) -> float:
         """The bandwidth a ring over ``group_chips`` chips moves at: the node's links while the group fits
@@ -160,5 +161,5 @@ def load_devices(path: Optional[Path] = None) -> list[Device]:
                           chip_cores=int(chip.get("chip_cores", 1)), price_device=chip_id,
                           sources=tuple(urls.get(s, s) for s in chip.get("sources", ())), price=price,
                           link_gbps=link, node_chips=int(chip.get("node_chips", 1)), network_gbps=network,
-                          **_efficiency(chip, f"{path}: devices.{chip_id}")))
+                          listed=bool(entry.get("listed", True)), **_efficiency(chip, f"{path}: devices.{chip_id}")))
     return out

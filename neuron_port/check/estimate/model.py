@@ -21,6 +21,7 @@ from neuron_port.check.estimate.collectives import collective_seconds, per_rank_
 from neuron_port.check.estimate.devices import Device, Price
 from neuron_port.check.estimate.efficiency import matrix_efficiency
 from neuron_port.check.estimate.flops import FAMILIES
+from neuron_port.check.estimate.sizing import Sized, sized_for
 from neuron_port.check.estimate.validation import validation
 from neuron_port.check.estimate.work import StepWork, WorkItem
 
@@ -214,8 +215,9 @@ def by_family(work: StepWork) -> list[dict[str, Any]]:
 
 def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[Assumption], *, cores: int,
              tokens_per_step: Optional[float] = None,
-             prices: Optional[Mapping[str, float]] = None) -> dict[str, Any]:
-    """The report's ``estimate`` section (/work schema: docs/estimate.md, "JSON")."""
+             prices: Optional[Mapping[str, float]] = None, sized: Sequence[Sized] = ()) -> dict[str, Any]:
+    """The report's ``estimate`` section (/work schema: docs/estimate.md, "JSON"); a device an instance of
+    ``sized`` holds runs on its chips (sizing.py), the others on ``cores``."""
     a = values(assumptions)
     prices = dict(prices or {})
     ops = sum(i.calls for i in work.items)  # CPU fallbacks included; they are neither eager nor compiled ops
@@ -227,7 +229,12 @@ def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[As
         if device.price_device in prices:
             price = Price(prices[device.price_device], None, "user", False)
         chosen[device.id] = price
-        per_device.append(device_estimate(work, device, cores, a, tokens_per_step, price))
+        instance = sized_for(device, sized)
+        entry = device_estimate(work, device, instance.ranks(device) if instance else cores, a, tokens_per_step,
+                                price)
+        if instance is not None:
+            entry["instance"] = instance.to_json()
+        per_device.append(entry)
     return {
         "version": 1,
         "note": NOTE,
@@ -241,6 +248,7 @@ def estimate(work: StepWork, devices: Sequence[Device], assumptions: Sequence[As
         "devices": [d.to_json() for d in devices],
         "per_device": per_device,
         "cores": cores,
+        "instances": [s.to_json() for s in sized],
         "scaling": scaling(work, devices, a, tokens_per_step, chosen),
         "work": work.to_json(),
     }

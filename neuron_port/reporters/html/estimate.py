@@ -134,7 +134,9 @@ def _at_a_glance(estimate: dict, per_device: list[dict], names: dict[str, str]) 
     rows = []
     for e in per_device:
         price = e.get("price") or {}
-        rows.append((Markup(f'<code class="device">{escape(e.get("device"))}</code>'), _span(e.get("step_seconds")),
+        instance = e.get("instance") if isinstance(e.get("instance"), dict) else None
+        on = f' ×{escape(instance.get("chips"))} ({escape(instance.get("spec"))})' if instance else ""
+        rows.append((Markup(f'<code class="device">{escape(e.get("device"))}</code>{on}'), _span(e.get("step_seconds")),
                      _span(e.get("compiled_step_seconds")), usd(price.get("per_step_usd")),
                      usd(price.get("per_million_tokens_usd")), text_panel.validated(e), _collectives_cell(e)))
     body = table(["device", "step (lower – expected)", "compiled", "$ per step", "$ per million tokens",

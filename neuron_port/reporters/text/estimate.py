@@ -95,9 +95,27 @@ def device_table(section: dict[str, Any]) -> Table:
         table.add_column(column, no_wrap=True)
     for row in section["per_device"]:
         price = row["price"]
-        table.add_row(row["device"], span(row["step_seconds"]), span(row["compiled_step_seconds"]),
+        table.add_row(device_label(row), span(row["step_seconds"]), span(row["compiled_step_seconds"]),
                       usd(price["per_step_usd"]), usd(price["per_million_tokens_usd"]), validated(row))
     return table
+
+
+def device_label(row: dict[str, Any]) -> str:
+    """The device, and the instance its chips are when `--instance` sized it: ``trn2-chip x16 (trn2.48xlarge)``."""
+    instance = row.get("instance")
+    if not instance:
+        return row["device"]
+    return f"{row['device']} x{instance['chips']} ({instance['spec']})"
+
+
+def instances_line(section: dict[str, Any]) -> Optional[str]:
+    """What `--instance` sized: each instance's chips of its device row, the other rows on --cores."""
+    sized = section.get("instances") or []
+    if not sized:
+        return None
+    parts = [f"{s['spec']} = {s['chips']} {s['device']} chip(s)" for s in sized]
+    return (f"instances: {'; '.join(parts)}, one rank per logical core (GPU); other rows on "
+            f"{section['cores']} logical core(s)")
 
 
 def validated(row: dict[str, Any]) -> str:
@@ -256,6 +274,9 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
     if not section:
         return
     lines = estimate_lines(section)
+    sized = instances_line(section)
+    if sized:
+        lines.append(sized)
     first = section["per_device"][0] if section["per_device"] else None
     if first is not None:
         lines.append(compile_line(section))

@@ -144,3 +144,13 @@ def test_a_measured_family_rate_is_charged_in_its_direction_and_the_bound_keeps_
     assert item_seconds(backward, cpu, 1.0, a).expected == pytest.approx(1e9 / (0.05e12 * fraction))
     assert item_seconds(backward, cpu, 1.0, a).lower == pytest.approx(1e9 / 0.2e12)
     assert item_seconds(mm, cpu, 1.0, a).expected == pytest.approx(1e9 / (0.1e12 * fraction))
+
+
+def test_a_logical_core_group_spans_its_chips_not_one_chip_per_core():
+    """64 logical cores at LNC=2 are 16 Trainium2 chips: one trn2.48xlarge, inside its NeuronLink."""
+    from neuron_port.check.estimate.collectives import group_chips
+
+    core, chip = device("trn2-lnc2-core"), device("trn2-chip")
+    assert group_chips(core, 64) == group_chips(chip, 64) == 16
+    assert core.collective_gbps(group_chips(core, 64)) == pytest.approx(1024.0 / 4)  # its share of the links
+    assert core.collective_gbps(group_chips(core, 128)) == pytest.approx(25.0 / 4)  # two instances: EFA
