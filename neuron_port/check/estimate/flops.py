@@ -5,7 +5,8 @@ non-contiguous, ``@cpu`` for a CPU tensor), lists in brackets truncated after 8 
 6144B``: 20 more items, their tensors' elements and bytes; an older simulator wrote ``...+20`` alone and
 those count at the mean of the shown items), scalars as text. Counts follow the usual
 conventions (docs/estimate.md): a multiply-add is 2 FLOPs; bytes are every tensor argument read once
-plus the result written once, at each tensor's own dtype; no cache reuse and no fusion are assumed.
+plus the result written once, at each tensor's own dtype: one eager call's own traffic (the bytes of ops
+inside compiled graphs are recounted under fusion by fusion.py).
 
 ``work`` gives all the estimate needs of one call in one answer: its family, FLOPs, bytes and compute
 dtype, and for an embedding lookup the tokens it reads (the elements of its integer index tensor).

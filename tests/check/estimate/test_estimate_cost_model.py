@@ -128,7 +128,7 @@ def test_gemm_utilization_counts_tile_and_wave_quantization_by_hand():
 
 def test_a_measured_family_rate_is_charged_in_its_direction_and_the_bound_keeps_the_peak():
     """The CPU's convolutions (calibrate.py): the forward at its measured rate, the backward at its own
-    (oneDNN's backward runs at a lower rate per nominal FLOP), the lower bound at the highest rate any of
+    (oneDNN's backward has its own rate per nominal FLOP), the lower bound at the highest rate any of
     them, or the matmul peak, reaches."""
     from neuron_port.check.estimate.devices import Device
 
