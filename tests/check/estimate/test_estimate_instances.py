@@ -90,3 +90,17 @@ def test_bad_instance_specs_say_what_is_wrong(tmp_path):
         from_pyproject(str(pyproject), {"trn2-chip"})
     pyproject.write_text('[tool.neuron-port.estimate]\ninstances = ["p5.48xlarge:2"]\n')
     assert from_pyproject(str(pyproject), {"trn2-chip"}).instances == ("p5.48xlarge:2",)
+
+
+def test_the_cli_sizes_rows_by_instance_and_refuses_an_unknown_one(tmp_path, cli):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"estimate": estimate_from_work(work(), EstimateOptions())}))
+    result = cli("estimate", str(report), "--instance", "trn2.48xlarge", "--instance", "p5.48xlarge",
+                 "--output-format", "json")
+    assert result.returncode == 0, result.stderr
+    by_id = rows(json.loads(result.stdout))
+    assert by_id["trn2-chip"]["price"]["chips"] == 16 and by_id["h100-sxm"]["price"]["chips"] == 8
+    text = cli("estimate", str(report), "--instance", "trn2.48xlarge", env={"COLUMNS": "140"})
+    assert "trn2-chip x16 (trn2.48xlarge)" in text.stdout and "instances: trn2.48xlarge = 16 trn2-chip" in text.stdout
+    bad = cli("estimate", str(report), "--instance", "p9.96xlarge")
+    assert bad.returncode == 2 and "--instance 'p9.96xlarge': unknown instance" in bad.stderr
