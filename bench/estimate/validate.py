@@ -2,7 +2,9 @@
 "Validation"). Per workload of workloads.py:
 
 1. `neuron-port check` runs it on the simulated `neuron` device and saves the report (the per-step work);
-2. the same workload runs natively on the CPU and times its steps (median of the steady steps);
+2. the same workload runs natively on the CPU and times its steps: the median CPU time of the steady steps
+   on its one compute thread (other processes on a shared machine slow the wall clock, not this), the
+   median wall time recorded beside it;
 3. a microbenchmark measures this CPU's peak float32 FLOP/s, copy bandwidth and per-op dispatch time;
 4. the model applied to the CPU (same formulas as for Trainium, the CPU's figures) predicts the step.
 
@@ -46,12 +48,14 @@ def recorded_work(model: str, size: str, folder: Path):
     return StepWork.from_json(doc["estimate"]["work"])
 
 
-def measured_step(model: str, size: str, steps: int, folder: Path) -> float:
+def measured_step(model: str, size: str, steps: int, folder: Path) -> tuple[float, float]:
+    """(median CPU seconds of the steady steps on the workload's thread, median wall seconds)."""
     times = folder / f"{model}-cpu.json"
     subprocess.run([sys.executable, str(HERE / "workloads.py"), "--model", model, "--device", "cpu",
                     "--steps", str(steps), "--size", size, "--times", str(times)],
                    env=child_env(), check=True, timeout=1800)
-    return statistics.median(json.loads(times.read_text())["step_seconds"][2:])  # load only slows a step
+    recorded = json.loads(times.read_text())
+    return statistics.median(recorded["step_cpu_seconds"][2:]), statistics.median(recorded["step_seconds"][2:])
 
 
 def validate(models: list[str], size: str, steps: int) -> dict:
@@ -67,12 +71,13 @@ def validate(models: list[str], size: str, steps: int) -> dict:
         folder = Path(tmp)
         for model in models:
             work = recorded_work(model, size, folder)
-            measured = measured_step(model, size, steps, folder)
+            measured, wall = measured_step(model, size, steps, folder)
             cpu, figures = measure_cpu()  # right before the prediction: the same load as the measurement
             a = assumptions({"dispatch_seconds_per_op": figures["dispatch_seconds"]})
             section = estimate(work, [cpu], a, cores=1)
             step = section["per_device"][0]["step_seconds"]
-            rows.append({"model": model, "size": size, "measured_seconds": measured, "lower_seconds": step["lower"],
+            rows.append({"model": model, "size": size, "measured_seconds": measured, "measured_wall_seconds": wall,
+                         "load": os.getloadavg()[0], "lower_seconds": step["lower"],
                          "expected_seconds": step["expected"], "ratio": measured / step["expected"],
                          "cpu": figures, "ops_per_step": section["per_step"]["ops"],
                          "flops_per_step": sum(r["flops"] for r in section["per_step"]["by_family"])})
@@ -87,10 +92,12 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     result = validate(args.models.split(","), args.size, args.steps)
-    print(f"{'workload':8} {'measured':>10} {'lower':>10} {'expected':>10} {'measured/expected':>18}")
+    print(f"{'workload':8} {'measured':>10} {'(wall)':>10} {'lower':>10} {'expected':>10} {'measured/expected':>18}"
+          f" {'load':>5}")
     for r in result["rows"]:
-        print(f"{r['model']:8} {r['measured_seconds'] * 1e3:8.1f}ms {r['lower_seconds'] * 1e3:8.1f}ms "
-              f"{r['expected_seconds'] * 1e3:8.1f}ms {r['ratio']:18.2f}")
+        print(f"{r['model']:8} {r['measured_seconds'] * 1e3:8.1f}ms {r['measured_wall_seconds'] * 1e3:8.1f}ms "
+              f"{r['lower_seconds'] * 1e3:8.1f}ms {r['expected_seconds'] * 1e3:8.1f}ms {r['ratio']:18.2f} "
+              f"{r['load']:5.1f}")
     c = result["rows"][0]["cpu"] if result["rows"] else {}
     if c:
         print(f"CPU: {c['flops'] / 1e9:.1f} GFLOP/s fp32 matmul, {c['conv_flops'] / 1e9:.1f} conv, "

@@ -34,10 +34,88 @@ def _describe(value: Any) -> str:
         return f"{DTYPES.get(str(dtype).replace('torch.', ''), str(dtype))}[{dims}]"
     if isinstance(value, (list, tuple)):
         items = [_describe(v) for v in value[:MAX_LIST]]
-        if len(value) > MAX_LIST:
-            items.append(f"...+{len(value) - MAX_LIST}")
+        if len(value) > MAX_LIST:  # as the core: the omitted tensors' elements and bytes
+            rest = [_numel_bytes(v) for v in value[MAX_LIST:]]
+            rest = [r for r in rest if r is not None]
+            totals = f" {sum(n for n, _ in rest)}e {sum(b for _, b in rest)}B" if rest else ""
+            items.append(f"...+{len(value) - MAX_LIST}{totals}")
         return "[" + ", ".join(items) + "]"
     return str(value)
+
+
+def _value(value: Any) -> Any:
+    meta = getattr(value, "meta", None)
+    return meta.get("val", meta.get("example_value")) if meta is not None else value
+
+
+def _numel_bytes(value: Any) -> Any:
+    """(elements, bytes) of a traced tensor, None for anything else (or a symbolic size)."""
+    value = _value(value)
+    try:
+        n = int(value.numel())
+        return n, n * int(value.element_size())
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+
+
+def _bytes(value: Any) -> int:
+    value = _value(value)
+    if isinstance(value, (list, tuple)):
+        return sum(_bytes(v) for v in value)
+    counted = _numel_bytes(value)
+    return counted[1] if counted is not None else 0
+
+
+def describe_flow(g, ops: list[dict]) -> list[list]:
+    """The graph's dataflow, for the cost model's fused regions (docs/estimate.md, "Fusion"): one entry per
+    ATen call, in graph order, ``[op index in ops, output bytes, graph output (0/1), [[producer, bytes],
+    ...]]``; a producer is the index of an earlier entry, or -1 for a graph input (its tensors are counted
+    per input: ``[-1 - k, bytes]`` for the k-th input)."""
+    index = {(o["op"], tuple(o["signature"])): i for i, o in enumerate(ops)}
+    entry_of: dict[Any, int] = {}  # fx node -> entry (getitem: its source's)
+    inputs: dict[Any, int] = {}
+    flow: list[list] = []
+    for node in g.graph.nodes:
+        if node.op == "placeholder":
+            inputs[node] = -1 - len(inputs)
+            continue
+        if node.op != "call_function":
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if schema is None:  # operator.getitem of a multi-output op: the same producer
+            sources = node.all_input_nodes
+            if sources and sources[0] in entry_of:
+                entry_of[node] = entry_of[sources[0]]
+            continue
+        name, sig = _call(node, schema)
+        producers = []
+        for source in node.all_input_nodes:
+            producer = entry_of.get(source, inputs.get(source))
+            if producer is not None:
+                producers.append([producer, _bytes(source)])
+        entry_of[node] = len(flow)
+        flow.append([index.get((name, tuple(sig)), -1), _bytes(node), 0, producers])
+    for node in g.graph.nodes:  # mark the graph's outputs (getitems resolved above)
+        if node.op == "output":
+            for arg in node.all_input_nodes:
+                at = entry_of.get(arg)
+                if at is not None:
+                    flow[at][2] = 1
+    return flow
+
+
+def _call(node, schema) -> tuple[str, list[str]]:
+    """The op name and signature of one fx call, in the core's format."""
+    name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    sig = []
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args):
+            sig.append(_describe(node.args[i]))
+        elif arg.name in node.kwargs:
+            sig.append(_describe(node.kwargs[arg.name]))
+        else:
+            sig.append(str(arg.default_value) if arg.has_default_value() else "None")
+    return name, sig
 
 
 def describe_graph(g) -> list[dict]:
@@ -47,15 +125,7 @@ def describe_graph(g) -> list[dict]:
         schema = getattr(node.target, "_schema", None)
         if node.op != "call_function" or schema is None:
             continue
-        name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
-        sig = []
-        for i, arg in enumerate(schema.arguments):
-            if i < len(node.args):
-                sig.append(_describe(node.args[i]))
-            elif arg.name in node.kwargs:
-                sig.append(_describe(node.kwargs[arg.name]))
-            else:
-                sig.append(str(arg.default_value) if arg.has_default_value() else "None")
+        name, sig = _call(node, schema)
         key = (name, tuple(sig))
         counts[key] = counts.get(key, 0) + 1
     return [{"op": op, "signature": list(sig), "count": n} for (op, sig), n in counts.items()]
@@ -67,7 +137,8 @@ def track(g, info: dict, run: Callable) -> Callable:
     from ..events import steps
 
     clock = steps.totals()
-    entry = {"graph": info.get("graph"), "key": info.get("key"), "runs": 0, "ops": describe_graph(g),
+    ops = describe_graph(g)
+    entry = {"graph": info.get("graph"), "key": info.get("key"), "runs": 0, "ops": ops, "flow": describe_flow(g, ops),
              "first_seen": {"optimizer_step": clock.get("optimizer_steps", 0), "forward": clock.get("forwards", 0)}}
     with _lock:
         _graphs[id(entry)] = entry

@@ -29,7 +29,9 @@ def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[
 
 def summary_fields(c_module: Any) -> dict:
     """``peak_allocated_bytes``: the most bytes allocated at once on any simulated device of the process
-    (since start, or since the user's last ``reset_peak_memory_stats``)."""
+    (since start, or since the user's last ``reset_peak_memory_stats``); ``float32_matmul_precision``:
+    ``torch.get_float32_matmul_precision()`` at the end (the GPU rows run fp32 matmuls at TF32 when it is
+    not "highest")."""
     if c_module is None:
         return {}
     peaks = []
@@ -38,4 +40,11 @@ def summary_fields(c_module: Any) -> dict:
             peaks.append(int(c_module.memory_stats(device)["allocated_bytes.all.peak"]))
         except (RuntimeError, ValueError, IndexError):  # a core this process may not use
             continue
-    return {"peak_allocated_bytes": max(peaks)} if peaks else {}
+    out: dict = {"peak_allocated_bytes": max(peaks)} if peaks else {}
+    try:  # TF32 matmuls on a GPU when "high"/"medium" (allow_tf32 sets the same state)
+        import torch
+
+        out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    except Exception:  # noqa: BLE001 - a summary is never lost for it
+        pass
+    return out

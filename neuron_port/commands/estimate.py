@@ -20,6 +20,9 @@ from neuron_port.commands.help import PlainHelpCommand
 PRICE_HELP = ("USD per chip-hour (H100: per GPU-hour) for a device of the table, e.g. trn2-chip=1.50; "
               "repeat for several. Overrides [tool.neuron-port.estimate] prices and the shipped defaults.")
 CORES_HELP = "Logical NeuronCores the step runs on (data parallel). Default: one per process of the run."
+INSTANCE_HELP = ("Run the rows of an instance's chip on its chips: NAME or NAME:N instances, e.g. trn2.48xlarge "
+                 "(16 Trainium2 chips), p5.48xlarge (8 H100), p4d.24xlarge (8 A100 40GB); repeat for several. "
+                 "Rows of other chips keep --cores (rules/instances.toml lists the instances).")
 TOKENS_HELP = ("Tokens one step processes (all cores together), for the price per million tokens: a number, or "
                "counted from the recorded shapes: `embedding` (the run's one embedding lookup), "
                "`embedding@FILE:LINE` or `embedding@MODULE` (e.g. transformer.wte) for one of several; "
@@ -33,9 +36,12 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Optional[str]):
-    """EstimateOptions of the flags; typer.Exit(2) with the reason for a bad --price or --tokens-per-step."""
+def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Optional[str],
+                 instances: Optional[List[str]] = None):
+    """EstimateOptions of the flags; typer.Exit(2) with the reason for a bad --price, --tokens-per-step or
+    --instance."""
     from neuron_port.check.estimate.options import EstimateOptions, chip_ids, parse_price, parse_tokens
+    from neuron_port.check.estimate.sizing import parse_instances
 
     parsed = {}
     chips = chip_ids()
@@ -49,7 +55,11 @@ def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Opti
         spec = None if tokens is None else parse_tokens(tokens)
     except ValueError as exc:
         raise _fail(f"--tokens-per-step: {exc}") from None
-    return EstimateOptions(cores=cores, tokens_per_step=spec, prices=parsed)
+    try:
+        sized = tuple(s.spec for s in parse_instances(instances or []))
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    return EstimateOptions(cores=cores, tokens_per_step=spec, prices=parsed, instances=sized)
 
 
 def _extra_parameters() -> list[inspect.Parameter]:
@@ -59,6 +69,8 @@ def _extra_parameters() -> list[inspect.Parameter]:
                           default=typer.Option(None, "--price", metavar="DEVICE=USD", help=PRICE_HELP)),
         inspect.Parameter("cores", keyword, annotation=Optional[int],
                           default=typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP)),
+        inspect.Parameter("instance", keyword, annotation=Optional[List[str]],
+                          default=typer.Option(None, "--instance", metavar="NAME[:N]", help=INSTANCE_HELP)),
         inspect.Parameter("tokens_per_step", keyword, annotation=Optional[str],
                           default=typer.Option(None, "--tokens-per-step", metavar=TOKENS_METAVAR, help=TOKENS_HELP)),
     ]
@@ -71,10 +83,10 @@ def with_estimate_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, price: Optional[List[str]] = None, cores: Optional[int] = None,
-                tokens_per_step: Optional[str] = None, **kwargs: Any) -> Any:
+                instance: Optional[List[str]] = None, tokens_per_step: Optional[str] = None, **kwargs: Any) -> Any:
         from neuron_port.check.estimate.options import CLI_OPTIONS  # not at import: `rewrite` never needs it
 
-        token = CLI_OPTIONS.set(flag_options(price, cores, tokens_per_step))
+        token = CLI_OPTIONS.set(flag_options(price, cores, tokens_per_step, instance))
         try:
             return command(*args, **kwargs)
         finally:
@@ -95,6 +107,7 @@ def estimate(
     report: Path = typer.Argument(..., metavar="REPORT", help="A JSON report of `neuron-port check` (--output-format json or -o)."),
     price: Optional[List[str]] = typer.Option(None, "--price", metavar="DEVICE=USD", help=PRICE_HELP),
     cores: Optional[int] = typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP),
+    instance: Optional[List[str]] = typer.Option(None, "--instance", metavar="NAME[:N]", help=INSTANCE_HELP),
     tokens_per_step: Optional[str] = typer.Option(None, "--tokens-per-step", metavar=TOKENS_METAVAR, help=TOKENS_HELP),
     output_format: Optional[str] = typer.Option(None, "--output-format", metavar="FORMAT",
                                                 help="text or json (the `estimate` section). Default: text."),
@@ -124,7 +137,7 @@ def estimate(
         raise _fail(f"{report}: no `estimate` section with its per-step work (a `neuron-port check` JSON report "
                     "of a run that reached the neuron device)")
     try:
-        result = recompute(section, flag_options(price, cores, tokens_per_step))
+        result = recompute(section, flag_options(price, cores, tokens_per_step, instance))
     except TokensError as exc:
         raise _fail(f"{report}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:

@@ -133,8 +133,10 @@ def test_instances():
     assert all(i.cores == 4 * i.chips for i in INSTANCES.values())  # LNC=2: 4 logical cores per chip
     with pytest.raises(InstanceError, match="Trn3 single-instance sizes are not documented"):
         resolve_instance("trn3.48xlarge", None)
-    with pytest.raises(InstanceError, match="unknown instance"):
+    with pytest.raises(InstanceError, match="is a GPU instance .8 x NVIDIA H100 SXM., not a Trainium one"):
         resolve_instance("p5.48xlarge", None)
+    with pytest.raises(InstanceError, match="unknown instance"):
+        resolve_instance("p9.96xlarge", None)
     with pytest.raises(InstanceError, match="not both"):
         resolve_instance("trn2.3xlarge", 4)
 

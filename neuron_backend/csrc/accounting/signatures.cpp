@@ -40,7 +40,21 @@ std::string describe(const c10::IValue& v, int depth) {
     os << "[";
     size_t n = l.size();
     for (size_t i = 0; i < n && i < 8; ++i) os << (i ? ", " : "") << describe(l[i], depth + 1);
-    if (n > 8) os << ", ...+" << (n - 8);
+    if (n > 8) {
+      // the omitted items' totals, so the cost model counts them exactly (docs/estimate.md):
+      // "...+N" then " <elements>e <bytes>B" when they are tensors
+      int64_t numel = 0, nbytes = 0;
+      bool tensors = false;
+      for (size_t i = 8; i < n; ++i) {
+        if (!l[i].isTensor() || !l[i].toTensor().defined()) continue;
+        const auto& t = l[i].toTensor();
+        tensors = true;
+        numel += t.numel();
+        nbytes += t.numel() * static_cast<int64_t>(t.element_size());
+      }
+      os << ", ...+" << (n - 8);
+      if (tensors) os << " " << numel << "e " << nbytes << "B";
+    }
     os << "]";
     return os.str();
   }

@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Optional
 
-NEURON_RT_3P = "third-party measurement (report id 70174336605, torch-neuronx 2.14.3)"
+NEURON_RT_3P = ("third-party measurement: 0.7-3.5 ms a round trip on a trn2.3xlarge, torch-neuronx 2.14.3 (a "
+                "project's platform-constraints notes; the address was not recorded: treat it as assumed)")
+TORCH_COMPILE_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html"
 
 
 @dataclass(frozen=True)
@@ -34,27 +36,34 @@ DEFAULTS: tuple[Assumption, ...] = (
                "at 5-25 us (third-party), and the same value serves the GPU row.",
                "https://jiahuanglin.xyz/all_lessons/gpu_kernel_serving/18_pytorch_to_kernel.html"),
     Assumption("compute_fraction", 0.5, "",
-               "Achievable fraction of peak FLOP/s for the 'expected' time (the 'lower' time assumes peak)."),
+               "Achievable fraction of peak FLOP/s for the 'expected' time of ops without a device efficiency "
+               "(matmuls and attention have theirs). Assumed; 0.3-0.8 tried (docs/estimate.md)."),
     Assumption("memory_fraction", 0.7, "",
-               "Achievable fraction of peak HBM bandwidth for the 'expected' time."),
+               "Achievable fraction of peak HBM bandwidth for the 'expected' time. Assumed; 0.6-0.9 tried."),
+    Assumption("collective_overlap", 0.5, "",
+               "Share of the step's device time a collective can hide behind (DDP's bucketed all-reduce runs "
+               "during the backward, about 2/3 of a step; FSDP prefetches its all-gathers). Assumed; 0-1 tried."),
     Assumption("host_link_gbps", 16.0, "GB/s",
-               "Device<->host copy bandwidth for the inputs and results of a CPU-fallback op."),
+               "Device<->host copy bandwidth for the inputs and results of a CPU-fallback op. Assumed; "
+               "8-64 GB/s tried."),
     Assumption("host_fallback_gflops", 100.0, "GFLOP/s",
                "Host compute rate of a CPU-fallback op's kernel where the run measured none (a shape-only run): "
                "about what a 2-core x86 CI machine sustains on fp32 matmul (bench/README.md)."),
     Assumption("host_fallback_gbps", 10.0, "GB/s",
                "Host memory bandwidth of a CPU-fallback op's kernel where the run measured none (its tensors' "
-               "bytes read and written once)."),
+               "bytes read and written once). Assumed: below this machine's measured copy rate."),
     Assumption("host_transfer_seconds", 0.0007, "s",
                "Fixed cost of one host<->device round trip of a CPU-fallback op (the low end of 0.7-3.5 ms "
                "measured on trn2 with torch-neuronx 2.14.3).", NEURON_RT_3P),
     Assumption("eager_neff_compile_seconds", 3.0, "s",
-               "neuronx-cc time for one eager NEFF (one new op signature) on a cold cache. No published figure."),
+               "neuronx-cc time for one eager NEFF (one new op signature) on a cold cache. Assumed: no published "
+               "figure; moves only the first-run time."),
     Assumption("graph_compile_minutes", 5.0, "min",
-               "neuronx-cc time for one torch.compile graph on a cold cache ('minutes per graph'; large models "
-               "report 13-50 min)."),
+               "neuronx-cc time for one torch.compile graph on a cold cache (AWS: the first call 'can take "
+               "several minutes for large models'; third-party ports report 13-50 min).", TORCH_COMPILE_DOC),
     Assumption("neff_load_seconds", 0.05, "s",
-               "Time to load one NEFF from a warm shared cache instead of compiling it."),
+               "Time to load one NEFF from a warm shared cache instead of compiling it. Assumed: no published "
+               "figure."),
 )
 
 

@@ -1,10 +1,12 @@
 """FLOPs and bytes of one call of a recorded op signature (neuron_backend/EVENTS.md, ``eager_compile``).
 
 A signature holds one string per schema argument: tensors as ``bf16[4,32,64]`` (suffix ``nc`` for
-non-contiguous, ``@cpu`` for a CPU tensor), lists in brackets truncated after 8 items (``...+20``: the
-20 omitted items count as the mean of the shown ones), scalars as text. Counts follow the usual
+non-contiguous, ``@cpu`` for a CPU tensor), lists in brackets truncated after 8 items (``...+20 1536e
+6144B``: 20 more items, their tensors' elements and bytes; an older simulator wrote ``...+20`` alone and
+those count at the mean of the shown items), scalars as text. Counts follow the usual
 conventions (docs/estimate.md): a multiply-add is 2 FLOPs; bytes are every tensor argument read once
-plus the result written once, at each tensor's own dtype; no cache reuse and no fusion are assumed.
+plus the result written once, at each tensor's own dtype: one eager call's own traffic (the bytes of ops
+inside compiled graphs are recounted under fusion by fusion.py).
 
 ``work`` gives all the estimate needs of one call in one answer: its family, FLOPs, bytes and compute
 dtype, and for an embedding lookup the tokens it reads (the elements of its integer index tensor).
@@ -22,7 +24,8 @@ DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16
 # The compute dtype a peak is looked up under (devices.toml `peak_tflops` keys).
 COMPUTE_DTYPE = {"f32": "fp32", "f64": "fp32", "bf16": "bf16", "f16": "f16", "c64": "fp32", "c128": "fp32"}
 TENSOR = re.compile(r"^(?P<dtype>[a-zA-Z]+\d*)\[(?P<dims>[\d,\s]*)\](?:nc)?(?P<cpu>@cpu)?$")
-MORE = re.compile(r"^\.\.\.\+(?P<n>\d+)$")
+# "...+20": 20 more items; "...+20 1536e 6144B": and the omitted tensors' elements and bytes (a newer simulator)
+MORE = re.compile(r"^\.\.\.\+(?P<n>\d+)(?: (?P<elements>\d+)e (?P<bytes>\d+)B)?$")
 
 FAMILIES = ("matmul", "convolution", "attention", "elementwise", "reduction", "norm", "softmax", "embedding",
             "copy/view", "other", "fallback")
@@ -79,6 +82,7 @@ class Work:
     bytes: float
     dtype: str  # compute dtype: fp32 | bf16 | f16 ... (devices.toml `peak_tflops` keys)
     tokens: Optional[int] = None  # an embedding lookup's indices (None: not a lookup, or no integer indices)
+    gemm: Optional[tuple[int, int, int, int]] = None  # a matmul's (batch, M, N, K): efficiency.py's tiles
 
 
 def parse_tensor(text: Any) -> Optional[Tensor]:
@@ -107,19 +111,37 @@ def split_items(text: str) -> Optional[list[str]]:
     return out
 
 
-def tensor_list(text: Any) -> tuple[list[Tensor], int]:
-    """The tensors of a list argument and how many more the list had (truncated items)."""
+@dataclass(frozen=True)
+class TensorList:
+    """The tensors a list argument shows, and its totals over every item (the omitted ones too)."""
+
+    shown: list[Tensor]
+    numel: float
+    nbytes: float
+
+
+def tensor_list(text: Any) -> TensorList:
+    """The tensors of a list argument with the elements and bytes of all of its items: the omitted
+    items' totals when the signature carries them, else the mean of the shown items (an older simulator)."""
     items = split_items(text) if isinstance(text, str) else None
     if items is None:
-        return [], 0
-    tensors, more = [], 0
+        return TensorList([], 0.0, 0.0)
+    tensors: list[Tensor] = []
+    more = 0
+    numel = nbytes = 0.0
     for item in items:
         m = MORE.match(item)
-        if m:
+        if m and m.group("elements") is not None:
+            numel += int(m.group("elements"))
+            nbytes += int(m.group("bytes"))
+        elif m:
             more += int(m.group("n"))
         elif (t := parse_tensor(item)) is not None:
             tensors.append(t)
-    return tensors, more
+    shown_numel = sum(t.numel for t in tensors)
+    shown_bytes = sum(t.nbytes for t in tensors)
+    scale = 1 + more / len(tensors) if tensors else 1
+    return TensorList(tensors, numel + shown_numel * scale, nbytes + shown_bytes * scale)
 
 
 def integers(text: Any) -> list[int]:
@@ -149,8 +171,8 @@ def compute_dtype(tensors: Iterable[Tensor]) -> str:
 
 
 def _flat(signature: Sequence[Any]) -> tuple[list[Tensor], float]:
-    """Every tensor of the signature (list items too) and the bytes of all of them, truncated items
-    counted at the mean size of the shown items of their list."""
+    """Every tensor the signature shows (list items too) and the bytes of all of them, the omitted list
+    items included (``tensor_list``)."""
     tensors: list[Tensor] = []
     total = 0.0
     for arg in signature:
@@ -159,10 +181,9 @@ def _flat(signature: Sequence[Any]) -> tuple[list[Tensor], float]:
             tensors.append(t)
             total += t.nbytes
             continue
-        items, more = tensor_list(arg)
-        tensors.extend(items)
-        shown = sum(i.nbytes for i in items)
-        total += shown + (shown / len(items) * more if items else 0)
+        listed = tensor_list(arg)
+        tensors.extend(listed.shown)
+        total += listed.nbytes
     return tensors, total
 
 
@@ -197,12 +218,12 @@ def work(op: str, signature: Sequence[Any]) -> Work:
         written = out_bytes if name in ("fill_", "zero_") else in_bytes + out_bytes
         return Work("copy/view", 0.0, float(written), dtype)
     if name.startswith("_fused_adam") or name.startswith("_fused_sgd"):
-        params, more = tensor_list(signature[0]) if signature else ([], 0)
-        elems = sum(p.numel for p in params) * (1 + more / len(params) if params else 0)
+        elems = tensor_list(signature[0]).numel if signature else 0.0
         return Work("elementwise", FLOPS_PER_ELEMENT["adam"] * elems, 2 * in_bytes, dtype)
-    if name.startswith("_foreach_"):  # per tensor of the list: read, compute, write in place
-        return Work("elementwise", in_bytes / max(DTYPE_BYTES.get(tensors[0].dtype, 4) if tensors else 4, 1),
-                    2 * in_bytes, dtype)
+    if name.startswith("_foreach_"):  # per element of the first list: compute; every list read, the first written
+        first = tensor_list(signature[0]) if signature else TensorList([], 0.0, 0.0)
+        written = 0.0 if name.startswith("_foreach_norm") else first.nbytes  # a norm writes one scalar per tensor
+        return Work("elementwise", first.numel, in_bytes + written, dtype)
     if tensors:  # pointwise: one FLOP per output element; an in-place op writes its first argument
         written = tensors[0].nbytes if name.endswith("_") else out_bytes
         return Work("elementwise", float(out_elems), in_bytes + written, dtype)
@@ -224,14 +245,16 @@ def _matmul(name: str, tensors: list[Tensor], in_bytes: float, dtype: str) -> Wo
         a, w = mats[0], mats[1]
         rows = a.numel // a.shape[-1]
         out = rows * w.shape[0]
-        return Work("matmul", 2.0 * rows * w.shape[0] * a.shape[-1], in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype)
+        return Work("matmul", 2.0 * rows * w.shape[0] * a.shape[-1], in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype,
+                    gemm=(1, rows, w.shape[0], a.shape[-1]))
     if len(mats) < 2:
         return Work("matmul", 0.0, in_bytes, dtype)
     a, b = mats[0], mats[1]
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = max(math.prod(a.shape[:-2]), math.prod(b.shape[:-2]))
     out = batch * m * n
-    return Work("matmul", 2.0 * batch * m * n * k, in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype)
+    return Work("matmul", 2.0 * batch * m * n * k, in_bytes + out * DTYPE_BYTES.get(a.dtype, 4), dtype,
+                gemm=(batch, m, n, k))
 
 
 def _conv_args(signature: Sequence[Any], first: int) -> tuple[list[int], list[int], list[int], bool, int]:
@@ -290,9 +313,38 @@ def _convolution(name: str, signature: Sequence[Any], in_bytes: float, dtype: st
     return Work("convolution", flops, in_bytes + out_elems * DTYPE_BYTES.get(x.dtype, 4), dtype)
 
 
+# Where each SDPA entry point's schema has ``is_causal`` (signatures are in schema order; checked against
+# torch 2.13's schemas by tests/check/estimate/test_estimate_cost_model.py)
+IS_CAUSAL_ARG = {"scaled_dot_product_attention": 5, "_scaled_dot_product_fused_attention_overrideable": 5,
+                 "_scaled_dot_product_fused_attention_overrideable_backward": 13,
+                 "_scaled_dot_product_flash_attention": 4, "_scaled_dot_product_flash_attention_backward": 11,
+                 "_scaled_dot_product_flash_attention_for_cpu": 4,
+                 "_scaled_dot_product_flash_attention_for_cpu_backward": 7,
+                 "_scaled_dot_product_efficient_attention": 6,
+                 "_scaled_dot_product_efficient_attention_backward": 11,
+                 "_scaled_dot_product_cudnn_attention": 6, "_scaled_dot_product_cudnn_attention_backward": 14}
+
+
+def causal_fraction(queries: int, keys: int) -> float:
+    """The share of the L x S score matrix a causal mask keeps (PyTorch's ``is_causal``: query i sees keys
+    0..i, top-left aligned): sum over i < L of min(i + 1, S), over L * S."""
+    if queries <= 0 or keys <= 0:
+        return 1.0
+    full = min(queries, keys)  # rows 0..full-1 keep i + 1 keys; the rest keep all S
+    kept = full * (full + 1) / 2 + (queries - full) * keys
+    return kept / (queries * keys)
+
+
+def is_causal(name: str, signature: Sequence[Any]) -> bool:
+    at = IS_CAUSAL_ARG.get(name)
+    return at is not None and at < len(signature) and str(signature[at]).strip() == "True"
+
+
 def _attention(name: str, signature: Sequence[Any], in_bytes: float, dtype: str) -> Work:
     """SDPA: Q [..., L, E], K [..., S, E], V [..., S, Ev]: Q K^T and P V, 2 L S (E + Ev) FLOPs per batch
-    and head; the backward recomputes P and takes 4 more products: 2.5x the forward."""
+    and head, times the share of scores a causal mask keeps when the signature says ``is_causal``
+    (a flash kernel skips the masked blocks); the backward recomputes P and takes 4 more products: 2.5x
+    the forward."""
     backward = "backward" in name
     args = [parse_tensor(a) for a in signature]
     start = 1 if backward else 0  # the backward takes grad_out first
@@ -302,6 +354,8 @@ def _attention(name: str, signature: Sequence[Any], in_bytes: float, dtype: str)
     q, k, v = qkv
     heads = math.prod(q.shape[:-2])
     forward = 2.0 * heads * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+    if is_causal(name, signature):
+        forward *= causal_fraction(q.shape[-2], k.shape[-2])
     out = heads * q.shape[-2] * v.shape[-1] * DTYPE_BYTES.get(q.dtype, 4)
     if backward:
         return Work("attention", 2.5 * forward, in_bytes + q.nbytes + k.nbytes + v.nbytes, dtype)

@@ -3,6 +3,7 @@
     [tool.neuron-port.estimate]
     tokens-per-step = 4096             # or "embedding", "embedding@model.py:115", "embedding@transformer.wte"
     cores = 4
+    instances = ["trn2.48xlarge", "p5.48xlarge"]   # rows of those chips on those instances (NAME or NAME:N)
     prices = { trn2-chip = 1.50 }      # USD per chip-hour (H100: per GPU-hour)
     dispatch-seconds-per-op = 3e-05    # any assumption of docs/estimate.md, by its name with dashes
 """
@@ -19,6 +20,7 @@ from typing import Any, Mapping, Optional, Union
 
 from neuron_port.check.estimate.assumptions import DEFAULTS
 from neuron_port.check.estimate.devices import load_devices
+from neuron_port.check.estimate.sizing import parse_instances
 from neuron_port.config import ConfigError, at, key_line
 
 if sys.version_info >= (3, 11):
@@ -28,7 +30,7 @@ else:  # pragma: no cover
 
 TABLE = "[tool.neuron-port.estimate]"
 ASSUMPTION_KEYS = {a.key for a in DEFAULTS}
-KEYS = {"tokens-per-step", "cores", "prices"} | ASSUMPTION_KEYS
+KEYS = {"tokens-per-step", "cores", "instances", "prices"} | ASSUMPTION_KEYS
 # counted from the recorded shapes: every embedding lookup, or the one at FILE:LINE or in MODULE
 TOKENS_SPEC = re.compile(r"^embedding(@(?P<where>[^@\s]+))?$")
 TOKENS_FORMS = "a positive number, embedding, embedding@FILE:LINE or embedding@MODULE"
@@ -41,12 +43,14 @@ class EstimateOptions:
     tokens_per_step: Optional[Tokens] = None
     prices: dict[str, float] = field(default_factory=dict)  # chip id -> USD per chip-hour
     assumptions: dict[str, float] = field(default_factory=dict)  # name -> value
+    instances: tuple[str, ...] = ()  # NAME or NAME:N (sizing.py): rows of those chips on those instances
 
     def updated(self, other: EstimateOptions) -> EstimateOptions:
         """``other``'s values where it sets them."""
         return replace(self, cores=other.cores or self.cores,
                        tokens_per_step=other.tokens_per_step or self.tokens_per_step,
-                       prices={**self.prices, **other.prices}, assumptions={**self.assumptions, **other.assumptions})
+                       prices={**self.prices, **other.prices}, assumptions={**self.assumptions, **other.assumptions},
+                       instances=other.instances or self.instances)
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> EstimateOptions:
@@ -60,7 +64,8 @@ class EstimateOptions:
         steps = section.get("steps", {})
         spec = (steps.get("tokens_from") or {}).get("spec")  # re-resolved: the same lookups, the same number
         return cls(cores=section.get("cores"), tokens_per_step=spec or steps.get("tokens_per_step"),
-                   prices=prices, assumptions={a["name"]: float(a["value"]) for a in section.get("assumptions", [])})
+                   prices=prices, assumptions={a["name"]: float(a["value"]) for a in section.get("assumptions", [])},
+                   instances=tuple(str(i["spec"]) for i in section.get("instances", [])))
 
 
 def positive(value: Any, what: str) -> float:
@@ -132,6 +137,10 @@ def from_pyproject(source: Optional[str], chips: set[str]) -> EstimateOptions:
                 options["cores"] = value
             elif key == "tokens-per-step":
                 options["tokens_per_step"] = parse_tokens(value)
+            elif key == "instances":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError('expected a list of instance names, e.g. ["trn2.48xlarge", "p5.48xlarge:2"]')
+                options["instances"] = tuple(one.spec for one in parse_instances(value))
             elif key == "prices":
                 if not isinstance(value, dict):
                     raise ValueError("expected a table of DEVICE = USD_PER_CHIP_HOUR")

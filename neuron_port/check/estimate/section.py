@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Optional
 
+from neuron_port.check.estimate import sizing
 from neuron_port.check.estimate.assumptions import assumptions
 from neuron_port.check.estimate.devices import Device, load_devices
 from neuron_port.check.estimate.flops import base_name
@@ -69,7 +70,8 @@ def tokens_per_step(work: StepWork, tokens: Any) -> tuple[Optional[float], Optio
     if not isinstance(tokens, str):
         return tokens, None
     source = resolve_tokens(tokens, work.token_sources)
-    return source.per_step, {"spec": tokens, **source.to_json()}
+    # a fake world ran one rank of `world`: the step's tokens are every rank's
+    return source.per_step * work.world / max(work.processes, 1), {"spec": tokens, **source.to_json()}
 
 
 def estimate_from_work(work: StepWork, options: EstimateOptions,
@@ -79,10 +81,11 @@ def estimate_from_work(work: StepWork, options: EstimateOptions,
     if not work.items and not work.fallback_calls:
         return None
     devices = devices if devices is not None else load_devices()
-    cores = options.cores or max(work.processes, 1)
+    sized = sizing.resolve(options.instances, devices)
+    cores = options.cores or work.world
     tokens, tokens_from = tokens_per_step(work, options.tokens_per_step)
-    section = estimate(work, devices, assumptions(options.assumptions), cores=cores,
-                       tokens_per_step=tokens, prices=options.prices)
+    section = estimate(work, sizing.rows(devices, sized), assumptions(options.assumptions), cores=cores,
+                       tokens_per_step=tokens, prices=options.prices, sized=sized)
     if tokens_from is not None:
         section["steps"]["tokens_from"] = tokens_from
     return section

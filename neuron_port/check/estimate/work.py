@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional
 
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
-from neuron_port.check.estimate.flops import Work, work
+from neuron_port.check.estimate.flops import Work, base_name, tensor_list, work
+from neuron_port.check.estimate.fusion import FUSIBLE, fused_bytes
 from neuron_port.check.events import (
     CompileEvent,
+    DistributedEvent,
     EagerCompileEvent,
     EagerCompileTruncatedEvent,
     FallbackEvent,
@@ -52,16 +54,19 @@ class WorkItem:
     flops: float  # per step
     bytes: float  # per step
     compiled: bool = False  # ran inside a torch.compile graph: no per-op dispatch
+    gemm: Optional[tuple[int, int, int, int]] = None  # a matmul's (batch, M, N, K) (flops.Work.gemm)
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "family": self.family, "dtype": self.dtype, "calls": self.calls,
-                "flops": self.flops, "bytes": self.bytes, "compiled": self.compiled}
+                "flops": self.flops, "bytes": self.bytes, "compiled": self.compiled,
+                **({"gemm": list(self.gemm)} if self.gemm else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorkItem:
         return cls(op=str(data["op"]), family=str(data["family"]), dtype=str(data["dtype"]),
                    calls=float(data["calls"]), flops=float(data["flops"]), bytes=float(data["bytes"]),
-                   compiled=bool(data.get("compiled", False)))
+                   compiled=bool(data.get("compiled", False)),
+                   gemm=tuple(int(v) for v in data["gemm"]) if data.get("gemm") else None)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,26 @@ class TokenSource:
                    per_step=float(data["per_step"]))
 
 
+@dataclass(frozen=True)
+class CollectiveWork:
+    """One collective of one rank in a mean step: its calls and the bytes of its counted argument (all
+    reduce, broadcast: the tensor; all-gather: the shard it sends; reduce-scatter, all-to-all: the whole
+    input), in a group of ``group_size`` ranks."""
+
+    op: str
+    group_size: int
+    calls: float
+    bytes: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "group_size": self.group_size, "calls": self.calls, "bytes": self.bytes}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CollectiveWork:
+        return cls(op=str(data["op"]), group_size=int(data["group_size"]), calls=float(data["calls"]),
+                   bytes=float(data["bytes"]))
+
+
 @dataclass
 class StepWork:
     """What ``estimate`` needs, kept in the report so it can be recomputed without re-running."""
@@ -98,11 +123,18 @@ class StepWork:
     # per step, of fallback ops whose host time was not measured (a shape-only run): modelled instead
     fallback_modeled_flops: float = 0.0
     fallback_modeled_bytes: float = 0.0
+    fallback_flops: float = 0.0  # per step, of every fallback op: a GPU runs them on the device
     outside_steps_calls: int = 0
     eager_neffs: int = 0  # distinct native signatures (the most of any process: ranks share a cache)
     graphs: int = 0  # distinct torch.compile graphs compiled
     peak_bytes: Optional[int] = None  # on the simulated device, the most of any process
     token_sources: list[TokenSource] = field(default_factory=list)  # most tokens first
+    # the optimizer's parameter list (bytes, at their dtype): the most of any optimizer op, over its
+    # distinct signatures (param groups); 0 when no optimizer op ran. The lower bound's unavoidable bytes
+    parameter_bytes: float = 0.0
+    float32_matmul_precision: Optional[str] = None  # torch's setting at the end of the first process
+    world_size: int = 0  # ranks of the job (a fake world: more than the processes that ran); 0: one per process
+    collectives: list[CollectiveWork] = field(default_factory=list)  # per step, per rank
 
     @property
     def steady(self) -> int:
@@ -113,10 +145,12 @@ class StepWork:
                 "work": [i.to_json() for i in self.items], "fallback_calls": self.fallback_calls,
                 "fallback_host_seconds": self.fallback_host_seconds, "fallback_copy_bytes": self.fallback_copy_bytes,
                 "fallback_modeled_flops": self.fallback_modeled_flops,
-                "fallback_modeled_bytes": self.fallback_modeled_bytes,
+                "fallback_modeled_bytes": self.fallback_modeled_bytes, "fallback_flops": self.fallback_flops,
                 "outside_steps_calls": self.outside_steps_calls, "eager_neffs": self.eager_neffs,
                 "graphs": self.graphs, "peak_bytes": self.peak_bytes,
-                "token_sources": [t.to_json() for t in self.token_sources]}
+                "token_sources": [t.to_json() for t in self.token_sources],
+                "parameter_bytes": self.parameter_bytes, "float32_matmul_precision": self.float32_matmul_precision,
+                "world_size": self.world_size, "collectives": [c.to_json() for c in self.collectives]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StepWork:
@@ -129,10 +163,20 @@ class StepWork:
                    fallback_copy_bytes=float(data.get("fallback_copy_bytes", 0.0)),
                    fallback_modeled_flops=float(data.get("fallback_modeled_flops", 0.0)),
                    fallback_modeled_bytes=float(data.get("fallback_modeled_bytes", 0.0)),
+                   fallback_flops=float(data.get("fallback_flops", 0.0)),
                    outside_steps_calls=int(data.get("outside_steps_calls", 0)),
                    eager_neffs=int(data["eager_neffs"]), graphs=int(data["graphs"]),
                    peak_bytes=None if peak is None else int(peak),
-                   token_sources=[TokenSource.from_json(t) for t in data.get("token_sources", [])])
+                   token_sources=[TokenSource.from_json(t) for t in data.get("token_sources", [])],
+                   parameter_bytes=float(data.get("parameter_bytes", 0.0)),
+                   float32_matmul_precision=data.get("float32_matmul_precision"),
+                   world_size=int(data.get("world_size", 0)),
+                   collectives=[CollectiveWork.from_json(c) for c in data.get("collectives", [])])
+
+    @property
+    def world(self) -> int:
+        """Ranks of the job: the fake world's size, else the processes that ran."""
+        return max(self.world_size, self.processes, 1)
 
 
 def site_name(site: Optional[Site], cwd: Optional[str]) -> str:
@@ -177,13 +221,22 @@ class _Run:
 
     def __init__(self) -> None:
         self.out = StepWork()
-        self.totals: dict[tuple[str, str, str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        self.totals: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # (op, family, dtype, compiled, gemm)
         self.clocks: list[str] = []
         self.graphs: set[Any] = set()
         self.tokens: dict[tuple[str, str, Optional[str]], float] = defaultdict(float)
+        self.optimizer: dict[str, dict[tuple, float]] = defaultdict(dict)  # op -> signature -> list bytes
+        self.collectives: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+
+    def optimizer_op(self, op: str, signature: Any) -> None:
+        """An optimizer's (or clipping's) list op: its first list's bytes, once per distinct signature."""
+        name = base_name(op)
+        if signature and (name.startswith("_foreach_") or name.startswith("_fused_adam")
+                          or name.startswith("_fused_sgd")):
+            self.optimizer[name][tuple(signature)] = tensor_list(signature[0]).nbytes
 
     def add(self, op: str, w: Work, calls: float, compiled: bool = False) -> None:
-        t = self.totals[(op, w.family, w.dtype, compiled)]
+        t = self.totals[(op, w.family, w.dtype, compiled, w.gemm)]
         t[0] += calls
         t[1] += calls * w.flops
         t[2] += calls * w.bytes
@@ -197,11 +250,16 @@ class _Run:
         out = self.out
         out.clock = self.clocks[0] if self.clocks else "signature"
         out.graphs = len(self.graphs)
-        out.items = [WorkItem(op, family, dtype, calls, flops, nbytes, compiled)
-                     for (op, family, dtype, compiled), (calls, flops, nbytes) in sorted(self.totals.items())
+        out.items = [WorkItem(op, family, dtype, calls, flops, nbytes, compiled, gemm)
+                     for (op, family, dtype, compiled, gemm), (calls, flops, nbytes)
+                     in sorted(self.totals.items(), key=lambda kv: (kv[0][:4], kv[0][4] or ()))
                      if calls > 0]
         out.token_sources = [TokenSource(op, site, module, n) for (op, site, module), n
                              in sorted(self.tokens.items(), key=lambda kv: (-kv[1], kv[0][1:]))]
+        out.parameter_bytes = max((sum(sigs.values()) for sigs in self.optimizer.values()), default=0.0)
+        ranks = max(out.processes, 1)
+        out.collectives = [CollectiveWork(op, size, calls / ranks, nbytes / ranks) for (op, size), (calls, nbytes)
+                           in sorted(self.collectives.items()) if calls > 0]
         return out
 
 
@@ -219,6 +277,7 @@ class _Process:
 def _eager_compile(run: _Run, process: _Process, event: EagerCompileEvent) -> None:
     """An eager NEFF signature: its calls per step at its work, and its tokens when it is a lookup."""
     w = work(event.op, event.signature)
+    run.optimizer_op(event.op, event.signature)
     process.mean_work[event.op].append(w)
     process.native += 1
     first = _first_step(process.clock, event.first_seen)
@@ -255,6 +314,7 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
         flops += n * counted.flops
     out.fallback_calls += calls
     out.fallback_copy_bytes += copy_bytes
+    out.fallback_flops += flops
     if event.host_seconds is None:  # nothing ran on the host (shape-only): model.py models its time
         out.fallback_modeled_flops += flops
         out.fallback_modeled_bytes += copy_bytes
@@ -272,8 +332,24 @@ def _op(run: _Run, process: _Process, event: OpEvent) -> None:
 def _graph_work(run: _Run, process: _Process, event: GraphWorkEvent) -> None:
     """The ops inside a torch.compile graph, per run of the graph: no dispatch each."""
     runs = per_step_calls(event.runs, _first_step(process.clock, event.first_seen), process.measured)
-    for graph_op in event.ops:
-        run.add(graph_op.op, work(graph_op.op, graph_op.signature), runs * graph_op.count, compiled=True)
+    works = [work(graph_op.op, graph_op.signature) for graph_op in event.ops]
+    fused = fused_bytes(works, event.flow) if event.flow else {}  # fusion.py: bytes per run under fusion
+    for i, (graph_op, w) in enumerate(zip(event.ops, works)):
+        run.optimizer_op(graph_op.op, graph_op.signature)
+        if i in fused and w.family in FUSIBLE:  # per call: the op's share of its regions' traffic
+            w = replace(w, bytes=fused[i] / max(graph_op.count, 1))
+        run.add(graph_op.op, w, runs * graph_op.count, compiled=True)
+
+
+def _distributed(run: _Run, process: _Process, event: DistributedEvent) -> None:
+    """A collective's calls and bytes per step (spread over the measured steps), and the job's size."""
+    if event.group_size:
+        run.out.world_size = max(run.out.world_size, event.group_size)
+    if event.event != "collective" or not event.op or not event.group_size or event.group_size < 2:
+        return
+    t = run.collectives[(event.op, event.group_size)]
+    t[0] += event.count / process.measured  # summed over processes; finish() takes the mean rank
+    t[1] += event.bytes / process.measured
 
 
 def _compile(run: _Run, process: _Process, event: CompileEvent) -> None:
@@ -291,6 +367,7 @@ HANDLERS: dict[type, Callable[[_Run, _Process, Any], None]] = {
     OpEvent: _op,
     GraphWorkEvent: _graph_work,
     CompileEvent: _compile,
+    DistributedEvent: _distributed,
 }
 
 
@@ -307,6 +384,9 @@ def step_work(processes: Iterable[ProcessEvents]) -> StepWork:
             if handler is not None:
                 handler(run, process, event)
         run.out.eager_neffs = max(run.out.eager_neffs, process.native)
+        precision = getattr(recorded.summary, "float32_matmul_precision", None) if recorded.summary else None
+        if run.out.float32_matmul_precision is None:
+            run.out.float32_matmul_precision = precision
         peak = getattr(recorded.summary, "peak_allocated_bytes", None) if recorded.summary else None
         if peak is not None:
             run.out.peak_bytes = max(run.out.peak_bytes or 0, peak)

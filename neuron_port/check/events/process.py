@@ -68,6 +68,8 @@ class SummaryEvent:
     forwards: Optional[int] = None
     peak_allocated_bytes: Optional[int] = None  # on the simulated device (None: an older simulator)
     user_files: tuple[str, ...] = ()  # the user's files the process imported, under its working folder
+    # torch.get_float32_matmul_precision() at the end: "highest", "high" (TF32 on a GPU), "medium"
+    float32_matmul_precision: Optional[str] = None
 
     @classmethod
     def from_fields(cls, f: EventFields) -> SummaryEvent:
@@ -77,4 +79,5 @@ class SummaryEvent:
                    complete=bool(f.flag("complete")), optimizer_steps=f.optional_integer("optimizer_steps"),
                    forwards=f.optional_integer("forwards"),
                    peak_allocated_bytes=f.optional_integer("peak_allocated_bytes"),
-                   user_files=f.texts("user_files"))
+                   user_files=f.texts("user_files"),
+                   float32_matmul_precision=f.text("float32_matmul_precision"))

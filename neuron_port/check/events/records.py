@@ -162,13 +162,16 @@ class GraphWorkEvent:
     runs: int = 0
     ops: tuple[GraphOp, ...] = ()
     first_seen: Optional[FirstSeen] = None  # the step clock when it was compiled
+    # the dataflow, one entry per call in graph order: [op index, output bytes, graph output, [[producer,
+    # bytes], ...]] (neuron_backend/EVENTS.md; empty from an older simulator)
+    flow: tuple[Any, ...] = ()
 
     @classmethod
     def from_fields(cls, f: EventFields) -> GraphWorkEvent:
         ops = tuple(GraphOp(op=o.required_text("op"), signature=tuple(o.array("signature") or ()),
                             count=o.integer("count", 1)) for o in f.objects("ops"))
         return cls(graph=f.text("graph"), key=f.text("key"), runs=f.integer("runs"), ops=ops,
-                   first_seen=FirstSeen.from_fields(f.nested("first_seen")))
+                   first_seen=FirstSeen.from_fields(f.nested("first_seen")), flow=tuple(f.array("flow") or ()))
 
 
 ShapeOnlyValue = Union[bool, int, float, str, None]

@@ -189,3 +189,43 @@ def ranges(chart: Chart, categories: Sequence[str], lower: Sequence[Sequence[flo
     axes.xaxis.grid(True, color=_MUTED, linewidth=0.5, alpha=0.6)
     _legend(figure, len(labels) + 1)
     return _svg(figure, chart)
+
+
+def lines(chart: Chart, x: Sequence[float], panels: Sequence[tuple[str, Sequence[Series]]], *, xlabel: str,
+          log_x: bool = True) -> str:
+    """Panels side by side, one line with markers per series over the same ``x`` (a series keeps its colour
+    in every panel; a ``None`` value leaves a gap). A panel whose values span more than 10x is drawn on a
+    log scale. The legend, above, names each series once, in as many columns as its labels fit."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    count = max(1, len(panels))
+    labels = list(dict.fromkeys(one.label for _, series in panels for one in series))
+    longest = max((len(label) for label in labels), default=1)
+    columns_of_legend = max(1, min(len(labels), 120 // (longest + 8)))
+    legend_rows = -(-len(labels) // columns_of_legend)
+    figure = _figure(WIDTH_INCHES, 3.0 + 0.3 * legend_rows)
+    columns = figure.subplots(1, count, squeeze=False)[0]
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    for axes, (ylabel, series) in zip(columns, panels):
+        _style_axes(axes)
+        drawn = [float(v) for one in series for v in one.values if v is not None and float(v) > 0]
+        for one in series:
+            colour = _SERIES[labels.index(one.label) % SERIES_COUNT]
+            values = [float("nan") if v is None else float(v) for v in one.values]
+            axes.plot(list(x), values, color=colour, marker="o", markersize=5, linewidth=1.5,
+                      label=one.label if axes is columns[0] else None)
+        if log_x:
+            axes.set_xscale("log", base=2)
+        if drawn and max(drawn) > 10 * min(drawn):
+            axes.set_yscale("log")
+        axes.yaxis.set_major_formatter(plain)
+        axes.yaxis.set_minor_formatter(NullFormatter())
+        axes.set_xticks(list(x), [f"{v:g}" for v in x], fontsize=FONT_SIZE)
+        axes.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel(ylabel)
+        axes.grid(True, color=_MUTED, linewidth=0.5, alpha=0.6)
+    if len(labels) > 1:
+        figure.legend(loc="outside upper center", ncols=columns_of_legend, frameon=False, fontsize=FONT_SIZE,
+                      labelcolor=_FOREGROUND)
+    return _svg(figure, chart)

@@ -1,6 +1,8 @@
 """The Estimate part of the HTML report, from the report's `estimate` section (contract:
-the JSON report's `estimate`, written by neuron_port/check/estimate/): where the estimated step time goes,
-eager against compiled, compile time, memory against HBM, the price table, and every assumption.
+the JSON report's `estimate`, written by neuron_port/check/estimate/): per device the step, its price, the
+validated error and the collectives, the largest cost with its next step (the text panel's wording), where
+the estimated step time goes, eager against compiled, the scaling over chip counts (table and chart),
+compile time, memory against HBM, the price table, and every assumption.
 
 Everything here is labelled an estimate: the figures come from the simulated run and the assumptions listed
 with them, never from a Trainium.
@@ -13,23 +15,21 @@ from typing import Any, Optional
 from neuron_port.reporters.html import charts
 from neuron_port.reporters.html.charts import Chart, Series
 from neuron_port.reporters.html.parts import Markup, escape, figure, number, table
+from neuron_port.reporters.text import estimate as text_panel
 
 MAX_FAMILIES = charts.SERIES_COUNT
 
 
 def seconds(value: Optional[float]) -> str:
+    """Two significant digits (the model's error is larger than a third would say), as the text panel."""
     if value is None:
         return "–"
     value = float(value)
     if value == 0:
         return "0 s"
     if value >= 120:
-        return f"{value / 60:,.1f} min"
-    if value >= 1:
-        return f"{value:,.2f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:,.2f} ms"
-    return f"{value * 1e6:,.1f} µs"
+        return f"{text_panel.sig2(value / 60)} min"
+    return text_panel.seconds(value).replace("us", "µs")
 
 
 def size(value: Optional[float]) -> str:
@@ -43,10 +43,7 @@ def size(value: Optional[float]) -> str:
 
 
 def usd(value: Optional[float]) -> str:
-    if value is None:
-        return "–"
-    value = float(value)
-    return f"${value:,.2f}" if value >= 0.01 else f"${value:.3g}"
+    return "–" if value is None else text_panel.usd(float(value))
 
 
 def link(url: Any, text: Optional[str] = None) -> Markup:
@@ -113,6 +110,92 @@ def _eager_compiled(per_device: list[dict], names: dict[str, str]) -> str:
     return figure(svg, "Bars: the expected time, at the assumed achievable fraction of peak; ticks: the roofline "
                        "lower bound (every op at peak FLOPs or bandwidth). Compiled drops the per-op dispatch of "
                        "ops inside compiled graphs.", data)
+
+
+def _span(pair: Optional[dict]) -> str:
+    pair = pair or {}
+    return f"{seconds(pair.get('lower'))} – {seconds(pair.get('expected'))}"
+
+
+def _collectives_cell(entry: dict) -> str:
+    c = entry.get("collectives")
+    if c is None:
+        return "not modelled (a report written before they were)"
+    if not c.get("modelled"):
+        return str(c.get("note") or "not modelled")
+    assumed = " (assumed data parallel)" if c.get("assumed") else ""
+    return (f"{seconds(c.get('seconds'))}, {seconds(c.get('exposed_seconds'))} exposed; {c.get('sharding')} over "
+            f"{number(c.get('ranks'))} ranks at {number(c.get('gbps'))} GB/s{assumed}")
+
+
+def _at_a_glance(estimate: dict, per_device: list[dict], names: dict[str, str]) -> str:
+    """The text panel's table as HTML: step and compiled step (lower bound – expected), price, the validated
+    error and the collectives per device; the notes on the error; the largest cost and what to do."""
+    rows = []
+    for e in per_device:
+        price = e.get("price") or {}
+        instance = e.get("instance") if isinstance(e.get("instance"), dict) else None
+        on = f' ×{escape(instance.get("chips"))} ({escape(instance.get("spec"))})' if instance else ""
+        rows.append((Markup(f'<code class="device">{escape(e.get("device"))}</code>{on}'), _span(e.get("step_seconds")),
+                     _span(e.get("compiled_step_seconds")), usd(price.get("per_step_usd")),
+                     usd(price.get("per_million_tokens_usd")), text_panel.validated(e), _collectives_cell(e)))
+    body = table(["device", "step (lower – expected)", "compiled", "$ per step", "$ per million tokens",
+                  "validated error", "collectives per step"], rows, numeric=(1, 2, 3, 4),
+                 caption="One step per device; the validated error is estimate / published where a published "
+                         "run was checked (docs/estimate.md)")
+    notes: dict[str, list[str]] = {}
+    for e in per_device:
+        note = (e.get("validation") or {}).get("note") or "not validated on hardware"
+        notes.setdefault(note, []).append(str(e.get("device")))
+    body += '<ul class="validation">' + "".join(
+        f"<li>{escape(', '.join(devices))}: {escape(note)}</li>" for note, devices in notes.items()) + "</ul>"
+    if all(isinstance(e.get("seconds_by_family"), dict) and e["seconds_by_family"] for e in per_device) and \
+            isinstance(estimate.get("per_step"), dict):
+        action = text_panel.action_line({"per_device": per_device, "per_step": estimate["per_step"]})
+        body += f'<p class="next-step"><strong>Next step.</strong> {escape(action)}</p>'
+    return body
+
+
+def _scaling(estimate: dict, names: dict[str, str]) -> str:
+    """The same step on 1-64 whole chips of each chip device: a visible table, and a chart of the expected
+    step time and the $ per million tokens over the chip counts."""
+    rows = [r for r in estimate.get("scaling") or [] if isinstance(r, dict) and r.get("points")]
+    if not rows:
+        return ""
+    chips = [p.get("chips") for p in rows[0]["points"]]
+    visible = []
+    for r in rows:
+        name = str(r.get("device"))
+        visible.append((Markup(f'<code class="device">{escape(name)}</code>'), *(seconds(p.get("step_seconds")) + (" (does not fit)" if p.get("fits") is False else "")
+                                for p in r["points"])))
+        if any(p.get("per_million_tokens_usd") is not None for p in r["points"]):
+            visible.append((Markup(f'<code class="device">{escape(name)}</code> $ per million tokens'), *(usd(p.get("per_million_tokens_usd"))
+                                                               for p in r["points"])))
+    body = "<h3>Scaling over chips</h3>" + table(["device", *(f"{c} chips" if c != 1 else "1 chip" for c in chips)],
+                                                visible, numeric=tuple(range(1, len(chips) + 1)),
+                                                caption="The job's global batch on N whole chips (one rank per "
+                                                        "logical core): expected step time")
+    step_series = [Series(names.get(r.get("device"), r.get("device")),
+                          [float(p.get("step_seconds") or 0.0) * 1e3 for p in r["points"]]) for r in rows]
+    panels = [("expected ms per step", step_series)]
+    priced = [Series(names.get(r.get("device"), r.get("device")), [p.get("per_million_tokens_usd") for p in r["points"]])
+              for r in rows if any(p.get("per_million_tokens_usd") is not None for p in r["points"])]
+    if priced:
+        panels.append(("$ per million tokens", priced))
+    chart = Chart("estimate-scaling", "Estimated step time and price over chip counts",
+                  "Line charts, logarithmic, over 1 to 64 chips per chip device: the expected step time in "
+                  "milliseconds" + (" and the dollars per million tokens" if priced else "") + ".")
+    svg = charts.lines(chart, [float(c) for c in chips], panels, xlabel="chips")
+    data = table(["device", "chips", "step (expected)", "collectives exposed", "fits in HBM", "$ per million tokens"],
+                 [(names.get(r.get("device"), r.get("device")), p.get("chips"), seconds(p.get("step_seconds")),
+                   seconds(p.get("collective_seconds")), {True: "yes", False: "no"}.get(p.get("fits"), "unknown"),
+                   usd(p.get("per_million_tokens_usd"))) for r in rows for p in r["points"]],
+                 numeric=(1, 2, 3, 5))
+    caption = ("Strong scaling: the same step, the job's global batch, shared over more chips; the per-op "
+               "dispatch does not shrink, the exposed collectives grow. "
+               + ("$ per million tokens where a price per chip-hour is set."
+                  if priced else "No device has a price and tokens per step: no $ per million tokens panel."))
+    return body + figure(svg, caption, data)
 
 
 def _memory(per_device: list[dict], names: dict[str, str]) -> str:
@@ -195,7 +278,8 @@ def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: An
 
 
 def _devices_and_assumptions(estimate: dict) -> str:
-    devices = [(d.get("name") or d.get("id"), d.get("kind"),
+    devices = [(Markup(f'{escape(d.get("name") or d.get("id"))} <code class="device">{escape(d.get("id"))}</code>'),
+                d.get("kind"),
                 ", ".join(f"{k}: {v:g}" for k, v in (d.get("peak_tflops") or {}).items()),
                 d.get("hbm_gbps"), d.get("hbm_gib"),
                 Markup(" ".join(link(u, f"[{i + 1}]").html for i, u in enumerate(d.get("sources") or []))))
@@ -242,7 +326,8 @@ def render_estimate(estimate: dict) -> str:
             f"{number(tokens)}; logical cores assumed: {number(estimate.get('cores'))}.</p>"
             + _tokens_problem(steps))
     if per_device:
-        body += _time_by_family(per_device, names) + _eager_compiled(per_device, names)
+        body += (_at_a_glance(estimate, per_device, names) + _time_by_family(per_device, names)
+                 + _eager_compiled(per_device, names) + _scaling(estimate, names))
     body += _per_step(estimate)
     if per_device:
         kinds = {d.get("id"): d.get("kind") for d in estimate.get("devices") or []}

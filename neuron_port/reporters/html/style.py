@@ -67,6 +67,7 @@ td.num .prose { white-space: normal; }
 td.site { white-space: nowrap; }
 td { overflow-wrap: anywhere; }
 td code { white-space: pre-wrap; overflow-wrap: anywhere; }
+td code.device { white-space: nowrap; overflow-wrap: normal; }
 td.wide { min-width: 14rem; }
 details { margin: .5rem 0; }
 summary { cursor: pointer; color: var(--link); }

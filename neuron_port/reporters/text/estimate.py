@@ -5,6 +5,7 @@ only, so a saved report renders the same."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Optional
 
@@ -16,28 +17,37 @@ from rich.text import Text
 PIPE_COLUMNS = 100  # the Estimate panel's width outside a terminal when COLUMNS is not set
 
 
+def sig2(value: float) -> str:
+    """Two significant digits, never in exponent form: 687 -> 690, 1.43 -> 1.4, 0.0346 -> 0.035."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    digits = 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, digits)
+    return f"{rounded:.{max(digits, 0)}f}"
+
+
 def seconds(value: Optional[float]) -> str:
     if value is None:
         return "-"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if value >= scale or unit == "us":
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.3g} s"
+            return f"{sig2(value / scale)} {unit}"
+    return f"{sig2(value)} s"
 
 
 def duration(value: float) -> str:
-    return f"{value / 3600:.3g} h" if value >= 3600 else f"{value / 60:.3g} min" if value >= 60 else seconds(value)
+    return f"{sig2(value / 3600)} h" if value >= 3600 else f"{sig2(value / 60)} min" if value >= 60 else seconds(value)
 
 
 def usd(value: Optional[float]) -> str:
-    return "-" if value is None else f"${value:.3g}"
+    return "-" if value is None else f"${sig2(value)}"
 
 
 def quantity(value: float, unit: str) -> str:
     for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if value >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
+            return f"{sig2(value / scale)} {prefix}{unit}"
+    return f"{sig2(value)} {unit}"
 
 
 def tokens_text(steps: dict[str, Any]) -> str:
@@ -75,18 +85,115 @@ def span(pair: dict[str, float]) -> str:
     """``lower-expected unit`` in the unit of the expected time."""
     expected = pair["expected"]
     unit, scale = next(((u, k) for u, k in (("s", 1.0), ("ms", 1e-3)) if expected >= k), ("us", 1e-6))
-    return f"{pair['lower'] / scale:.3g}-{expected / scale:.3g} {unit}"
+    return f"{sig2(pair['lower'] / scale)}-{sig2(expected / scale)} {unit}"
 
 
 def device_table(section: dict[str, Any]) -> Table:
     table = Table(title="Estimated time and price of one step (lower bound-expected)", title_justify="left",
                   title_style="bold", header_style="bold", expand=False)
-    for column in ("device", "step", "compiled", "$/step", "$/M tokens"):
+    for column in ("device", "step", "compiled", "$/step", "$/M tokens", "error"):
         table.add_column(column, no_wrap=True)
     for row in section["per_device"]:
         price = row["price"]
-        table.add_row(row["device"], span(row["step_seconds"]), span(row["compiled_step_seconds"]),
-                      usd(price["per_step_usd"]), usd(price["per_million_tokens_usd"]))
+        table.add_row(device_label(row), span(row["step_seconds"]), span(row["compiled_step_seconds"]),
+                      usd(price["per_step_usd"]), usd(price["per_million_tokens_usd"]), validated(row))
+    return table
+
+
+def device_label(row: dict[str, Any]) -> str:
+    """The device, and the instance its chips are when `--instance` sized it: ``trn2-chip x16 (trn2.48xlarge)``."""
+    instance = row.get("instance")
+    if not instance:
+        return row["device"]
+    return f"{row['device']} x{instance['chips']} ({instance['spec']})"
+
+
+def instances_line(section: dict[str, Any]) -> Optional[str]:
+    """What `--instance` sized: each instance's chips of its device row, the other rows on --cores."""
+    sized = section.get("instances") or []
+    if not sized:
+        return None
+    parts = [f"{s['spec']} = {s['chips']} {s['device']} chip(s)" for s in sized]
+    return (f"instances: {'; '.join(parts)}, one rank per logical core (GPU); other rows on "
+            f"{section['cores']} logical core(s)")
+
+
+def validated(row: dict[str, Any]) -> str:
+    """The measured estimate/published range of the device's row, or that it was never checked."""
+    v = row.get("validation") or {}
+    if not v.get("validated"):
+        return "not validated"
+    return f"x{sig2(v['ratio_low'])}-{sig2(v['ratio_high'])}"
+
+
+def validation_line(section: dict[str, Any]) -> str:
+    """The error of the estimate where it was measured, beside the numbers ("error" column)."""
+    notes = {}
+    for row in section["per_device"]:
+        v = row.get("validation") or {}
+        key = v.get("note") or "not validated on hardware"
+        notes.setdefault(key, []).append(row["device"])
+    return "validated error (the 'error' column): " + "; ".join(f"{', '.join(d)}: {n}" for n, d in notes.items())
+
+
+def collectives_line(section: dict[str, Any]) -> str:
+    """What the collectives cost on each device, or why they are not modelled: never silent."""
+    parts = []
+    for row in section["per_device"]:
+        c = row.get("collectives")
+        if c is None:
+            parts.append(f"{row['device']}: collectives not modelled (a report written before they were)")
+        elif not c.get("modelled"):
+            parts.append(f"{row['device']}: {c.get('note') or 'collectives not modelled'}")
+        else:
+            assumed = " (assumed data parallel)" if c.get("assumed") else ""
+            parts.append(f"{row['device']}: {seconds(c['seconds'])}, {seconds(c['exposed_seconds'])} exposed, "
+                         f"{c['sharding']} over {c['ranks']} ranks at {c['gbps']:.0f} GB/s{assumed}")
+    return "collectives per step: " + "; ".join(parts)
+
+
+ACTIONS = {
+    "dispatch": "per-op host dispatch: torch.compile the model, or a larger batch per step",
+    "fallback": "CPU fallbacks: the ops and lines in the fallback findings above run on the host",
+    "collectives": "exposed collectives: fewer ranks, a larger batch per rank, or overlap (bucketing, prefetch)",
+    "attention": "attention: a fused (flash) kernel is assumed; a shorter sequence or fewer heads",
+}
+
+
+def action_line(section: dict[str, Any]) -> str:
+    """The largest cost on the first Trainium row (else the first row) and what to do about it."""
+    rows = section["per_device"]
+    row = next((r for r in rows if r["device"].startswith("trn")), rows[0])
+    family, value = max(row["seconds_by_family"].items(), key=lambda kv: kv[1])
+    total = sum(row["seconds_by_family"].values()) or 1.0
+    fp32 = next((f for f in section["per_step"]["by_family"] if f["family"] == family), {})
+    if family in ("matmul", "convolution") and (fp32.get("flops_by_dtype") or {}).get("fp32"):
+        action = f"{family} in fp32: bf16 autocast (torch.autocast('neuron', dtype=torch.bfloat16))"
+    elif family in ACTIONS:
+        action = ACTIONS[family]
+    elif family in ("matmul", "convolution"):
+        action = f"{family} at the device's rate: the step is compute-bound, as it should be"
+    else:
+        action = f"{family} (memory-bound ops): torch.compile fuses chains of them into one pass"
+    return f"largest cost on {row['device']}: {family} {value / total:.0%} of the step; next step: {action}"
+
+
+def scaling_table(section: dict[str, Any]) -> Optional[Table]:
+    """Step time and $/M tokens of the same step over whole chips of each chip device."""
+    rows = section.get("scaling") or []
+    if not rows:
+        return None
+    chips = [p["chips"] for p in rows[0]["points"]]
+    table = Table(title="Scaling: the same step on N chips (expected; ! = does not fit in HBM)",
+                  title_justify="left", title_style="bold", header_style="bold", expand=False)
+    table.add_column("device", no_wrap=True)
+    for n in chips:
+        table.add_column(f"{n}", no_wrap=True)
+    for row in rows:
+        table.add_row(row["device"], *(f"{seconds(p['step_seconds'])}{' !' if p['fits'] is False else ''}"
+                                       for p in row["points"]))
+        if any(p["per_million_tokens_usd"] is not None for p in row["points"]):
+            table.add_row("  $/M tok", *(usd(p["per_million_tokens_usd"]) for p in row["points"]))
     return table
 
 
@@ -102,7 +209,7 @@ def price_line(section: dict[str, Any]) -> str:
         else:
             origin = ("set by you" if price["source"] == "user" else
                       f"{'third-party, ' if price['third_party'] else ''}{price['dated']}")
-            seen[chip] = f"{chip} {usd(price['per_chip_hour_usd'])} ({origin})"
+            seen[chip] = f"{chip} ${price['per_chip_hour_usd']:g} ({origin})"  # an input: as given
     return "price per chip-hour: " + "; ".join(seen.values())
 
 
@@ -167,11 +274,17 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
     if not section:
         return
     lines = estimate_lines(section)
+    sized = instances_line(section)
+    if sized:
+        lines.append(sized)
     first = section["per_device"][0] if section["per_device"] else None
     if first is not None:
         lines.append(compile_line(section))
         core = next((r for r in section["per_device"] if r["device"].endswith("-core")), first)
         lines.append(where_time_goes(core))
+        lines.append(collectives_line(section))
+        lines.append(action_line(section))
+        lines.append(validation_line(section))
         lines.append(memory_line(section))
         lines.append(price_line(section))
     named = [f"{a['name']}={a['value']:g}{a['unit'] and ' ' + a['unit']}" for a in section["assumptions"]]
@@ -180,3 +293,6 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
     panel = Panel(Text("\n".join(lines), no_wrap=False, overflow="fold"), title="Estimate", expand=False)
     panel_console(console).print(panel)
     console.print(device_table(section))
+    scaled = scaling_table(section)
+    if scaled is not None:
+        console.print(scaled)

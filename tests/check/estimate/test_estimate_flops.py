@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_port.check.estimate.flops import conv_output, parse_tensor, work
+from neuron_port.check.estimate.flops import causal_fraction, conv_output, parse_tensor, tensor_list, work
 
 
 def test_tensor_descriptors():
@@ -64,7 +64,8 @@ def test_convolution_backward_counts_the_passes_it_ran():
 def test_attention_forward_and_backward():
     q = "bf16[4,4,32,16]nc"
     w = work("aten::_scaled_dot_product_fused_attention_overrideable", [q, q, q, "None", "0.", "True", "False", "None"])
-    forward = 2 * 16 * 32 * 32 * (16 + 16)  # 16 batch*heads, L = S = 32, E = Ev = 16
+    # 16 batch*heads, L = S = 32, E = Ev = 16; is_causal: query i sees i + 1 keys, 32 * 33 / 2 of 32 * 32
+    forward = 2 * 16 * 32 * 32 * (16 + 16) * (32 * 33 / 2) / (32 * 32)
     assert (w.family, w.flops) == ("attention", forward)
     assert w.bytes == 2 * (3 * 4 * 4 * 32 * 16 + 4 * 4 * 32 * 16)
     b = work("aten::_scaled_dot_product_fused_attention_overrideable_backward",
@@ -93,9 +94,24 @@ def test_elementwise_reduction_norm_softmax_embedding_copy():
 
 
 def test_truncated_lists_count_the_omitted_items_at_the_mean():
-    # 2 shown tensors of 100 and 300 floats, 2 more omitted: 4 tensors at a mean of 200 floats
+    # an older simulator: 2 shown tensors of 100 and 300 floats, 2 more omitted: 4 tensors at a mean of 200
     w = work("aten::_foreach_mul_.Tensor", ["[f32[100], f32[300], ...+2]", "f32[]"])
-    assert w.bytes == 2 * (4 * (100 + 300) + 2 * 800 + 4)
+    assert w.bytes == (4 * (100 + 300) + 2 * 800 + 4) + 4 * 800  # reads the list and the scalar, writes the list
+    assert w.flops == 800
+
+
+def test_truncated_lists_carry_the_omitted_items_totals():
+    # the embedding first (a big tensor shown), then 30 small ones omitted: their totals, not the mean
+    listed = tensor_list("[f32[50257,768], f32[768], ...+30 23040e 92160B]")
+    assert (listed.numel, listed.nbytes) == (50257 * 768 + 768 + 23040, 4 * (50257 * 768 + 768) + 92160)
+    adam = work("aten::_fused_adamw_", ["[f32[50257,768], f32[768], ...+30 23040e 92160B]"] * 4 + ["[]"] * 2)
+    assert adam.flops == 16 * (50257 * 768 + 768 + 23040)
+    causal = work("aten::_scaled_dot_product_fused_attention_overrideable",
+                  ["bf16[1,1,4,8]", "bf16[1,1,6,8]", "bf16[1,1,6,8]", "None", "0.", "True", "False", "None"])
+    full = work("aten::_scaled_dot_product_fused_attention_overrideable",
+                ["bf16[1,1,4,8]", "bf16[1,1,6,8]", "bf16[1,1,6,8]", "None", "0.", "False", "False", "None"])
+    assert causal.flops == full.flops * (1 + 2 + 3 + 4) / (4 * 6)  # query i sees keys 0..i of 6
+    assert causal_fraction(8192, 8192) == pytest.approx(0.5, abs=1e-4)
 
 
 @pytest.mark.parametrize("op", ["aten::mm", "aten::convolution", "aten::embedding", "aten::nonsense_op"])

@@ -34,7 +34,8 @@ def by_hand(doc: dict, device_id: str, price: float) -> tuple[float, float]:
                     item["bytes"] * share / (device["hbm_gbps"] * 1e9 * a["memory_fraction"]))
         if not item["compiled"] and item["family"] != "fallback":
             eager += item["calls"]
-    step += eager * share * a["dispatch_seconds_per_op"]
+    # an asynchronous device: the host issues ahead, the step is the slower of host and device
+    step = max(step, eager * share * a["dispatch_seconds_per_op"])
     step += share * ((work["fallback_host_seconds"] or 0.0) + work["fallback_copy_bytes"] / (a["host_link_gbps"] * 1e9)
                      + work["fallback_calls"] * a["host_transfer_seconds"])
     return step, step * price / 3600 * cores / device["chip_cores"]

@@ -2,9 +2,10 @@
 headless Chromium (Debian's `chromium`, driven over the DevTools protocol by tests/browser.py) loads in light
 and dark: no console error, no network request, every chart drawn with a non-zero size and readable colours.
 
-The estimate parts are rendered from a sample `estimate` section that follows the contract
-(tests/reporters/html/data/estimate_sample.json) until the cost model writes one; the real run's own report renders
-without it.
+The estimate parts are rendered from the real run's report: as `check` wrote it (its tokens-per-step spec could
+not choose), and recomputed by `neuron-port estimate` with the token lookup named (prices, $ per million tokens,
+the scaling chart's price panel). tests/reporters/html/data/estimate_sample.json is an `estimate` section written
+before the scaling table, the validation and the collectives existed: an older report still renders.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ pytestmark = pytest.mark.slow
 
 SAMPLE_ESTIMATE = Path(__file__).parent / "data" / "estimate_sample.json"
 RUNTIME_CHARTS = ["timeline", "shape-variance"]
-ESTIMATE_CHARTS = ["estimate-families", "estimate-eager-compiled", "estimate-memory"]
+ESTIMATE_CHARTS = ["estimate-families", "estimate-eager-compiled", "estimate-scaling", "estimate-memory"]
+OLD_ESTIMATE_CHARTS = ["estimate-families", "estimate-eager-compiled", "estimate-memory"]  # no scaling section
 HOSTILE_CODE = "x = '</td><script>alert(1)</script><img src=http://127.0.0.1:9/leak.png>'"
 
 
@@ -85,10 +87,14 @@ def parse(page: Path) -> PageParts:
 
 @pytest.fixture(scope="module")
 def estimate_page(gpt_run):
-    """The real run's report with the sample estimate and a hostile line of user code, rendered from JSON."""
+    """The real run's report with its estimate recomputed for the token lookup (`neuron-port estimate`) and a
+    hostile line of user code, rendered from JSON."""
     root, _, report = gpt_run
     document = json.loads(report.read_text())
-    document["estimate"] = json.loads(SAMPLE_ESTIMATE.read_text())
+    recomputed = run_cli("estimate", str(report), "--tokens-per-step", "embedding@transformer.wte",
+                         "--output-format", "json")
+    assert recomputed.returncode == 0, recomputed.stderr
+    document["estimate"] = json.loads(recomputed.stdout)
     document["runtime"]["fallbacks"][0]["sites"][0]["code"] = HOSTILE_CODE
     saved = root / "with_estimate.json"
     saved.write_text(json.dumps(document))
@@ -137,9 +143,11 @@ def chart_facts(page) -> dict:
         const figure = svg.closest('figure');
         const text = svg.querySelector('text');
         const series = [...svg.querySelectorAll('path, use')].filter(
-          e => (e.getAttribute('style') || '').includes('--series-'));
+          e => (e.getAttribute('style') || '').includes('--series-') && !e.closest('defs'));  // defs: not drawn
         const seriesBoxes = series.map(e => e.getBBox()).filter(b => b.width > 0 && b.height > 0);
-        const fills = [...new Set(series.map(e => getComputedStyle(e).fill))].map(rgb);
+        // a line is painted by its stroke, a bar or a marker by its fill
+        const paint = e => { const s = getComputedStyle(e); return s.fill === 'none' ? s.stroke : s.fill; };
+        const fills = [...new Set(series.map(paint))].map(rgb);
         return {
           id: svg.dataset.chart, role: svg.getAttribute('role'), width: box.width, height: box.height,
           name: (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || '',
@@ -193,7 +201,12 @@ def test_the_page_renders_in_headless_chromium_light_and_dark(gpt_run, estimate_
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
             if which == "with_estimate":  # the user's code is shown as text, never run or fetched
                 assert HOSTILE_CODE in facts["body"]
-                assert "no published price: set one" in facts["body"]  # the sample's Trainium3 rows
+                assert "no published price: set one" in facts["body"]  # the Trainium3 rows
+                # the text panel's facts: validated error, collectives, the largest cost's next step, scaling
+                for words in ("validated error", "estimate / published", "not validated on hardware",
+                              "collectives per step", "one rank: no collective", "Next step.", "Scaling over chips",
+                              "h100-sxm $ per million tokens"):
+                    assert words in facts["body"], words
     assert contrast(backgrounds["light"], backgrounds["dark"]) > 10
     print(f"screenshots: {tmp_path}")
 
@@ -248,7 +261,13 @@ FIT_800 = """(() => {
       return {text: t.textContent, inside: box.left >= timeline.left - 1 && box.right <= timeline.right + 1,
               size: box.height};
     });
-  return {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth, smallest, wraps, phases};
+  const boxes = [...document.querySelectorAll('svg.chart')].map(svg => {
+    const wrap = svg.closest('.chart-wrap');
+    return {id: svg.dataset.chart, right: svg.getBoundingClientRect().right,
+            scrolls: wrap.scrollWidth > wrap.clientWidth + 1,
+            panels: [...svg.querySelectorAll('text')].map(t => t.textContent)};
+  });
+  return {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth, smallest, wraps, phases, boxes};
 })()"""
 
 
@@ -273,6 +292,12 @@ def test_the_page_fits_800_px_with_readable_charts(gpt_run, estimate_page, tmp_p
     # the generation after training is named on the timeline, inside the chart, at a readable size
     assert [p["text"] for p in facts["phases"]] == ["generation after optimizer step 6"], facts["phases"]
     assert all(p["inside"] and p["size"] >= 10 for p in facts["phases"]), facts["phases"]
+    # the scaling chart: on the page, not scrolled in its box, with the step and (priced) $ panels
+    [scaling] = [b for b in facts["boxes"] if b["id"] == "estimate-scaling"]
+    assert scaling["right"] <= 800 and not scaling["scrolls"], scaling
+    assert "expected ms per step" in scaling["panels"] and "chips" in scaling["panels"], scaling
+    if which == "with_estimate":  # tokens per step named: the H100's shipped price gives $ per million tokens
+        assert "$ per million tokens" in scaling["panels"], scaling
     print(f"800 px: {facts['smallest']}; tables scrolling in their box: "
           f"{[w['heading'][:40] for w in facts['wraps'] if w['scrolls']]}")
 
@@ -419,7 +444,7 @@ def test_long_runs_and_empty_figures_render_bounded(gpt_run):
     page = render(document)
     parts = PageParts()
     parts.feed(page)
-    assert [a["data-chart"] for a in parts.of("svg")] == RUNTIME_CHARTS + ESTIMATE_CHARTS
+    assert [a["data-chart"] for a in parts.of("svg")] == RUNTIME_CHARTS + OLD_ESTIMATE_CHARTS
     timeline = page[page.index('data-chart="timeline"'):page.index("</svg>", page.index('data-chart="timeline"'))]
     assert timeline.count("var(--series-1)") <= 70  # a path per group of steps (and the legend), not per step
     assert "(grouped)" in timeline
