@@ -209,6 +209,11 @@ class IsCudaAttribute(PythonRule):
         Invalid("class Block(nn.Module):\n    def __init__(self, x):\n        self.use_kernel = x.is_cuda\n\n"
                 "    def forward(self, x):\n        return fancy_kernels.run(x) if self.use_kernel else x * 2\n",
                 None, message_contains="unsafe: it guards `fancy_kernels.run"),
+        # passed to a class of the file: judged where its parameter is read (here a kernel package's call)
+        Invalid("class Attend:\n    def __init__(self, fused):\n        self.fused = fused\n\n"
+                "    def __call__(self, q):\n        return flash_ops.attend(q) if self.fused else q\n\n\n"
+                "def build(q):\n    return Attend(q.is_cuda)(q)\n",
+                None, message_contains="unsafe: it guards `flash_ops.attend"),
         # returned by a function nothing in this file calls: the callers are elsewhere
         Invalid("def is_gpu_tensor(x):\n    return x.is_cuda\n", None,
                 message_contains="returned by `is_gpu_tensor()`, whose callers are in other files"),

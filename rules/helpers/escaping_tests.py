@@ -4,8 +4,9 @@ test of an ``if`` but a value (``use_fused = x.is_cuda and HAS_TRITON``, ``ok &=
 
 A fix that flips such a test changes whatever the value decides later, so the value is followed through
 the file: a name it is assigned (or ``&=``-ed) to, plain or an attribute (``self.use_fused``), stands for
-the test wherever it is read; a function that returns it stands for it wherever it is called; a call it
-is passed to must be portable (``rules/helpers/portable.py``). The flip is unsafe when any place the value
+the test wherever it is read; a function that returns it stands for it wherever it is called; passed to
+a function or class of the file, it is held by the parameter it lands in; any other call it is passed to
+must be portable (``rules/helpers/portable.py``). The flip is unsafe when any place the value
 reaches decides code not known to run on Trainium, and when the value goes where the file cannot see:
 stored into a subscript or tuple, or returned by a function no code of the file calls (its callers are
 in other files).
@@ -66,7 +67,15 @@ class _Flows:
         self.lost: list[tuple[set, str]] = []  # (atoms, why)
         self.called: set[str] = set()  # functions of self.functions that code of the file calls
         defs = [n for n in nodes if isinstance(n, cst.FunctionDef)]
-        for _ in range(4):  # a -> b -> c: each round follows one more assignment
+        # the file's own functions and classes by name: a value passed to one of them goes into its parameter
+        self.callees: dict[str, list[tuple[cst.FunctionDef, int]]] = {}  # name -> (def, parameters to skip)
+        for node in nodes:
+            if isinstance(node, cst.ClassDef):
+                for init in (n for n in node.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"):
+                    self.callees.setdefault(node.name.value, []).append((init, 1))
+        for definition in defs:
+            self.callees.setdefault(definition.name.value, []).append((definition, 0))
+        for _ in range(4):  # a -> b -> c: each round follows one more assignment or parameter
             grown = self._round(nodes, defs)
             if not grown:
                 break
@@ -74,11 +83,31 @@ class _Flows:
             if isinstance(node, cst.Call):
                 for arg in node.args:
                     origins = self._value_origins(arg.value)
-                    if origins:
+                    if origins and not self._parameters(node, arg):
                         self.passed.append((node, origins))
                 key = _callee_key(node.func)
                 if key in self.functions:
                     self.called.add(key)
+
+    def _parameters(self, call: cst.Call, arg: cst.Arg) -> list[str]:
+        """The parameters of the file's own function (or class) ``call`` calls that receive ``arg`` (none:
+        not a function of this file, or an argument it cannot place, such as ``*args``)."""
+        if arg.star:
+            return []
+        found = []
+        for definition, skip in self.callees.get(_callee_key(call.func) or "", ()):
+            if isinstance(call.func, cst.Attribute):
+                skip = 1  # self.method(...): the bound method's first parameter is self
+            params = definition.params
+            if arg.keyword is not None:
+                names = [q.name.value for q in (*params.posonly_params, *params.params, *params.kwonly_params)]
+                found += [arg.keyword.value] if arg.keyword.value in names else []
+                continue
+            positional = [q.name.value for q in (*params.posonly_params, *params.params)][skip:]
+            index = [a for a in call.args if a.keyword is None and not a.star].index(arg)
+            if index < len(positional):
+                found.append(positional[index])
+        return found
 
     def _round(self, nodes, defs) -> bool:
         grown = False
@@ -97,6 +126,15 @@ class _Flows:
                     if not origins <= held:
                         held |= origins
                         grown = True
+        for node in nodes:  # a value passed to a function of the file is held by its parameter there
+            if isinstance(node, cst.Call):
+                for arg in node.args:
+                    origins = self._value_origins(arg.value)
+                    for name in self._parameters(node, arg) if origins else ():
+                        held = self.names.setdefault(name, set())
+                        if not origins <= held:
+                            held |= origins
+                            grown = True
         for definition in defs:
             for value in _returned(definition.body):
                 origins = self._value_origins(value)
