@@ -3,11 +3,12 @@
 Per work item (one op, dtype, family and GEMM shape, summed over a step): roofline time ``max(FLOPs /
 peak(dtype), bytes / bandwidth)``, at peak for the lower bound and at the achievable rates for the expected
 time (a GEMM's from its shape and a matrix op's from the device, efficiency.py; other ops' assumed);
-plus a dispatch cost per eager op (none for ops inside compiled graphs), plus the CPU-fallback ops at
-their measured host time and their device/host copies. ``cores`` logical cores share the step's work
-evenly (data parallel, one process per core, collectives not modelled), while each core still
-dispatches the whole op stream of one process; a chip device runs it on whole chips,
-``ceil(cores / chip_cores)`` of them.
+plus a dispatch cost per eager op (none for ops inside compiled graphs; on an asynchronous device the
+host issues ahead, so the slower of host and device counts), plus the CPU-fallback ops at their measured
+host time and their device/host copies (a GPU runs them on the device), plus the collectives not hidden
+behind compute (collectives.py). ``cores`` logical cores share the step's work evenly (one process per
+core), while each core still dispatches the whole op stream of one process; a chip device runs it on
+whole chips, ``ceil(cores / chip_cores)`` of them.
 """
 
 from __future__ import annotations
