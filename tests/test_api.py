@@ -61,6 +61,9 @@ def test_usage_errors_raise():
     with pytest.raises(UsageError, match="no such file"):
         rewrite(["/no/such/folder"], write=False)
     with pytest.raises(UsageError, match="unknown instance"):
+        rewrite_source("x\n", instance="trn9.huge")
+    # a GPU instance of the catalogue (for the estimate) is not one the launch scripts can target
+    with pytest.raises(UsageError, match="is a GPU instance"):
         rewrite_source("x\n", instance="p5.48xlarge")
 
 
