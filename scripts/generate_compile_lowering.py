@@ -141,8 +141,9 @@ def diagnostic(op: str, message: str, diagnostics: str) -> str:
     m = re.search(r"error: ([^\n]+)", diagnostics)
     if stage == "export":
         return "export: " + (next((ln for ln in message.splitlines() if ln.strip()), "failed"))[:160]
-    left = f" (left: {m.group(1)[:120]})" if m else ""
-    return f"{stage}: aten.{op} not converted{left}"
+    if m and "torch.constant" not in m.group(1) and "torch.aten" not in m.group(1):
+        return f"{stage}: aten.{op} not converted ({m.group(1)[:120]})"
+    return f"{stage}: aten.{op} not converted"
 
 
 def fx_decompositions() -> list[str]:
