@@ -195,10 +195,18 @@ def unlowerable(g) -> list[Unlowerable]:
         qual = f"{ns}::{name}"
         if qual not in bad:
             file, line = user_line(node)
-            bad[qual] = Unlowerable(qual, file, line, table["fails"].get(name) or table["fails"].get(
-                name.split(".", 1)[0]) or "not reached by the Torch-MLIR probe and no decomposition of the "
-                "compile path reduces it (rules/compile_lowering.toml)")
+            bad[qual] = Unlowerable(qual, file, line, lowering_reason(ns, name, table["fails"]))
     return list(bad.values())
+
+
+def lowering_reason(ns: str, name: str, fails: dict) -> str:
+    """Why an op without a lowering has none: Torch-MLIR's diagnostic, or what the simulator knows."""
+    if ns != "aten":
+        return (f"Torch-MLIR converts ATen and prims ops only: an op of {ns} stays a torch.operator and fails "
+                "the StableHLO conversion (measured on torchvision::roi_align with torch-mlir 20261001)")
+    return fails.get(name) or fails.get(name.split(".", 1)[0]) or (
+        "not reached by the Torch-MLIR probe and no decomposition of the compile path reduces it "
+        "(rules/compile_lowering.toml)")
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
@@ -206,7 +214,8 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 def user_line(node) -> tuple[str | None, int | None]:
     """The innermost frame of user code in the node's ``stack_trace`` (Dynamo records where each op of
-    the graph comes from; AOTAutograd copies it to the backward ops), or (None, None)."""
+    the graph comes from; AOTAutograd copies it to the backward ops); the innermost frame when the
+    compiled region has no user frame (a library's module compiled whole); or (None, None)."""
     from .. import events
 
     frames = _FRAME.findall(node.meta.get("stack_trace") or "")
@@ -214,4 +223,6 @@ def user_line(node) -> tuple[str | None, int | None]:
         path = os.path.abspath(file)
         if not events.is_internal(path):
             return path, int(line)
+    if frames:
+        return os.path.abspath(frames[-1][0]), int(frames[-1][1])
     return None, None

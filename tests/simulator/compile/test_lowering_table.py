@@ -108,3 +108,28 @@ def test_decomposing_first_never_changes_the_verdict():
             differ.append((info.name, lowering.unlowerable_ops(g), lowering.unlowerable_ops(d)))
     assert checked >= 40, checked
     assert not differ, differ
+
+
+def test_an_unlowerable_op_carries_torch_mlirs_reason_and_the_users_line(tmp_path):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    user = tmp_path / "video.py"
+    user.write_text("import torch.nn.functional as F\n\ndef stem(x):\n    return F.max_pool3d(x, 2, return_indices=True)\n")
+    ns: dict = {}
+    exec(compile(user.read_text(), str(user), "exec"), ns)
+    g = make_fx(ns["stem"])(torch.randn(1, 2, 4, 4, 4))
+    for n in g.graph.nodes:  # what Dynamo records for each node of its graphs
+        n.meta["stack_trace"] = f'  File "{user}", line 4, in stem\n    return F.max_pool3d(x, 2, return_indices=True)\n'
+    bad, = lowering.unlowerable(g)
+    assert (bad.op, bad.file, bad.line, bad.where()) == ("aten::max_pool3d_with_indices", str(user), 4, "video.py:4")
+    assert bad.reason == policy.compile_lowering()["fails"]["max_pool3d_with_indices"]
+    assert "StableHLO conversion" in bad.reason
+
+
+def test_the_line_falls_back_to_the_library_frame_and_other_namespaces_say_why():
+    import torch.nn.functional as F
+
+    node = types.SimpleNamespace(meta={"stack_trace": f'  File "{F.__file__}", line 7, in f\n    x\n'})
+    assert lowering.user_line(node) == (F.__file__, 7)
+    assert lowering.user_line(types.SimpleNamespace(meta={})) == (None, None)
+    assert "ATen and prims ops only" in lowering.lowering_reason("torchvision", "roi_align", {})
