@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from .rng_wrappers import rng_hops
 
 # FX graph ops that lower without a kernel of their own (views, metadata, functionalization copies,
-# shape queries). Everything else must be a native op of the policy to compile.
+# shape queries). Everything else must lower through Torch-MLIR (rules/compile_lowering.toml), be a
+# native op of the policy, or decompose into such ops to compile.
 STRUCTURAL_OPS = frozenset({
     "view", "_unsafe_view", "reshape", "alias", "detach", "t", "transpose", "permute", "expand", "squeeze",
     "unsqueeze", "slice", "select", "split", "split_with_sizes", "chunk", "narrow", "as_strided", "copy",
