@@ -37,7 +37,7 @@ def classify_run(run: dict | None, compiled: bool = False) -> dict:
     if run.get("unsupported") or SIM_PREFIX in msg:
         code = "NP908" if compiled and "operation=torch_compile" in msg else "NP906"
         first = next((ln for ln in msg.splitlines() if SIM_PREFIX in ln), msg.splitlines()[0] if msg else "")
-        lowering = re.search(r"no Neuron lowering for .*? graph of [^ ]+", msg)
+        lowering = re.search(r"no Neuron lowering for .*? in the \w+ graph", msg)
         if lowering:
             first = lowering.group(0)
         return {"status": "limitation", "codes": [code], "reason": first[:300]}

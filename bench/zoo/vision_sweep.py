@@ -87,6 +87,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu-only", action="store_true")
     ap.add_argument("--report-only", action="store_true",
                     help="no run: rebuild the tables from the per-architecture files of earlier runs in OUT/raw")
+    ap.add_argument("--recorded", default=None,
+                    help="with --report-only: an earlier vision_results.json whose records stand in for the "
+                         "architectures that have no file in OUT/raw (a partial re-run with --only)")
     a = ap.parse_args(argv)
     import sweep
     import vision_report
@@ -111,7 +114,14 @@ def main(argv=None) -> int:
             "compile": a.compile, "report_only": a.report_only}
     t0 = time.time()
     if a.report_only:  # the architectures an earlier run wrote (wall time: the sum of their own times)
-        results = [sweep.collect(s, out, 0, False, 0.0) for s in specs if (out / "raw" / f"{sweep._safe(s['id'])}.jsonl").is_file()]
+        recorded = {}
+        if a.recorded:
+            recorded = {r["id"]: r["raw"] for r in json.loads(Path(a.recorded).read_text())["architectures"]
+                        if r.get("raw")}
+        results = [sweep.collect(s, out, 0, False, 0.0) if (out / "raw" / f"{sweep._safe(s['id'])}.jsonl").is_file()
+                   else recorded.get(s["id"]) for s in specs]
+        results = [r for r in results if r is not None]
+        info["recorded"] = a.recorded
     else:
         results = sweep.run_sweep(specs, out, jobs=max(1, min(a.jobs, 2)), timeout=a.timeout, simulate=not a.cpu_only,
                                   target=vision_worker.run_one, preload=preload(sources))

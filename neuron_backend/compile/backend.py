@@ -9,9 +9,9 @@ What it does, like TorchNeuron's Dynamo backend:
   ``mark_dynamic`` dimension is rejected with TorchNeuron's "Dynamic shapes detected" error;
 * ``mode=`` other than default logs TorchNeuron's warning and compiles as default (torch 2.13 passes
   ``mode`` to a custom backend as a keyword argument, so ``mode="max-autotune"`` does not crash);
-* an ATen op that neither is a native op (``rules/op_policy.toml`` [native]) nor decomposes (core
-  ATen decompositions, as the Torch-MLIR lowering does) into native ops fails the
-  compile; with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` (or ``options={"fallback_execution":
+* an ATen op that TorchNeuron's compile path cannot lower (Torch-MLIR -> StableHLO, measured in
+  rules/compile_lowering.toml; lowering.py) fails the compile with one line naming the op and the user's
+  line that calls it; with ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0`` (or ``options={"fallback_execution":
   True}``) the original FX graph runs eagerly instead, after TorchNeuron's two log lines;
 * every compile, recompile (with Dynamo's guard-failure reason) and a hit of
   ``torch._dynamo.config.recompile_limit`` is recorded as a ``compile`` event (EVENTS.md);
@@ -37,7 +37,7 @@ import threading
 from typing import Any
 
 from .describe import compile_id_and_reasons, describe_inputs, dynamic_dims, function_info
-from .lowering import unlowerable_ops
+from .lowering import unlowerable
 from .rng_wrappers import lower_rng_hops
 
 __all__ = ["neuron_backend", "register", "NeuronCompileError", "fallback_execution_enabled"]
@@ -187,7 +187,7 @@ def neuron_backend(gm, example_inputs, mode: str | None = None, options: dict | 
     dims = dynamic_dims(gm, example_inputs)
     if dims:
         msg = DYNAMIC_SHAPES_MESSAGE.format(n=len(dims), dims=dims)
-        ev.update(status="rejected", error="RuntimeError", message=PREFIX + msg)
+        ev.update(status="rejected", error="RuntimeError", message=msg.split("\n", 1)[0])
         events.flush()
         raise RuntimeError(PREFIX + msg)
     try:
@@ -196,10 +196,10 @@ def neuron_backend(gm, example_inputs, mode: str | None = None, options: dict | 
         if fallback_execution_enabled(options):
             log.error("Execution failed: %s", e)
             log.warning("Falling back to original GraphModule execution")
-            ev.update(status="fallback", error="RuntimeError", message=str(e), graphs=[])
+            ev.update(status="fallback", error="RuntimeError", message=ev.get("summary") or str(e), graphs=[])
             events.flush()
             return gm.forward  # eager on the simulated device, op by op (accounting stays on)
-        ev.update(status="failed", error="RuntimeError", message=str(e))
+        ev.update(status="failed", error="RuntimeError", message=ev.get("summary") or str(e))
         events.flush()
         raise
     ev["status"] = "compiled"
@@ -224,18 +224,17 @@ def _compile_aot(gm, example_inputs, ev: dict, fn: dict):
 def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
     from . import graph_work, neff_cache
 
-    bad = unlowerable_ops(g)
+    bad = unlowerable(g)
     if bad:
-        where = fn.get("name", "?")
-        if fn.get("file"):
-            where += f" ({fn['file']}:{fn.get('line')})"
-        ev["unsupported_ops"] = sorted(set(ev.get("unsupported_ops", [])) | set(bad))
+        ev["unsupported_ops"] = sorted(set(ev.get("unsupported_ops", [])) | {u.op for u in bad})
+        details = ev.setdefault("unsupported_details", [])
+        details += [dict(u.to_json(), graph=kind) for u in bad if u.op not in {d["op"] for d in details}]
+        summary = ev["summary"] = lowering_summary(bad, kind)  # the event's one-line message
         raise NeuronCompileError(
-            PREFIX + "Compilation error occurred on Neuron for operation=torch_compile;\n"
-            f'error message="COMPILATION FAILED: no Neuron lowering for {", ".join(bad)} in the {kind} graph '
-            f'of {where}. The simulator\'s op policy (rules/op_policy.toml) lists no native kernel for these ops and '
-            f'PyTorch\'s core ATen decompositions do not reduce them to native ops; '
-            f'set {FALLBACK_ENV}=0 to run the graph eagerly instead, or compute them outside the compiled region."'
+            PREFIX + "Compilation error occurred on Neuron for operation=torch_compile; "
+            f'error message="COMPILATION FAILED: {summary}" (TorchNeuron\'s compile path, Torch-MLIR -> StableHLO, '
+            f'has no lowering for it: {bad[0].reason}; set {FALLBACK_ENV}=0 to run the graph eagerly instead, '
+            'or compute it outside the compiled region)'
         )
     lower_rng_hops(g)
     sig = describe_inputs(g, example_inputs)
@@ -245,6 +244,12 @@ def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
     info["ops"] = ops
     ev["graphs"].append(info)
     return graph_work.track(g, info, _runner(g))  # its ops and runs, for the cost model
+
+
+def lowering_summary(bad, kind: str) -> str:
+    """One line: the ops without a lowering, each with the user's line that calls it."""
+    ops = ", ".join(f"{u.op} ({u.where()})" if u.file else u.op for u in bad)
+    return f"no Neuron lowering for {ops} in the {kind} graph"
 
 
 def _runner(g):
