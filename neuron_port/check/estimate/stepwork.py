@@ -77,6 +77,25 @@ class CollectiveWork:
                    bytes=float(data["bytes"]))
 
 
+@dataclass(frozen=True)
+class PhaseWork:
+    """The work of the run outside its training steps, of one kind of phase (``setup``, ``evaluation``,
+    ``generation``: aggregate/phases.py), over the whole run and all processes: not part of a step."""
+
+    kind: str
+    calls: float
+    flops: float
+    bytes: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "calls": self.calls, "flops": self.flops, "bytes": self.bytes}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PhaseWork:
+        return cls(kind=str(data["kind"]), calls=float(data["calls"]), flops=float(data["flops"]),
+                   bytes=float(data["bytes"]))
+
+
 @dataclass
 class StepWork:
     """What ``estimate`` needs, kept in the report so it can be recomputed without re-running."""
@@ -104,6 +123,9 @@ class StepWork:
     float32_matmul_precision: Optional[str] = None  # torch's setting at the end of the first process
     world_size: int = 0  # ranks of the job (a fake world: more than the processes that ran); 0: one per process
     collectives: list[CollectiveWork] = field(default_factory=list)  # per step, per rank
+    # the run's work in phases that were not training steps (evaluation, generation, setup), by kind;
+    # empty for a simulator before ``outside_calls`` (its calls are then attributed by first sighting)
+    outside_phases: list[PhaseWork] = field(default_factory=list)
 
     @property
     def steady(self) -> int:
@@ -119,7 +141,8 @@ class StepWork:
                 "graphs": self.graphs, "peak_bytes": self.peak_bytes,
                 "token_sources": [t.to_json() for t in self.token_sources],
                 "parameter_bytes": self.parameter_bytes, "float32_matmul_precision": self.float32_matmul_precision,
-                "world_size": self.world_size, "collectives": [c.to_json() for c in self.collectives]}
+                "world_size": self.world_size, "collectives": [c.to_json() for c in self.collectives],
+                "outside_phases": [o.to_json() for o in self.outside_phases]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StepWork:
@@ -140,7 +163,8 @@ class StepWork:
                    parameter_bytes=float(data.get("parameter_bytes", 0.0)),
                    float32_matmul_precision=data.get("float32_matmul_precision"),
                    world_size=int(data.get("world_size", 0)),
-                   collectives=[CollectiveWork.from_json(c) for c in data.get("collectives", [])])
+                   collectives=[CollectiveWork.from_json(c) for c in data.get("collectives", [])],
+                   outside_phases=[PhaseWork.from_json(o) for o in data.get("outside_phases", [])])
 
     @property
     def world(self) -> int:

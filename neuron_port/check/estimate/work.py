@@ -2,12 +2,15 @@
 
 Steps are the steady-state analysis's (aggregate/shapes.py): per process the optimizer clock when an
 optimizer stepped, else the forward clock, else the whole run is one step. Calls are totals over the run;
-a signature first seen at step ``k`` of ``S`` measured steps contributes ``calls / (S - min(k, W))`` per
-steady step (W: the warm-up steps): the calls after warm-up over the steady steps when it first ran in
-the steady state, and its calls spread evenly over the steps it ran in otherwise. A signature first
-seen after the last step (evaluation, generation after training) is outside the steps: it is counted in
-``outside_steps_calls``, not in the step. Without first sightings (fallbacks, truncated signatures, ops
-without a NEFF) the calls are spread over all measured steps: total / S.
+only its calls in training steps count: the simulator tells apart (``outside_calls``, EVENTS.md "Phases")
+those made in phases that were not training steps (setup, an evaluation, a generation: their work is
+kept apart, per kind, in ``outside_phases``). A signature first seen at step ``k`` of ``S`` measured steps
+contributes ``training calls / (S - min(k, W))`` per steady step (W: the warm-up steps): the calls after
+warm-up over the steady steps when it first ran in the steady state, and its calls spread evenly over the
+steps it ran in otherwise. From a simulator without ``outside_calls``, a signature first seen after the
+last step (evaluation, generation after training) is outside the steps. Either way the calls outside
+are counted in ``outside_steps_calls``. Without first sightings (truncated signatures, ops without a
+NEFF) the calls are spread over all measured steps: total / S.
 
 The tokens of a step can come from the same signatures: the index tensor of each embedding lookup
 (``token_sources``, one per op and site), which ``section.resolve_tokens`` picks from by the user's spec.
@@ -27,7 +30,7 @@ from typing import Any, Callable, Iterable, Optional
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
 from neuron_port.check.estimate.flops import Work, base_name, tensor_list, work
 from neuron_port.check.estimate.fusion import FUSIBLE, fused_bytes
-from neuron_port.check.estimate.stepwork import CollectiveWork, StepWork, TokenSource, WorkItem
+from neuron_port.check.estimate.stepwork import CollectiveWork, PhaseWork, StepWork, TokenSource, WorkItem
 from neuron_port.check.events import (
     CompileEvent,
     DistributedEvent,
@@ -95,6 +98,7 @@ class _Run:
         self.tokens: dict[tuple[str, str, Optional[str]], float] = defaultdict(float)
         self.optimizer: dict[str, dict[tuple, float]] = defaultdict(dict)  # op -> signature -> list bytes
         self.collectives: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        self.phases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # kind -> calls, flops, bytes
 
     def optimizer_op(self, op: str, signature: Any) -> None:
         """An optimizer's (or clipping's) list op: its first list's bytes, once per distinct signature."""
@@ -109,10 +113,23 @@ class _Run:
         t[1] += calls * w.flops
         t[2] += calls * w.bytes
 
-    def outside(self, process: _Process, first: Optional[int], calls: int) -> None:
-        """Counts the calls of a signature first seen after the last step (not in the step)."""
+    def outside(self, process: _Process, first: Optional[int], calls: int,
+                by_kind: Optional[dict[str, int]] = None, w: Optional[Work] = None) -> int:
+        """The calls of a signature outside the training steps: those the simulator counted outside
+        (``by_kind``, their work kept per kind), else all of them when it was first seen after the last
+        step. Returns its calls in training steps."""
+        if by_kind:
+            outside = sum(by_kind.values())
+            for kind, n in by_kind.items():
+                t = self.phases[kind]
+                t[0] += n
+                t[1] += n * (w.flops if w else 0.0)
+                t[2] += n * (w.bytes if w else 0.0)
+            self.out.outside_steps_calls += outside
+            return max(calls - outside, 0)
         if first is not None and first >= process.measured and process.clock != "signature":
             self.out.outside_steps_calls += calls
+        return calls
 
     def finish(self) -> StepWork:
         out = self.out
@@ -128,6 +145,7 @@ class _Run:
         ranks = max(out.processes, 1)
         out.collectives = [CollectiveWork(op, size, calls / ranks, nbytes / ranks) for (op, size), (calls, nbytes)
                            in sorted(self.collectives.items()) if calls > 0]
+        out.outside_phases = [PhaseWork(kind, *totals) for kind, totals in sorted(self.phases.items())]
         return out
 
 
@@ -149,8 +167,8 @@ def _eager_compile(run: _Run, process: _Process, event: EagerCompileEvent) -> No
     process.mean_work[event.op].append(w)
     process.native += 1
     first = _first_step(process.clock, event.first_seen)
-    run.outside(process, first, event.calls)
-    calls = per_step_calls(event.calls, first, process.measured)
+    training = run.outside(process, first, event.calls, event.outside_calls, w)
+    calls = per_step_calls(training, first, process.measured)
     run.add(event.op, w, calls)
     if w.tokens is not None and calls > 0:
         module = event.site.module if event.site is not None else None
@@ -174,10 +192,9 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
     copy_bytes = flops = 0.0
     for sig in event.signatures:
         first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
-        run.outside(process, first, sig.calls)
-        n = per_step_calls(sig.calls, first, measured)
-        calls += n
         counted = work(event.op, sig.signature)
+        n = per_step_calls(run.outside(process, first, sig.calls, sig.outside_calls, counted), first, measured)
+        calls += n
         copy_bytes += n * counted.bytes
         flops += n * counted.flops
     out.fallback_calls += calls
@@ -194,7 +211,8 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
 def _op(run: _Run, process: _Process, event: OpEvent) -> None:
     """Views, copies, allocation (``native_no_neff``): dispatched, shapes not recorded (no signature lines)."""
     if event.policy == "native_no_neff":
-        run.add(event.op, NO_WORK["copy/view"], event.calls / process.measured)
+        training = run.outside(process, None, event.calls, event.outside_calls, NO_WORK["copy/view"])
+        run.add(event.op, NO_WORK["copy/view"], training / process.measured)
 
 
 def _graph_work(run: _Run, process: _Process, event: GraphWorkEvent) -> None:
