@@ -72,3 +72,13 @@ def test_evaluation_and_generation_are_labelled_phases_of_their_own(runs, report
     step_flops, _ = _per_step(with_eval["estimate"])
     assert 8 * step_matmul / 3 <= phases["evaluation"]["flops"] <= 8 * step_flops / 2
     assert not [p for p in train_only["estimate"]["work"]["outside_phases"] if p["kind"] != "setup"]
+
+
+def test_a_frozen_teachers_one_call_a_step_is_part_of_the_step(tmp_path, sim_build, runs):
+    """A phase of one no_grad call after which training goes on (aggregate/phases.py: part of the step it
+    runs in): the teacher, a copy of the student's shape, adds one forward's FLOPs to every step, the third
+    of a training step's matmul FLOPs, and makes no phase outside the steps."""
+    distilled = _check(tmp_path, "teacher", "--teacher", "--eval-every", "0", "--new-tokens", "0")["estimate"]
+    student, _ = _per_step(runs[1]["estimate"], "matmul")
+    assert _per_step(distilled, "matmul")[0] == pytest.approx(student * 4 / 3, rel=1e-6)
+    assert not [p for p in distilled["work"]["outside_phases"] if p["kind"] != "setup"]

@@ -71,10 +71,12 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=3)
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--new-tokens", type=int, default=8)
+    p.add_argument("--teacher", action="store_true", help="a frozen teacher of the same shape, once a step")
     a = p.parse_args()
     torch.manual_seed(0)
     device = torch.device("neuron")
     model = GPT(a.vocab, a.seq).to(device)
+    teacher = GPT(a.vocab, a.seq).to(device).eval().requires_grad_(False) if a.teacher else None
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     held_out = torch.randint(0, a.vocab, (a.eval_batches * a.batch, a.seq + 1))
     loader = DataLoader(TensorDataset(held_out[:, :-1], held_out[:, 1:]), batch_size=a.batch)
@@ -82,7 +84,12 @@ def main() -> None:
         if a.eval_every and step % a.eval_every == 0:  # 0: never
             print(f"step {step} eval loss {evaluate(model, loader, device):.3f}", flush=True)
         data = torch.randint(0, a.vocab, (a.batch, a.seq + 1)).to(device)
-        loss = F.cross_entropy(model(data[:, :-1]).flatten(0, 1), data[:, 1:].flatten())
+        logits = model(data[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1), data[:, 1:].flatten())
+        if teacher is not None:  # distillation: one no_grad call of an eval-mode model inside each step
+            with torch.no_grad():
+                target = F.softmax(teacher(data[:, :-1]), -1)
+            loss = loss + F.cross_entropy(logits.flatten(0, 1), target.flatten(0, 1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
