@@ -21,6 +21,14 @@ KINDS = ("setup", "evaluation", "generation")
 _at_start: dict = {}  # key -> its calls when the current phase began
 _outside: dict[str, dict] = {}  # kind -> key -> its calls in phases of that kind
 _single: list[tuple[int, str, dict]] = []  # one-call phases without a step: (steps at end, kind, calls)
+# Counters kept in Python (the runs of each torch.compile graph, compile/graph_work.py): callables that
+# return {key: count}, their keys tuples so they never meet a signature's or an op's
+_sources: list = []
+
+
+def add_source(counts) -> None:
+    """Count ``counts()`` (``{key: count}``, tuple keys) per phase as the op table is."""
+    _sources.append(counts)
 
 
 def _counts(raw=None) -> dict:
@@ -31,6 +39,8 @@ def _counts(raw=None) -> dict:
         counts[name] = calls
         for c, seq, _flags, _u, _desc in sigs:
             counts[seq] = c
+    for source in _sources:
+        counts.update(source())
     return counts
 
 

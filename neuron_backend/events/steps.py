@@ -128,7 +128,10 @@ def _root_call(module, name: str) -> None:
     if mode != _phase_mode:
         if _phase_sighted:
             _record_phase("end")
-        phase_calls.phase_ended(phase, _phase_loader, _phase_start[0], optimizer_step, phase_forward)
+        # the phase's outermost calls of any module (a compiled model's calls add no device root: no eager
+        # signature is seen in them)
+        phase_calls.phase_ended(phase, _phase_loader, _phase_start[0], optimizer_step,
+                                max(_phase_counts.values(), default=0))
         phase += 1
         phase_forward = 0
         _phase_mode, _phase_loader, _phase_module, _phase_sighted = mode, batch_pending, name, False

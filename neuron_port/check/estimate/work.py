@@ -114,18 +114,18 @@ class _Run:
         t[2] += calls * w.bytes
 
     def outside(self, process: _Process, first: Optional[int], calls: int,
-                by_kind: Optional[dict[str, int]] = None, w: Optional[Work] = None) -> int:
-        """The calls of a signature outside the training steps: those the simulator counted outside
-        (``by_kind``, their work kept per kind), else all of them when it was first seen after the last
-        step. Returns its calls in training steps."""
+                by_kind: Optional[dict[str, int]] = None, w: Optional[Work] = None, ops: int = 1) -> int:
+        """The calls of a signature (the runs of a graph of ``ops`` op calls) outside the training steps:
+        those the simulator counted outside (``by_kind``, their work kept per kind), else all of them when
+        it was first seen after the last step. Returns its calls in training steps."""
         if by_kind:
             outside = sum(by_kind.values())
             for kind, n in by_kind.items():
                 t = self.phases[kind]
-                t[0] += n
+                t[0] += n * ops
                 t[1] += n * (w.flops if w else 0.0)
                 t[2] += n * (w.bytes if w else 0.0)
-            self.out.outside_steps_calls += outside
+            self.out.outside_steps_calls += outside * ops
             return max(calls - outside, 0)
         if first is not None and first >= process.measured and process.clock != "signature":
             self.out.outside_steps_calls += calls
@@ -217,8 +217,13 @@ def _op(run: _Run, process: _Process, event: OpEvent) -> None:
 
 def _graph_work(run: _Run, process: _Process, event: GraphWorkEvent) -> None:
     """The ops inside a torch.compile graph, per run of the graph: no dispatch each."""
-    runs = per_step_calls(event.runs, _first_step(process.clock, event.first_seen), process.measured)
     works = [work(graph_op.op, graph_op.signature) for graph_op in event.ops]
+    first = _first_step(process.clock, event.first_seen)
+    graph = Work("graph", sum(w.flops * g.count for w, g in zip(works, event.ops)),
+                 sum(w.bytes * g.count for w, g in zip(works, event.ops)), "fp32")  # one run, unfused
+    ops = sum(g.count for g in event.ops)
+    runs = per_step_calls(run.outside(process, first, event.runs, event.outside_runs, graph, ops), first,
+                          process.measured)
     fused = fused_bytes(works, event.flow) if event.flow else {}  # fusion.py: bytes per run under fusion
     for i, (graph_op, w) in enumerate(zip(event.ops, works)):
         run.optimizer_op(graph_op.op, graph_op.signature)

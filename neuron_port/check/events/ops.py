@@ -60,10 +60,10 @@ class FallbackEvent:
 OUTSIDE_KINDS = ("setup", "evaluation", "generation")
 
 
-def outside_calls(f: EventFields) -> Optional[dict[str, int]]:
-    """A signature's ``outside_calls`` (EVENTS.md "Phases"): its calls per kind of phase that was not a
-    training step; None when the line has none."""
-    nested = f.nested("outside_calls")
+def outside_calls(f: EventFields, name: str = "outside_calls") -> Optional[dict[str, int]]:
+    """A signature's ``outside_calls`` (a graph's ``outside_runs``; EVENTS.md "Phases"): its calls per kind
+    of phase that was not a training step; None when the line has none."""
+    nested = f.nested(name)
     if nested is None:
         return None
     return {kind: n for kind in OUTSIDE_KINDS if (n := nested.integer(kind)) > 0} or None

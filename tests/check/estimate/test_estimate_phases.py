@@ -1,6 +1,6 @@
 """Per-step work from the training steps alone (issue 24, Build 5): a script that evaluates before training
 and every 3 optimizer steps on batches of the training shape, and samples after it, runs through the real
-CLI twice, with and without the evaluation and the sampling. The simulator tells each signature's calls in
+CLI twice (eager, and again compiled), with and without the evaluation and the sampling. The simulator tells each signature's calls in
 phases that were not training steps apart (EVENTS.md "Phases", ``outside_calls``), so the per-step work and
 the tokens per step are the training steps' in both runs, and the rest is a labelled phase of its own."""
 
@@ -82,3 +82,13 @@ def test_a_frozen_teachers_one_call_a_step_is_part_of_the_step(tmp_path, sim_bui
     student, _ = _per_step(runs[1]["estimate"], "matmul")
     assert _per_step(distilled, "matmul")[0] == pytest.approx(student * 4 / 3, rel=1e-6)
     assert not [p for p in distilled["work"]["outside_phases"] if p["kind"] != "setup"]
+
+
+def test_a_compiled_models_graph_runs_in_an_evaluation_are_outside_the_step(tmp_path, sim_build):
+    """Under torch.compile the evaluation runs an inference graph of its own, compiled (first seen) before
+    the first step: its runs are the evaluation's (``outside_runs``), not the step's."""
+    with_eval = _check(tmp_path, "compiled", "--compile")["estimate"]
+    train_only = _check(tmp_path, "compiled_train_only", "--compile", "--eval-every", "0", "--new-tokens", "0")
+    assert _per_step(with_eval) == pytest.approx(_per_step(train_only["estimate"]), rel=1e-9)
+    phases = {p["kind"]: p for p in with_eval["work"]["outside_phases"]}
+    assert phases["evaluation"]["flops"] > 0 and phases["generation"]["flops"] > 0

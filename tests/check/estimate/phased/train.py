@@ -72,12 +72,15 @@ def main() -> None:
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--new-tokens", type=int, default=8)
     p.add_argument("--teacher", action="store_true", help="a frozen teacher of the same shape, once a step")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (backend neuron)")
     a = p.parse_args()
     torch.manual_seed(0)
     device = torch.device("neuron")
     model = GPT(a.vocab, a.seq).to(device)
     teacher = GPT(a.vocab, a.seq).to(device).eval().requires_grad_(False) if a.teacher else None
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if a.compile:
+        model = torch.compile(model, backend="neuron")
     held_out = torch.randint(0, a.vocab, (a.eval_batches * a.batch, a.seq + 1))
     loader = DataLoader(TensorDataset(held_out[:, :-1], held_out[:, 1:]), batch_size=a.batch)
     for step in range(a.steps):
