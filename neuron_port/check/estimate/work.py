@@ -117,8 +117,10 @@ class _Run:
                 by_kind: Optional[dict[str, int]] = None, w: Optional[Work] = None, ops: int = 1) -> int:
         """The calls of a signature (the runs of a graph of ``ops`` op calls) outside the training steps:
         those the simulator counted outside (``by_kind``, their work kept per kind), else all of them when
-        it was first seen after the last step. Returns its calls in training steps."""
-        if by_kind:
+        it was first seen after the last step. Returns its calls in training steps. A process that never
+        stepped an optimizer (inference, generation alone) has no training steps to tell apart: its steps
+        are its forwards (or the whole run), every call in them."""
+        if by_kind and process.clock == "optimizer_step":
             outside = sum(by_kind.values())
             for kind, n in by_kind.items():
                 t = self.phases[kind]
