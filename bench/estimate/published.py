@@ -1,7 +1,7 @@
 """The estimate against published GPU training runs, as a benchmark (docs/estimate.md, "Validation against
 published runs"; bench/README.md, "estimate"). Each configuration runs once as `neuron-port check
---shape-only --world-size N` (rank 0 of the N-GPU job, FakeTensor shapes; the models and the training step
-are tests/check/estimate/published/, the same as the CI test's), then:
+--shape-only --world-size N` (rank 0 of the N-GPU job, FakeTensor shapes; the training step is
+tests/check/estimate/published/train.py and the models bench/shape_only/project/models.py, as in the CI test), then:
 
 1. the expected step time and the lower bound on the GPU the run used, against the published step time;
 2. the same reports recomputed (`estimate` on the saved work, nothing re-run) with each assumption of the
@@ -27,11 +27,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-PUBLISHED = REPO / "tests" / "check" / "estimate" / "published"
+PUBLISHED = REPO / "tests" / "check" / "estimate" / "published"  # train.py, the training step
+MODELS = REPO / "bench" / "shape_only" / "project" / "models.py"  # the one copy of the models
 LLAMA8B = "--model llama --layers 32 --d 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 --batch 2 --seq 8192"
 TORCHTITAN = "torchtitan benchmarks/llama3_h100_202412_torchtitan.md"
 
-# name: (published seconds per step, device, world size, train.py arguments, tokens spec, source)
+# name: (published seconds per step, device, world size, train.py arguments, tokens spec, source); the torchtitan
+# rows run on its own GPU, the H100 96GB HBM2e at 500 W of its Grand Teton hosts (--instance, INSTANCES), with
+# its selective activation checkpointing (train.py --ac selective)
+TITAN = "h100-hbm2e-500w"
 RUNS = {
     "gpt2-124m-a100": (0.300, "a100-sxm", 8, "--model gpt2 --layers 12 --d 768 --heads 12 --batch 64 --seq 1024 "
                        "--dp allreduce --compile", "embedding@wte",
@@ -39,16 +43,19 @@ RUNS = {
     "gpt2-1558m-h100": (2.80, "h100-sxm", 8, "--model gpt2 --layers 48 --d 1600 --heads 25 --batch 16 --seq 1024 "
                         "--micro-steps 8 --dp allreduce --compile", "embedding@wte",
                         'llm.c scripts/run_gpt2_1558M.sh: 1,048,576 tokens "in 2.80s/iter", 8x H100'),
-    "llama3-8b-fsdp8-h100": (16384 / 5762, "h100-sxm", 8, f"{LLAMA8B} --dp fsdp", "embedding@tok",
+    "llama3-8b-fsdp8-h100": (16384 / 5762, TITAN, 8, f"{LLAMA8B} --dp fsdp --ac selective", "embedding@tok",
                              f"{TORCHTITAN} Table 1: FSDP, 8 GPUs, 5,762 TPS/GPU"),
-    "llama3-8b-fsdp8-compile-h100": (16384 / 6667, "h100-sxm", 8, f"{LLAMA8B} --dp fsdp --compile", "embedding@tok",
-                                     f"{TORCHTITAN} Table 1: FSDP + torch.compile, 8 GPUs, 6,667 TPS/GPU"),
-    "llama3-8b-fsdp128-h100": (16384 / 5605, "h100-sxm", 128, f"{LLAMA8B} --dp fsdp", "embedding@tok",
+    "llama3-8b-fsdp8-compile-h100": (16384 / 6667, TITAN, 8, f"{LLAMA8B} --dp fsdp --ac selective --compile",
+                                     "embedding@tok", f"{TORCHTITAN} Table 1: FSDP + torch.compile, 8 GPUs, "
+                                     "6,667 TPS/GPU"),
+    "llama3-8b-fsdp128-h100": (16384 / 5605, TITAN, 128, f"{LLAMA8B} --dp fsdp --ac selective", "embedding@tok",
                                f"{TORCHTITAN} Table 3: FSDP, 128 GPUs, 5,605 TPS/GPU"),
-    "llama3-8b-fsdp128-compile-h100": (16384 / 6514, "h100-sxm", 128, f"{LLAMA8B} --dp fsdp --compile",
+    "llama3-8b-fsdp128-compile-h100": (16384 / 6514, TITAN, 128, f"{LLAMA8B} --dp fsdp --ac selective --compile",
                                        "embedding@tok", f"{TORCHTITAN} Table 3: FSDP + torch.compile, 128 GPUs, "
                                        "6,514 TPS/GPU"),
 }
+# the instance that holds a row's device (rules/instances.toml), sized to the world: 8 GPUs a host
+INSTANCES = {TITAN: "grand-teton-h100"}
 # The assumptions that move a step (the compile and NEFF ones move only the first run), at the ends of the
 # range docs/estimate.md says was tried
 RANGES = {
@@ -72,10 +79,11 @@ def child_env() -> dict[str, str]:
 
 
 def check_command(project: Path, name: str) -> tuple[list[str], Path]:
-    _, _, world, args, tokens, _ = RUNS[name]
+    _, device, world, args, tokens, _ = RUNS[name]
     out = project / f"{name}.json"
+    instance = [f"--instance={INSTANCES[device]}:{world // 8}"] if device in INSTANCES else []
     return ([sys.executable, "-m", "neuron_port", "check", str(project), "--shape-only", "--world-size", str(world),
-             "--tokens-per-step", tokens, "--exit-zero", "-o", str(out), "--", "python", "train.py", *args.split()],
+             *instance, "--tokens-per-step", tokens, "--exit-zero", "-o", str(out), "--", "python", "train.py", *args.split()],
             out)
 
 
@@ -141,8 +149,8 @@ def main() -> None:
     names = args.only or list(RUNS)
     with tempfile.TemporaryDirectory(prefix="neuron-port-published-") as tmp:
         project = Path(tmp)
-        for file in ("train.py", "models.py"):
-            shutil.copy(PUBLISHED / file, project / file)
+        shutil.copy(PUBLISHED / "train.py", project / "train.py")
+        shutil.copy(MODELS, project / "models.py")
         load_before = os.getloadavg()[0]
         done = run_all(names, args.jobs, project)
         load_after = os.getloadavg()[0]

@@ -38,7 +38,7 @@ def child_env() -> dict[str, str]:
 
 def recorded_work(model: str, size: str, folder: Path):
     """The per-step work `neuron-port check` records for the workload on the simulated device."""
-    from neuron_port.check.estimate.work import StepWork
+    from neuron_port.check.estimate.stepwork import StepWork
 
     report = folder / f"{model}.json"
     subprocess.run([sys.executable, "-m", "neuron_port", "check", str(HERE), "-q", "-o", str(report), "--",

@@ -145,6 +145,9 @@ def track(g, info: dict, run: Callable) -> Callable:
         if not _registered:  # registered after the events module's exit flush: atexit runs it first
             _registered = True
             atexit.register(_at_exit)
+            from ..events import phase_calls
+
+            phase_calls.add_source(_runs)  # its runs in phases that were not training steps
 
     def counted(args):
         entry["runs"] += 1
@@ -154,11 +157,22 @@ def track(g, info: dict, run: Callable) -> Callable:
     return counted
 
 
+def _runs() -> dict:
+    with _lock:
+        return {("graph", key): e["runs"] for key, e in _graphs.items()}
+
+
 def _at_exit() -> None:
     from .. import events
+    from ..events import steps
 
+    try:
+        outside = steps.outside_calls(None)
+    except Exception:  # noqa: BLE001 - never break interpreter shutdown
+        outside = {}
     with _lock:
-        ran = [dict(e) for e in _graphs.values() if e["runs"]]
+        ran = [{**e, **({"outside_runs": outside[("graph", k)]} if ("graph", k) in outside else {})}
+               for k, e in _graphs.items() if e["runs"]]
     for entry in ran:
         try:
             events.record("graph_work", site=None, **entry)

@@ -27,20 +27,24 @@ def _raw_ops() -> list:
     return state.C.op_stats() if state.C is not None else []
 
 
-def op_table(raw=None) -> list[dict]:
+def op_table(raw=None, outside=None) -> list[dict]:
     out = []
     for name, pol, calls, sigs in (raw if raw is not None else _raw_ops()):
         if calls == 0:
             continue
-        out.append({"kind": "op", "op": name, "policy": _POLICY_NAMES.get(pol, str(pol)), "calls": calls,
-                    "unique_signatures": len(sigs)})
+        line = {"kind": "op", "op": name, "policy": _POLICY_NAMES.get(pol, str(pol)), "calls": calls,
+                "unique_signatures": len(sigs)}
+        if outside and name in outside:
+            line["outside_calls"] = outside[name]
+        out.append(line)
     return out
 
 
 def snapshot() -> dict:
     """All data as one dict (what stats() returns and what the events file contains)."""
     raw = _raw_ops()
-    ops = op_table(raw)
+    outside = steps.outside_calls(raw)  # per signature and op: its calls in phases that were not training steps
+    ops = op_table(raw, outside)
     fallbacks, compiles, demotions, truncated = [], [], [], []
     i64: dict[str, dict] = {}
     for name, pol, calls, sigs in raw:
@@ -53,7 +57,7 @@ def snapshot() -> dict:
                 sid = sites.site_index(seq)
                 per_site[sid] = per_site.get(sid, 0) + c
             fallbacks.append({"kind": "fallback", "op": name, "calls": calls,
-                              **fallback_fields(state.C, name, sigs, sites.first_seen),
+                              **fallback_fields(state.C, name, sigs, sites.first_seen, outside),
                               "sites": [{"site": sites.site_of(s), "calls": c}
                                         for s, c in sorted(per_site.items(), key=lambda kv: -kv[1])]})
         if policy == "native":
@@ -64,6 +68,8 @@ def snapshot() -> dict:
                 first = sites.first_seen(seq)
                 if first is not None:
                     line["first_seen"] = first
+                if seq in outside:
+                    line["outside_calls"] = outside[seq]
                 compiles.append(line)
             if len(ranked) > MAX_SIGNATURES_PER_OP:
                 rest = ranked[MAX_SIGNATURES_PER_OP:]

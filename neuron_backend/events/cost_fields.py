@@ -4,13 +4,15 @@ device. Read when a snapshot is written, never per op (the host time is summed i
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 MAX_FALLBACK_SIGNATURES = 50  # per op, the most-called: their inputs give the device/host copy bytes
 
 
-def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[int], Any]) -> dict:
-    """``host_seconds`` (the kernel runs on the host, summed in C++) and ``signatures`` of one fallback op."""
+def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[int], Any],
+                    outside: Optional[dict] = None) -> dict:
+    """``host_seconds`` (the kernel runs on the host, summed in C++) and ``signatures`` of one fallback op
+    (with ``outside_calls``, their calls outside the training steps, from ``outside``: phase_calls.py)."""
     host_ns = dict(c_module.fallback_host_ns()) if c_module is not None else {}
     ranked = sorted(sigs, key=lambda g: -g[0])[:MAX_FALLBACK_SIGNATURES]
     signatures = []
@@ -19,6 +21,8 @@ def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[
         first = first_seen(seq)
         if first is not None:
             line["first_seen"] = first
+        if outside and seq in outside:
+            line["outside_calls"] = outside[seq]
         signatures.append(line)
     from . import state
 

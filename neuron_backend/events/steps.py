@@ -22,6 +22,8 @@ import threading
 import weakref
 from typing import Any
 
+from . import phase_calls
+
 optimizer_step = 0
 forward = 0
 # Called with (optimizer_step, forward) when either moves (the crash-proof records' copy: durable.set_clock).
@@ -126,6 +128,10 @@ def _root_call(module, name: str) -> None:
     if mode != _phase_mode:
         if _phase_sighted:
             _record_phase("end")
+        # the phase's outermost calls of any module (a compiled model's calls add no device root: no eager
+        # signature is seen in them)
+        phase_calls.phase_ended(phase, _phase_loader, _phase_start[0], optimizer_step,
+                                max(_phase_counts.values(), default=0))
         phase += 1
         phase_forward = 0
         _phase_mode, _phase_loader, _phase_module, _phase_sighted = mode, batch_pending, name, False
@@ -198,6 +204,12 @@ def _optimizer_step_hook(optimizer, args, kwargs) -> None:
 def _clock_moved() -> None:
     if clock_sink is not None:
         clock_sink(optimizer_step, forward)
+
+
+def outside_calls(raw) -> dict:
+    """Per signature (sequence number) and op (name), its calls outside the training steps by kind
+    (phase_calls.py)."""
+    return phase_calls.outside_calls(raw, phase, _phase_loader, _phase_start[0], optimizer_step)
 
 
 def totals() -> dict:

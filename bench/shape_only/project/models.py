@@ -1,4 +1,6 @@
-"""Decoder-only language models written for the shape-only benchmark (bench/shape_only/).
+"""Decoder-only language models written for the shape-only benchmark (bench/shape_only/), and the one copy
+the estimate's validation against published runs uses too (tests/check/estimate/test_published_runs.py and
+bench/estimate/published.py copy it beside their training step).
 
 Two families, written from the papers' descriptions, nothing copied from a project:
 

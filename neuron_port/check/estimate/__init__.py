@@ -1,7 +1,8 @@
 """The step-time, compile-time, memory and price estimate of a `check` run (docs/estimate.md).
 
 ``flops.py`` counts FLOPs, bytes and tokens per recorded signature, ``work.py`` turns the events of every
-process into the work of one steady-state step (one handler per event kind), ``devices.py`` reads the
+process into the work of one steady-state step (one handler per event kind), kept as ``stepwork.py``'s
+records, ``devices.py`` reads the
 device table (rules/devices.toml), ``assumptions.py`` names every assumed constant, ``model.py`` applies
 the roofline model, ``options.py`` reads the user's choices ([tool.neuron-port.estimate] and flags).
 ``section.py`` makes the report's ``estimate`` section: ``build_estimate`` from a run, ``recompute`` again

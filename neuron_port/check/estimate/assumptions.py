@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Optional
 
-NEURON_RT_3P = ("third-party measurement: 0.7-3.5 ms a round trip on a trn2.3xlarge, torch-neuronx 2.14.3 (a "
-                "project's platform-constraints notes; the address was not recorded: treat it as assumed)")
 TORCH_COMPILE_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/how-to-optimize-with-torch-compile.html"
 
 
@@ -53,8 +51,9 @@ DEFAULTS: tuple[Assumption, ...] = (
                "Host memory bandwidth of a CPU-fallback op's kernel where the run measured none (its tensors' "
                "bytes read and written once). Assumed: below this machine's measured copy rate."),
     Assumption("host_transfer_seconds", 0.0007, "s",
-               "Fixed cost of one host<->device round trip of a CPU-fallback op (the low end of 0.7-3.5 ms "
-               "measured on trn2 with torch-neuronx 2.14.3).", NEURON_RT_3P),
+               "Fixed cost of one host<->device round trip of a CPU-fallback op. Assumed (no source with an "
+               "address: a third-party project's notes, read without their address, give 0.7-3.5 ms a round trip "
+               "on a trn2.3xlarge with torch-neuronx 2.14.3); 0.7-3.5 ms tried, the low end taken."),
     Assumption("eager_neff_compile_seconds", 3.0, "s",
                "neuronx-cc time for one eager NEFF (one new op signature) on a cold cache. Assumed: no published "
                "figure; moves only the first-run time."),

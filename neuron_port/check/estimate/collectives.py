@@ -21,7 +21,7 @@ import math
 from typing import Any, Iterable, Optional
 
 from neuron_port.check.estimate.devices import Device
-from neuron_port.check.estimate.work import CollectiveWork, StepWork
+from neuron_port.check.estimate.stepwork import CollectiveWork, StepWork
 
 GATHERS = ("all_gather", "_allgather")
 SCATTERS = ("reduce_scatter", "all_to_all", "alltoall")

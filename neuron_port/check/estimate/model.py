@@ -24,7 +24,7 @@ from neuron_port.check.estimate.efficiency import matrix_efficiency
 from neuron_port.check.estimate.flops import FAMILIES
 from neuron_port.check.estimate.sizing import Sized, sized_for
 from neuron_port.check.estimate.validation import validation
-from neuron_port.check.estimate.work import StepWork, WorkItem
+from neuron_port.check.estimate.stepwork import StepWork, WorkItem
 
 NOTE = "Estimated from the simulated run with the assumptions below; not a measurement of Trainium."
 

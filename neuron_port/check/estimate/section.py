@@ -17,7 +17,8 @@ from neuron_port.check.estimate.devices import Device, load_devices
 from neuron_port.check.estimate.flops import base_name
 from neuron_port.check.estimate.model import estimate
 from neuron_port.check.estimate.options import EstimateOptions
-from neuron_port.check.estimate.work import StepWork, TokenSource, step_work
+from neuron_port.check.estimate.stepwork import StepWork, TokenSource
+from neuron_port.check.estimate.work import step_work
 from neuron_port.check.events import ProcessEvents
 
 

@@ -2,12 +2,15 @@
 
 Steps are the steady-state analysis's (aggregate/shapes.py): per process the optimizer clock when an
 optimizer stepped, else the forward clock, else the whole run is one step. Calls are totals over the run;
-a signature first seen at step ``k`` of ``S`` measured steps contributes ``calls / (S - min(k, W))`` per
-steady step (W: the warm-up steps): the calls after warm-up over the steady steps when it first ran in
-the steady state, and its calls spread evenly over the steps it ran in otherwise. A signature first
-seen after the last step (evaluation, generation after training) is outside the steps: it is counted in
-``outside_steps_calls``, not in the step. Without first sightings (fallbacks, truncated signatures, ops
-without a NEFF) the calls are spread over all measured steps: total / S.
+only its calls in training steps count: the simulator tells apart (``outside_calls``, EVENTS.md "Phases")
+those made in phases that were not training steps (setup, an evaluation, a generation: their work is
+kept apart, per kind, in ``outside_phases``). A signature first seen at step ``k`` of ``S`` measured steps
+contributes ``training calls / (S - min(k, W))`` per steady step (W: the warm-up steps): the calls after
+warm-up over the steady steps when it first ran in the steady state, and its calls spread evenly over the
+steps it ran in otherwise. From a simulator without ``outside_calls``, a signature first seen after the
+last step (evaluation, generation after training) is outside the steps. Either way the calls outside
+are counted in ``outside_steps_calls``. Without first sightings (truncated signatures, ops without a
+NEFF) the calls are spread over all measured steps: total / S.
 
 The tokens of a step can come from the same signatures: the index tensor of each embedding lookup
 (``token_sources``, one per op and site), which ``section.resolve_tokens`` picks from by the user's spec.
@@ -21,12 +24,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Optional
 
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
 from neuron_port.check.estimate.flops import Work, base_name, tensor_list, work
 from neuron_port.check.estimate.fusion import FUSIBLE, fused_bytes
+from neuron_port.check.estimate.stepwork import CollectiveWork, PhaseWork, StepWork, TokenSource, WorkItem
 from neuron_port.check.events import (
     CompileEvent,
     DistributedEvent,
@@ -40,143 +44,10 @@ from neuron_port.check.events import (
     Site,
 )
 
+__all__ = ["StepWork", "WorkItem", "TokenSource", "CollectiveWork", "per_step_calls", "site_name",
+           "step_work"]
+
 NO_WORK = {family: Work(family, 0.0, 0.0, "fp32") for family in ("fallback", "copy/view", "other")}
-
-
-@dataclass(frozen=True)
-class WorkItem:
-    """Signatures of one (op, family, dtype, compiled) with their per-call work, summed per step."""
-
-    op: str
-    family: str
-    dtype: str
-    calls: float  # per step, over all processes
-    flops: float  # per step
-    bytes: float  # per step
-    compiled: bool = False  # ran inside a torch.compile graph: no per-op dispatch
-    gemm: Optional[tuple[int, int, int, int]] = None  # a matmul's (batch, M, N, K) (flops.Work.gemm)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "family": self.family, "dtype": self.dtype, "calls": self.calls,
-                "flops": self.flops, "bytes": self.bytes, "compiled": self.compiled,
-                **({"gemm": list(self.gemm)} if self.gemm else {})}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WorkItem:
-        return cls(op=str(data["op"]), family=str(data["family"]), dtype=str(data["dtype"]),
-                   calls=float(data["calls"]), flops=float(data["flops"]), bytes=float(data["bytes"]),
-                   compiled=bool(data.get("compiled", False)),
-                   gemm=tuple(int(v) for v in data["gemm"]) if data.get("gemm") else None)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class TokenSource:
-    """An embedding lookup's site and the indices it looks up in a mean steady step, over all processes."""
-
-    op: str
-    site: str  # "model.py:115": the path relative to the process's working directory when under it
-    module: Optional[str]  # "transformer.wte": the module whose forward looked up (one line may hold several)
-    per_step: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "site": self.site, "module": self.module, "per_step": self.per_step}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TokenSource:
-        module = data.get("module")
-        return cls(op=str(data["op"]), site=str(data["site"]), module=None if module is None else str(module),
-                   per_step=float(data["per_step"]))
-
-
-@dataclass(frozen=True)
-class CollectiveWork:
-    """One collective of one rank in a mean step: its calls and the bytes of its counted argument (all
-    reduce, broadcast: the tensor; all-gather: the shard it sends; reduce-scatter, all-to-all: the whole
-    input), in a group of ``group_size`` ranks."""
-
-    op: str
-    group_size: int
-    calls: float
-    bytes: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "group_size": self.group_size, "calls": self.calls, "bytes": self.bytes}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CollectiveWork:
-        return cls(op=str(data["op"]), group_size=int(data["group_size"]), calls=float(data["calls"]),
-                   bytes=float(data["bytes"]))
-
-
-@dataclass
-class StepWork:
-    """What ``estimate`` needs, kept in the report so it can be recomputed without re-running."""
-
-    clock: str = "signature"  # optimizer_step | forward | signature (mixed processes: the first one's)
-    measured: int = 0
-    warmup: int = WARMUP_STEPS
-    processes: int = 0
-    items: list[WorkItem] = field(default_factory=list)
-    fallback_calls: float = 0.0
-    fallback_host_seconds: Optional[float] = None  # per step; None: the simulator did not measure it
-    fallback_copy_bytes: float = 0.0
-    # per step, of fallback ops whose host time was not measured (a shape-only run): modelled instead
-    fallback_modeled_flops: float = 0.0
-    fallback_modeled_bytes: float = 0.0
-    fallback_flops: float = 0.0  # per step, of every fallback op: a GPU runs them on the device
-    outside_steps_calls: int = 0
-    eager_neffs: int = 0  # distinct native signatures (the most of any process: ranks share a cache)
-    graphs: int = 0  # distinct torch.compile graphs compiled
-    peak_bytes: Optional[int] = None  # on the simulated device, the most of any process
-    token_sources: list[TokenSource] = field(default_factory=list)  # most tokens first
-    # the optimizer's parameter list (bytes, at their dtype): the most of any optimizer op, over its
-    # distinct signatures (param groups); 0 when no optimizer op ran. The lower bound's unavoidable bytes
-    parameter_bytes: float = 0.0
-    float32_matmul_precision: Optional[str] = None  # torch's setting at the end of the first process
-    world_size: int = 0  # ranks of the job (a fake world: more than the processes that ran); 0: one per process
-    collectives: list[CollectiveWork] = field(default_factory=list)  # per step, per rank
-
-    @property
-    def steady(self) -> int:
-        return max(self.measured - self.warmup, 0)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"clock": self.clock, "measured": self.measured, "warmup": self.warmup, "processes": self.processes,
-                "work": [i.to_json() for i in self.items], "fallback_calls": self.fallback_calls,
-                "fallback_host_seconds": self.fallback_host_seconds, "fallback_copy_bytes": self.fallback_copy_bytes,
-                "fallback_modeled_flops": self.fallback_modeled_flops,
-                "fallback_modeled_bytes": self.fallback_modeled_bytes, "fallback_flops": self.fallback_flops,
-                "outside_steps_calls": self.outside_steps_calls, "eager_neffs": self.eager_neffs,
-                "graphs": self.graphs, "peak_bytes": self.peak_bytes,
-                "token_sources": [t.to_json() for t in self.token_sources],
-                "parameter_bytes": self.parameter_bytes, "float32_matmul_precision": self.float32_matmul_precision,
-                "world_size": self.world_size, "collectives": [c.to_json() for c in self.collectives]}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StepWork:
-        host = data.get("fallback_host_seconds")
-        peak = data.get("peak_bytes")
-        return cls(clock=str(data["clock"]), measured=int(data["measured"]), warmup=int(data["warmup"]),
-                   processes=int(data["processes"]), items=[WorkItem.from_json(w) for w in data["work"]],
-                   fallback_calls=float(data["fallback_calls"]),
-                   fallback_host_seconds=None if host is None else float(host),
-                   fallback_copy_bytes=float(data.get("fallback_copy_bytes", 0.0)),
-                   fallback_modeled_flops=float(data.get("fallback_modeled_flops", 0.0)),
-                   fallback_modeled_bytes=float(data.get("fallback_modeled_bytes", 0.0)),
-                   fallback_flops=float(data.get("fallback_flops", 0.0)),
-                   outside_steps_calls=int(data.get("outside_steps_calls", 0)),
-                   eager_neffs=int(data["eager_neffs"]), graphs=int(data["graphs"]),
-                   peak_bytes=None if peak is None else int(peak),
-                   token_sources=[TokenSource.from_json(t) for t in data.get("token_sources", [])],
-                   parameter_bytes=float(data.get("parameter_bytes", 0.0)),
-                   float32_matmul_precision=data.get("float32_matmul_precision"),
-                   world_size=int(data.get("world_size", 0)),
-                   collectives=[CollectiveWork.from_json(c) for c in data.get("collectives", [])])
-
-    @property
-    def world(self) -> int:
-        """Ranks of the job: the fake world's size, else the processes that ran."""
-        return max(self.world_size, self.processes, 1)
 
 
 def site_name(site: Optional[Site], cwd: Optional[str]) -> str:
@@ -227,6 +98,7 @@ class _Run:
         self.tokens: dict[tuple[str, str, Optional[str]], float] = defaultdict(float)
         self.optimizer: dict[str, dict[tuple, float]] = defaultdict(dict)  # op -> signature -> list bytes
         self.collectives: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        self.phases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # kind -> calls, flops, bytes
 
     def optimizer_op(self, op: str, signature: Any) -> None:
         """An optimizer's (or clipping's) list op: its first list's bytes, once per distinct signature."""
@@ -241,10 +113,25 @@ class _Run:
         t[1] += calls * w.flops
         t[2] += calls * w.bytes
 
-    def outside(self, process: _Process, first: Optional[int], calls: int) -> None:
-        """Counts the calls of a signature first seen after the last step (not in the step)."""
+    def outside(self, process: _Process, first: Optional[int], calls: int,
+                by_kind: Optional[dict[str, int]] = None, w: Optional[Work] = None, ops: int = 1) -> int:
+        """The calls of a signature (the runs of a graph of ``ops`` op calls) outside the training steps:
+        those the simulator counted outside (``by_kind``, their work kept per kind), else all of them when
+        it was first seen after the last step. Returns its calls in training steps. A process that never
+        stepped an optimizer (inference, generation alone) has no training steps to tell apart: its steps
+        are its forwards (or the whole run), every call in them."""
+        if by_kind and process.clock == "optimizer_step":
+            outside = sum(by_kind.values())
+            for kind, n in by_kind.items():
+                t = self.phases[kind]
+                t[0] += n * ops
+                t[1] += n * (w.flops if w else 0.0)
+                t[2] += n * (w.bytes if w else 0.0)
+            self.out.outside_steps_calls += outside * ops
+            return max(calls - outside, 0)
         if first is not None and first >= process.measured and process.clock != "signature":
             self.out.outside_steps_calls += calls
+        return calls
 
     def finish(self) -> StepWork:
         out = self.out
@@ -260,6 +147,7 @@ class _Run:
         ranks = max(out.processes, 1)
         out.collectives = [CollectiveWork(op, size, calls / ranks, nbytes / ranks) for (op, size), (calls, nbytes)
                            in sorted(self.collectives.items()) if calls > 0]
+        out.outside_phases = [PhaseWork(kind, *totals) for kind, totals in sorted(self.phases.items())]
         return out
 
 
@@ -281,8 +169,8 @@ def _eager_compile(run: _Run, process: _Process, event: EagerCompileEvent) -> No
     process.mean_work[event.op].append(w)
     process.native += 1
     first = _first_step(process.clock, event.first_seen)
-    run.outside(process, first, event.calls)
-    calls = per_step_calls(event.calls, first, process.measured)
+    training = run.outside(process, first, event.calls, event.outside_calls, w)
+    calls = per_step_calls(training, first, process.measured)
     run.add(event.op, w, calls)
     if w.tokens is not None and calls > 0:
         module = event.site.module if event.site is not None else None
@@ -306,10 +194,9 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
     copy_bytes = flops = 0.0
     for sig in event.signatures:
         first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
-        run.outside(process, first, sig.calls)
-        n = per_step_calls(sig.calls, first, measured)
-        calls += n
         counted = work(event.op, sig.signature)
+        n = per_step_calls(run.outside(process, first, sig.calls, sig.outside_calls, counted), first, measured)
+        calls += n
         copy_bytes += n * counted.bytes
         flops += n * counted.flops
     out.fallback_calls += calls
@@ -326,13 +213,19 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
 def _op(run: _Run, process: _Process, event: OpEvent) -> None:
     """Views, copies, allocation (``native_no_neff``): dispatched, shapes not recorded (no signature lines)."""
     if event.policy == "native_no_neff":
-        run.add(event.op, NO_WORK["copy/view"], event.calls / process.measured)
+        training = run.outside(process, None, event.calls, event.outside_calls, NO_WORK["copy/view"])
+        run.add(event.op, NO_WORK["copy/view"], training / process.measured)
 
 
 def _graph_work(run: _Run, process: _Process, event: GraphWorkEvent) -> None:
     """The ops inside a torch.compile graph, per run of the graph: no dispatch each."""
-    runs = per_step_calls(event.runs, _first_step(process.clock, event.first_seen), process.measured)
     works = [work(graph_op.op, graph_op.signature) for graph_op in event.ops]
+    first = _first_step(process.clock, event.first_seen)
+    graph = Work("graph", sum(w.flops * g.count for w, g in zip(works, event.ops)),
+                 sum(w.bytes * g.count for w, g in zip(works, event.ops)), "fp32")  # one run, unfused
+    ops = sum(g.count for g in event.ops)
+    runs = per_step_calls(run.outside(process, first, event.runs, event.outside_runs, graph, ops), first,
+                          process.measured)
     fused = fused_bytes(works, event.flow) if event.flow else {}  # fusion.py: bytes per run under fusion
     for i, (graph_op, w) in enumerate(zip(event.ops, works)):
         run.optimizer_op(graph_op.op, graph_op.signature)

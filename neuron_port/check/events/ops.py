@@ -3,7 +3,7 @@ dtype demotions, unsupported features and the explicit memory/view kernel counts
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional
 
 from neuron_port.check.events.fields import EventFields, MalformedEvent, Site, is_integer, site_field
@@ -16,11 +16,12 @@ class OpEvent:
     policy: Optional[str] = None  # native | native_no_neff | fallback
     calls: int = 0
     unique_signatures: int = 0
+    outside_calls: Optional[dict[str, int]] = field(default=None, compare=False)  # of ``calls``, outside training
 
     @classmethod
     def from_fields(cls, f: EventFields) -> OpEvent:
         return cls(op=f.required_text("op"), policy=f.text("policy"), calls=f.integer("calls"),
-                   unique_signatures=f.integer("unique_signatures"))
+                   unique_signatures=f.integer("unique_signatures"), outside_calls=outside_calls(f))
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class FallbackSignature:
     signature: tuple[Any, ...] = ()
     calls: int = 0
     first_seen: Optional[FirstSeen] = None
+    outside_calls: Optional[dict[str, int]] = field(default=None, compare=False)  # of ``calls``, outside training, by kind
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,22 @@ class FallbackEvent:
     def from_fields(cls, f: EventFields) -> FallbackEvent:
         sites = tuple(FallbackSite(site_field(s), s.integer("calls")) for s in f.objects("sites"))
         signatures = tuple(FallbackSignature(tuple(s.array("signature") or ()), s.integer("calls"),
-                                             FirstSeen.from_fields(s.nested("first_seen")))
+                                             FirstSeen.from_fields(s.nested("first_seen")), outside_calls(s))
                            for s in f.objects("signatures"))
         return cls(op=f.required_text("op"), calls=f.integer("calls"), sites=sites,
                    host_seconds=f.number("host_seconds"), signatures=signatures)
+
+
+OUTSIDE_KINDS = ("setup", "evaluation", "generation")
+
+
+def outside_calls(f: EventFields, name: str = "outside_calls") -> Optional[dict[str, int]]:
+    """A signature's ``outside_calls`` (a graph's ``outside_runs``; EVENTS.md "Phases"): its calls per kind
+    of phase that was not a training step; None when the line has none."""
+    nested = f.nested(name)
+    if nested is None:
+        return None
+    return {kind: n for kind in OUTSIDE_KINDS if (n := nested.integer(kind)) > 0} or None
 
 
 @dataclass(frozen=True)
@@ -83,12 +97,15 @@ class EagerCompileEvent:
     cache_hits: Optional[int] = None
     site: Optional[Site] = None  # where the signature was first seen
     first_seen: Optional[FirstSeen] = None  # when (None: written by a simulator without a step clock)
+    # of ``calls``, those made in phases that were not training steps, by kind (EVENTS.md "Phases"); None:
+    # a simulator before it, or none
+    outside_calls: Optional[dict[str, int]] = field(default=None, compare=False)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> EagerCompileEvent:
         return cls(op=f.required_text("op"), signature=tuple(f.array("signature") or ()), calls=f.integer("calls"),
                    cache_hits=f.optional_integer("cache_hits"), site=site_field(f),
-                   first_seen=FirstSeen.from_fields(f.nested("first_seen")))
+                   first_seen=FirstSeen.from_fields(f.nested("first_seen")), outside_calls=outside_calls(f))
 
 
 @dataclass(frozen=True)

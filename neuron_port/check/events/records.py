@@ -5,10 +5,10 @@ shape-only run)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, Union
 
-from neuron_port.check.events.ops import FirstSeen
+from neuron_port.check.events.ops import FirstSeen, outside_calls
 from neuron_port.check.events.fields import EventFields, MalformedEvent, Site, is_integer, site_field
 
 
@@ -165,13 +165,16 @@ class GraphWorkEvent:
     # the dataflow, one entry per call in graph order: [op index, output bytes, graph output, [[producer,
     # bytes], ...]] (neuron_backend/EVENTS.md; empty from an older simulator)
     flow: tuple[Any, ...] = ()
+    # of ``runs``, those in phases that were not training steps, by kind (EVENTS.md "Phases")
+    outside_runs: Optional[dict[str, int]] = field(default=None, compare=False)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> GraphWorkEvent:
         ops = tuple(GraphOp(op=o.required_text("op"), signature=tuple(o.array("signature") or ()),
                             count=o.integer("count", 1)) for o in f.objects("ops"))
         return cls(graph=f.text("graph"), key=f.text("key"), runs=f.integer("runs"), ops=ops,
-                   first_seen=FirstSeen.from_fields(f.nested("first_seen")), flow=tuple(f.array("flow") or ()))
+                   first_seen=FirstSeen.from_fields(f.nested("first_seen")), flow=tuple(f.array("flow") or ()),
+                   outside_runs=outside_calls(f, "outside_runs"))
 
 
 ShapeOnlyValue = Union[bool, int, float, str, None]

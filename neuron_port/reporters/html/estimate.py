@@ -229,8 +229,15 @@ def _per_step(estimate: dict) -> str:
             f"eager, {number(per_step.get('compiled_ops'))} in compiled graphs); CPU fallbacks: "
             f"{number(fallback.get('calls'))} calls, {seconds(fallback.get('host_seconds'))} on the host, "
             f"{size(fallback.get('copy_bytes'))} copied.</p>")
-    return text + table(["family", "calls", "GFLOP", "bytes moved", "GFLOP by dtype"], rows, numeric=(1, 2, 3),
-                        caption="The work of one steady-state step (mean over the steady steps)")
+    text += table(["family", "calls", "GFLOP", "bytes moved", "GFLOP by dtype"], rows, numeric=(1, 2, 3),
+                  caption="The work of one steady-state step (mean over the steady steps)")
+    outside = (estimate.get("work") or {}).get("outside_phases") or []
+    if outside:
+        text += table(["phase", "op calls", "GFLOP", "bytes moved"],
+                      [(o.get("kind"), o.get("calls"), f"{float(o.get('flops') or 0) / 1e9:,.3f}", size(o.get("bytes")))
+                       for o in outside], numeric=(1, 2, 3),
+                      caption="Outside the training steps, over the whole run (not in the step's time or price)")
+    return text
 
 
 def compiles_neffs(entry: dict, kinds: dict[str, Any]) -> bool:

@@ -78,7 +78,16 @@ def estimate_lines(section: dict[str, Any]) -> list[str]:
         f"one step: {per_step['ops']:,.0f} op calls ({per_step['eager_ops']:,.0f} eager), "
         f"{quantity(flops, 'FLOP')}, {quantity(nbytes, 'B')} moved; CPU fallbacks {fallback['calls']:,.1f} "
         f"call(s), {seconds(fallback['host_seconds'])} on the host",
+        *outside_line(section.get("work", {}).get("outside_phases") or []),
     ]
+
+
+def outside_line(phases: list[dict[str, Any]]) -> list[str]:
+    """The run's work outside its training steps, per kind of phase (not in the step's time or price)."""
+    if not phases:
+        return []
+    parts = [f"{p['kind']} {p['calls']:,.0f} op calls, {quantity(p['flops'], 'FLOP')}" for p in phases]
+    return ["outside the training steps (over the whole run, not in the step): " + "; ".join(parts)]
 
 
 def span(pair: dict[str, float]) -> str:

@@ -11,7 +11,7 @@ import jsonschema
 from neuron_port.check.estimate.assumptions import assumptions
 from neuron_port.check.estimate.devices import Device, Price
 from neuron_port.check.estimate.model import estimate
-from neuron_port.check.estimate.work import StepWork, WorkItem
+from neuron_port.check.estimate.stepwork import StepWork, WorkItem
 
 
 def device(device_id: str, kind: str) -> Device:

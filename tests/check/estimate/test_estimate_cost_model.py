@@ -12,7 +12,7 @@ from neuron_port.check.estimate.devices import load_devices
 from neuron_port.check.estimate.flops import IS_CAUSAL_ARG, Work
 from neuron_port.check.estimate.fusion import fused_bytes
 from neuron_port.check.estimate.model import fallback_seconds, item_seconds, precision_rule
-from neuron_port.check.estimate.work import CollectiveWork, StepWork, WorkItem
+from neuron_port.check.estimate.stepwork import CollectiveWork, StepWork, WorkItem
 
 MB = 1_000_000
 

@@ -12,7 +12,7 @@ from neuron_port.check.estimate.devices import load_devices
 from neuron_port.check.estimate.options import EstimateOptions, from_pyproject
 from neuron_port.check.estimate.section import estimate_from_work, recompute
 from neuron_port.check.estimate.sizing import parse_instance, parse_instances
-from neuron_port.check.estimate.work import StepWork, WorkItem
+from neuron_port.check.estimate.stepwork import StepWork, WorkItem
 from neuron_port.config import ConfigError
 from neuron_port.rules.instances import load_instances
 

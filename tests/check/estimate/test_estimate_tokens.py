@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from neuron_port.check.estimate.options import from_pyproject, parse_tokens
 from neuron_port.check.estimate.flops import token_count
 from neuron_port.check.estimate.section import TokensError, resolve_tokens
-from neuron_port.check.estimate.work import TokenSource
+from neuron_port.check.estimate.stepwork import TokenSource
 from neuron_port.config import ConfigError
 
 BATCH, BLOCK = 3, 16  # the trainer's --batch-size and --block-size: the token embedding looks up 3 x 16

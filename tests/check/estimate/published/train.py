@@ -8,8 +8,12 @@ for ``neuron-port check --shape-only --world-size N``: rank 0 of an N-rank job.
 ``--dp allreduce``: every gradient all-reduced after the backward, as llm.c does (its own all-reduce, no
 DDP); ``--dp fsdp``: FSDP2 ``fully_shard`` per block (torchtitan). ``--compile``: each block compiled
 (torch.compile per block, as torchtitan; llm.c's hand-fused kernels are costed as a compiled graph).
-``--checkpoint``: each block's activations recomputed in the backward (torch.utils.checkpoint).
-The models are the test's own (models.py beside this file).
+``--ac selective``: torchtitan's op-level selective activation checkpointing per block (its
+``[activation_checkpoint] mode = 'selective'``, ``selective_ac_option = 'op'``, the configuration of its
+Llama 3.1 8B benchmark): the outputs of attention and of every other matmul of a block are kept, every other
+op of the block is recomputed in the backward; ``--ac full``: the whole block recomputed. The models are
+bench/shape_only/project/models.py (the one copy, shared with the shape-only benchmark), copied beside this
+file by the test and the benchmark.
 """
 
 from __future__ import annotations
@@ -20,10 +24,27 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # models.py is copied beside it by the test
 from models import GPT2, GPT2Config, Llama, LlamaConfig  # noqa: E402
+
+
+def keep_attention_and_every_other_matmul():
+    """A selective checkpoint context for one block's forward: attention's outputs (any SDPA entry point)
+    and the 1st, 3rd, ... matmul of the block are saved, the rest recomputed (counted apart in the forward
+    and in the recompute, so both pick the same matmuls)."""
+    matmuls = {False: 0, True: 0}
+
+    def policy(ctx, op, *args, **kwargs):
+        if op is torch.ops.aten.mm.default:
+            matmuls[ctx.is_recompute] += 1
+            return CheckpointPolicy.MUST_SAVE if matmuls[ctx.is_recompute] % 2 else CheckpointPolicy.PREFER_RECOMPUTE
+        if "scaled_dot_product" in str(op):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
 
 
 def main() -> None:
@@ -40,7 +61,7 @@ def main() -> None:
     p.add_argument("--micro-steps", type=int, default=1)
     p.add_argument("--dp", choices=("none", "allreduce", "fsdp"), default="none")
     p.add_argument("--compile", action="store_true")
-    p.add_argument("--checkpoint", action="store_true")
+    p.add_argument("--ac", choices=("none", "selective", "full"), default="none")
     a = p.parse_args()
     device = torch.device("neuron")
     if a.dp != "none":
@@ -51,13 +72,14 @@ def main() -> None:
         else:
             model = Llama(LlamaConfig(layers=a.layers, d=a.d, heads=a.heads, kv_heads=a.kv_heads, ffn=a.ffn,
                                       vocab=a.vocab, seq=a.seq))
-    for block in model.blocks:
+    for block in model.blocks:  # as torchtitan: activation checkpointing inside the compiled block
         forward = block.forward
+        if a.ac != "none":
+            context = keep_attention_and_every_other_matmul if a.ac == "selective" else None
+            forward = lambda *xs, f=forward, c=context: checkpoint(  # noqa: E731
+                f, *xs, use_reentrant=False, **({"context_fn": c} if c else {}))
         if a.compile:
             forward = torch.compile(forward, backend="neuron")
-        if a.checkpoint:
-            inner = forward
-            forward = lambda *xs, f=inner: checkpoint(f, *xs, use_reentrant=False)  # noqa: E731
         block.forward = forward
     if a.dp == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
