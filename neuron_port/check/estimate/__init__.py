@@ -3,8 +3,8 @@
 ``flops.py`` counts FLOPs, bytes and tokens per recorded signature, ``work.py`` turns the events of every
 process into the work of one steady-state step (one handler per event kind), kept as ``stepwork.py``'s
 records, ``devices.py`` reads the
-device table (rules/devices.toml), ``assumptions.py`` names every assumed constant, ``model.py`` applies
-the roofline model, ``options.py`` reads the user's choices ([tool.neuron-port.estimate] and flags).
+device table (rules/devices.toml), ``assumptions.py`` names every assumed constant, ``roofline.py`` times the
+work on one device, ``model.py`` adds dispatch and collectives and lays out the section's devices, ``options.py`` reads the user's choices ([tool.neuron-port.estimate] and flags).
 ``section.py`` makes the report's ``estimate`` section: ``build_estimate`` from a run, ``recompute`` again
 from a saved report's section. This package re-exports what its callers use.
 """

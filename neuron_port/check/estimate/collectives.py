@@ -116,3 +116,10 @@ def per_rank_memory(peak: Optional[int], work: StepWork, ranks: int) -> Optional
         return float(peak)
     state = state_bytes(work)  # this rank's shard at the run's world size
     return max(float(peak) - state + state * work.world / ranks, 0.0)
+
+
+def collective_plan(work: StepWork, device: Device, ranks: int) -> dict[str, Any]:
+    """Everything the step's sharding decides on ``ranks`` ranks of ``device``, in one answer: the
+    collectives' time (``collective_seconds``), the sharding and the per-rank peak memory."""
+    return {**collective_seconds(work, device, ranks), "sharding": sharding(work),
+            "per_rank_peak_bytes": per_rank_memory(work.peak_bytes, work, ranks)}

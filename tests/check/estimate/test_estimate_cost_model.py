@@ -11,7 +11,7 @@ from neuron_port.check.estimate.collectives import collective_seconds, per_rank_
 from neuron_port.check.estimate.devices import load_devices
 from neuron_port.check.estimate.flops import IS_CAUSAL_ARG, Work
 from neuron_port.check.estimate.fusion import fused_bytes
-from neuron_port.check.estimate.model import fallback_seconds, item_seconds, precision_rule
+from neuron_port.check.estimate.roofline import device_time, item_seconds, precision_rule
 from neuron_port.check.estimate.stepwork import CollectiveWork, StepWork, WorkItem
 
 MB = 1_000_000
@@ -108,9 +108,9 @@ def test_each_device_is_charged_its_own_fallbacks():
     trn2, h100 = device("trn2-chip"), device("h100-sxm")
     host = 1e9 / (a["host_fallback_gflops"] * 1e9) + 100 * MB / (a["host_fallback_gbps"] * 1e9)
     copies = 100 * MB / (a["host_link_gbps"] * 1e9)
-    assert fallback_seconds(work, 1.0, a, trn2) == pytest.approx(host + copies + 100 * a["host_transfer_seconds"])
+    assert device_time(work, trn2, 1.0, 1.0, a).fallback == pytest.approx(host + copies + 100 * a["host_transfer_seconds"])
     # a CUDA kernel on the GPU: its bytes at the device's bandwidth, no host round trip
-    assert fallback_seconds(work, 1.0, a, h100) == pytest.approx(100 * MB / (3350e9 * a["memory_fraction"]))
+    assert device_time(work, h100, 1.0, 1.0, a).fallback == pytest.approx(100 * MB / (3350e9 * a["memory_fraction"]))
 
 
 def test_gemm_utilization_counts_tile_and_wave_quantization_by_hand():
