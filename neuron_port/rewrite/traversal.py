@@ -105,11 +105,11 @@ def _record(node: cst.CSTNode) -> tuple[str, ...]:
     return tuple(recorder.fields)
 
 
-def _child_fields(node: cst.CSTNode) -> tuple[str, ...]:
+def child_fields(node: cst.CSTNode) -> tuple[str, ...]:
     """The fields LibCST's visit descends into for this node, in its order. A few node types skip a
     field when it is None (FormattedStringExpression.format_spec), so the order is kept per None-pattern
     of the fields that can be None or that a recording did not visit (whichever node of the type came
-    first)."""
+    first). Only where FAST_WALK holds (it reads LibCST's ``_visit_and_replace_children``)."""
     kind = type(node)
     entry = _CHILD_FIELDS.get(kind)
     if entry is None:
@@ -197,12 +197,12 @@ class FastBatchedWalk(cst.CSTVisitor):
     def walk(self, node: cst.CSTNode) -> None:
         on_visit, on_leave = self.on_visit, self.on_leave
         attribute_types = self._attribute_types
-        child_fields = _child_fields
+        child_fields_of = child_fields
         skip, kinds = self._skip, _VALUE_KINDS
 
         def walk(node: cst.CSTNode) -> None:
             on_visit(node)
-            fields = child_fields(node)
+            fields = child_fields_of(node)
             with_attributes = type(node).__name__ in attribute_types
             for name in fields:
                 if with_attributes:
@@ -256,7 +256,7 @@ def ancestors_of(module: cst.Module, targets: Container[cst.CSTNode]) -> Optiona
         if not remaining:
             return False
         path.append(node)
-        for name in _child_fields(node):
+        for name in child_fields(node):
             value = getattr(node, name)
             kind = _VALUE_KINDS.get(type(value))
             if kind is None:
