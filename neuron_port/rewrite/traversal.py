@@ -108,13 +108,14 @@ def _record(node: cst.CSTNode) -> tuple[str, ...]:
 def child_fields(node: cst.CSTNode) -> tuple[str, ...]:
     """The fields LibCST's visit descends into for this node, in its order. A few node types skip a
     field when it is None (FormattedStringExpression.format_spec), so the order is kept per None-pattern
-    of the fields that can be None or that a recording did not visit (whichever node of the type came
-    first). Only where FAST_WALK holds (it reads LibCST's ``_visit_and_replace_children``)."""
+    of the fields declared as possibly None (whichever node of the type came first; a field declared
+    otherwise is never None, so its part of the pattern would never change). Only where FAST_WALK holds
+    (it reads LibCST's ``_visit_and_replace_children``)."""
     kind = type(node)
     entry = _CHILD_FIELDS.get(kind)
     if entry is None:
         fields = _record(node)
-        others = tuple(f.name for f in dataclasses.fields(kind) if f.name not in fields or _may_be_none(f))
+        others = tuple(f.name for f in dataclasses.fields(kind) if _may_be_none(f))
         entry = _CHILD_FIELDS[kind] = (others, {tuple(getattr(node, n) is None for n in others): fields})
     others, variants = entry
     pattern = tuple([getattr(node, n) is None for n in others]) if others else ()
