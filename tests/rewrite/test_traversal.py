@@ -90,6 +90,18 @@ def test_children_are_libcsts_children():
     assert count > 10_000
 
 
+def test_method_names_are_those_dir_finds():
+    """The visit_/leave_ methods the fast walk calls, found from the classes' own names: the same as a
+    look-up of every name dir() gives (what LibCST's visit_batched does), for every rule class."""
+    from neuron_port.rules.context import ImportTracker
+
+    classes = [rule for rule in all_rules() if rule.KIND == "python"] + [ImportTracker]
+    for cls in classes:
+        expected = tuple(n for n in dir(cls) if n.startswith(("visit_", "leave_")) and callable(getattr(cls, n))
+                         and not getattr(getattr(cls, n), "_is_no_op", False))
+        assert traversal._method_names(cls) == expected, cls
+
+
 def test_the_installed_libcst_is_one_the_fast_walk_was_tested_with():
     assert fast_walk_supported(), "pyproject.toml pins libcst to traversal.TESTED_LIBCST; update both together"
 
