@@ -222,6 +222,13 @@ def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: E
     return violations, positions
 
 
+def _matches(code: str, pattern: Optional[Pattern[str]], seen: dict) -> bool:
+    found = seen.get(pattern)
+    if found is None:
+        found = seen[pattern] = could_match(code, pattern)
+    return found
+
+
 def _allowed(report: Violation, options: EngineOptions) -> bool:
     if report.replacement is None:
         return False
@@ -332,7 +339,8 @@ def transform_source(
     for pass_number in range(MAX_PASSES + 1):
         # Only the rules whose triggers occur in this text can report (a file that passed the pre-filter
         # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text.
-        active = [rule for rule in (*rules, *hidden) if could_match(code, rule_pattern(tuple(rule.TRIGGERS)))]
+        matches: dict = {}  # pattern -> whether it matches this text: rules that share triggers search once
+        active = [rule for rule in (*rules, *hidden) if _matches(code, rule_pattern(tuple(rule.TRIGGERS)), matches)]
         # later passes only need positions to honour suppression comments
         ancestors: dict = {}
         reports, positions = _run_rules(module, active, options, path,
