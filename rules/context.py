@@ -60,8 +60,6 @@ class FileContext:
     # -- name resolution -------------------------------------------------------------------------
     def qualname(self, node: cst.CSTNode) -> Optional[str]:
         """The fully qualified name an expression refers to, following imports; None if unknown."""
-        if node in self.non_references:
-            return None
         name = dotted_name(node)  # None for anything but a Name/Attribute chain (a Call among them)
         if name is None:
             return None
@@ -71,6 +69,9 @@ class FileContext:
         elif head == "torch":  # e.g. a notebook cell whose import lives in an earlier cell
             base = "torch"
         else:
+            return None
+        # asked last: most names are not imported, and a node's hash is a Python call (LibCST's __hash__)
+        if node in self.non_references:
             return None
         return f"{base}.{rest}" if rest else base
 

@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '2caf0041d263ba77c1af7c860f033ba0c5fb0a1d4823984dc7a99a6fac9ce727'
+RULE_SOURCES_SHA256 = '91862a32c3a5d310a7c5af0dc380d437b784719a95393b1d7ce8867486ed8bcb'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

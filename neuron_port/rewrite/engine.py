@@ -112,9 +112,9 @@ class _Hoisted:
 
     def __exit__(self, *exc_info) -> None:
         ranges = self.state.ranges
-        start = ranges[self.start_node][0] if self.start_node is not None else self.start
-        end = ranges[self.end_node][1] if self.end_node is not None else self.state.offset
-        ranges[self.node] = (start, end)
+        start = ranges[id(self.start_node)][0] if self.start_node is not None else self.start
+        end = ranges[id(self.end_node)][1] if self.end_node is not None else self.state.offset
+        ranges[id(self.node)] = (start, end)
 
 
 _NOT_WANTED = nullcontext()
@@ -125,15 +125,20 @@ class _OffsetState(PositionProvidingCodegenState):
     (a regular-expression split each) and records ranges only for the wanted nodes and the children
     their ranges are hoisted from, under PositionProvider's rules: a syntactic range when the node
     declares one, else the whole text it rendered. It derives from PositionProvider's state (a public
-    module) and replaces every method that tracks a position."""
+    module) and replaces every method that tracks a position. It also keeps, for each wanted node, the
+    nodes it is rendered inside (its ancestors: what a fix pass must rebuild to replace it). Nodes are
+    keyed by ``id``: the tree is alive while it renders, and LibCST's ``__hash__`` is a Python call per
+    node."""
 
     def __init__(self, module: cst.Module, wanted: Iterable[cst.CSTNode]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline,
                          provider=None)
         self.offset = 0
-        self.wanted = set(wanted)
-        self.ranges: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.wanted = {id(node) for node in wanted}
+        self.ranges: dict[int, tuple[int, int]] = {}
+        self.paths: dict[int, tuple[cst.CSTNode, ...]] = {}
         self._starts: list[int] = []
+        self._open: list[cst.CSTNode] = []  # the nodes being rendered, outermost first
         self.popped = ""
 
     def pop_trailing_newline(self) -> None:
@@ -151,31 +156,42 @@ class _OffsetState(PositionProvidingCodegenState):
 
     def before_codegen(self, node: cst.CSTNode) -> None:
         self._starts.append(self.offset)
+        key = id(node)
+        if key in self.wanted and key not in self.paths:
+            self.paths[key] = tuple(self._open)
+        self._open.append(node)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         start = self._starts.pop()
-        if node in self.wanted and node not in self.ranges:
-            self.ranges[node] = (start, self.offset)
+        self._open.pop()
+        key = id(node)
+        if key in self.wanted and key not in self.ranges:
+            self.ranges[key] = (start, self.offset)
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
-        if node not in self.wanted:
+        if id(node) not in self.wanted:
             return _NOT_WANTED
         # the children hoisted from are rendered inside this block, after this call: record them too
-        self.wanted.update(n for n in (start_node, end_node) if n is not None)
+        self.wanted.update(id(n) for n in (start_node, end_node) if n is not None)
         return _Hoisted(self, node, start_node, end_node)
 
 
-def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode],
+                   ancestors: Optional[dict[cst.CSTNode, tuple[cst.CSTNode, ...]]] = None,
+                   ) -> dict[cst.CSTNode, CodeRange]:
     """PositionProvider's range of each ``wanted`` node, from one render of ``module`` that tracks
     offsets; lines and columns are counted once, for those nodes only. Resolving PositionProvider through
     MetadataWrapper cost four times a plain render: a line/column update per token, a range per node, and
-    a tree-rebuilding visit that computed nothing."""
+    a tree-rebuilding visit that computed nothing. ``ancestors``, when given, gets each wanted node's
+    ancestors from the same render (outermost first; left empty with an untested LibCST)."""
     wanted = list(wanted)
     if not traversal.FAST_WALK:  # an untested LibCST: its public API, whatever its internals
         every = cst.MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         return {node: every[node] for node in wanted}
     state = _OffsetState(module, wanted)
     module._codegen(state)
+    if ancestors is not None:
+        ancestors.update((node, state.paths[id(node)]) for node in wanted)
     text = "".join(state.tokens) + state.popped
     line_starts = [0]
     line_starts.extend(match.end() for match in _LINE_BREAK.finditer(text))
@@ -184,11 +200,13 @@ def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode]) -> dict[cs
         line = bisect_right(line_starts, offset)
         return CodePosition(line, offset - line_starts[line - 1])
 
-    return {node: CodeRange(position(state.ranges[node][0]), position(state.ranges[node][1])) for node in wanted}
+    return {node: CodeRange(position(state.ranges[id(node)][0]), position(state.ranges[id(node)][1]))
+            for node in wanted}
 
 
 def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: EngineOptions, path: str,
-               need_positions: bool = True, hidden: frozenset = frozenset(), code: Optional[str] = None):
+               need_positions: bool = True, hidden: frozenset = frozenset(), code: Optional[str] = None,
+               ancestors: Optional[dict] = None):
     context = FileContext(target=options.target, path=path, code=code)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     visitors: list[cst.BatchableCSTVisitor] = [ImportTracker(context)]
@@ -199,9 +217,16 @@ def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: E
     # collection of reference cycles
     context.shared.clear()
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
-    positions = (node_positions(module, (v.node for v in violations))
+    positions = (node_positions(module, (v.node for v in violations), ancestors)
                  if violations and need_positions else None)
     return violations, positions
+
+
+def _matches(code: str, pattern: Optional[Pattern[str]], seen: dict) -> bool:
+    found = seen.get(pattern)
+    if found is None:
+        found = seen[pattern] = could_match(code, pattern)
+    return found
 
 
 def _allowed(report: Violation, options: EngineOptions) -> bool:
@@ -219,7 +244,10 @@ def _fresh(replacement):
     return replacement
 
 
-def _apply(module: cst.Module, reports: Sequence[Violation]) -> tuple[cst.Module, int]:
+def _apply(module: cst.Module, reports: Sequence[Violation],
+           ancestors: Optional[dict] = None) -> tuple[cst.Module, int]:
+    """``ancestors``: each reported node's ancestors in ``module``, when the positions' render found them
+    (else the tree is walked for them)."""
     replacements: dict[cst.CSTNode, cst.CSTNode] = {}
     imports: list[tuple[str, Optional[str], Optional[str]]] = []
     for report in reports:
@@ -229,7 +257,11 @@ def _apply(module: cst.Module, reports: Sequence[Violation]) -> tuple[cst.Module
         # a clone: the next pass runs on this tree, where every node object must stand at one place only
         # (rules key their state by node), and a rule may hand the same replacement object to many nodes
         replacements[report.node] = _fresh(report.replacement)
-    applier = _ApplyReplacements(replacements, ancestors_of(module, replacements))
+    if ancestors and all(node in ancestors for node in replacements):
+        rebuilt: Optional[set[cst.CSTNode]] = {above for node in replacements for above in ancestors[node]}
+    else:
+        rebuilt = ancestors_of(module, replacements)
+    applier = _ApplyReplacements(replacements, rebuilt)
     new_module = module.visit(applier)
     for report in reports:
         if report.node in applier.applied:
@@ -307,11 +339,13 @@ def transform_source(
     for pass_number in range(MAX_PASSES + 1):
         # Only the rules whose triggers occur in this text can report (a file that passed the pre-filter
         # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text.
-        active = [rule for rule in (*rules, *hidden) if could_match(code, rule_pattern(tuple(rule.TRIGGERS)))]
+        matches: dict = {}  # pattern -> whether it matches this text: rules that share triggers search once
+        active = [rule for rule in (*rules, *hidden) if _matches(code, rule_pattern(tuple(rule.TRIGGERS)), matches)]
         # later passes only need positions to honour suppression comments
+        ancestors: dict = {}
         reports, positions = _run_rules(module, active, options, path,
                                         need_positions=pass_number == 0 or has_suppressions, hidden=hidden,
-                                        code=code)
+                                        code=code, ancestors=ancestors)
         found = suppressions(code.splitlines()) if reports and has_suppressions else {}
         kept: list[Violation] = []
         for report in reports:
@@ -350,7 +384,7 @@ def transform_source(
                 f"{path}: the rewrite did not settle after {MAX_PASSES} passes; file left unchanged "
                 f"(please report this with the file)"
             )
-        new_module, applied = _apply(module, to_apply)
+        new_module, applied = _apply(module, to_apply, ancestors)
         new_code = new_module.code
         if applied == 0 or new_code == code:
             break

@@ -23,7 +23,7 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.helpers.names import dotted_name, int_value, source_of, walk
-from neuron_port.rules.helpers.nodes import expr, string_value
+from neuron_port.rules.helpers.nodes import children, expr, string_value
 from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
 from neuron_port.rules.helpers.per_file import PerFileAnalysis
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
@@ -57,7 +57,7 @@ def _returns(function: cst.FunctionDef):
         if isinstance(node, cst.Return):
             yield node
         elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(node.children)
+            stack.extend(children(node))
 
 
 class CapabilityChecks:

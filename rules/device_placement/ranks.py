@@ -50,7 +50,7 @@ from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import dotted_name, last_segment, loop_target_names, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.helpers.statements import statement_without
-from neuron_port.rules.helpers.per_file import PerFileAnalysis
+from neuron_port.rules.helpers.per_file import PerFileAnalysis, module_walk
 
 # Qualified names the analysis needs (the NP5xx tables hold the same; kept here so this module imports
 # no other family).
@@ -168,7 +168,7 @@ class RankDevices:
         lambdas: list[cst.Lambda] = []
         # a call that is a whole small statement -> (its line or suite, the small statement, its block)
         statements: dict[cst.Call, tuple[cst.CSTNode, cst.BaseSmallStatement, cst.CSTNode]] = {}
-        for node in walk(module):
+        for node in module_walk(self.context, module).nodes:  # the walk other analyses of the pass share
             kind = type(node)
             if kind not in _SCANNED:
                 continue

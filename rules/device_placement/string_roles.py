@@ -23,7 +23,7 @@ from neuron_port.rules.device_placement.tables import (
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.guards import AvailabilityMixin, GuardedBlocks
 from neuron_port.rules.helpers.names import dotted_name, last_segment
-from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
+from neuron_port.rules.helpers.nodes import children, expr, replace_string, string_value
 from neuron_port.rules.spec import PythonRule
 
 
@@ -259,7 +259,7 @@ def _comparisons(node: cst.CSTNode):
     if isinstance(node, cst.Comparison):
         yield node
     if isinstance(node, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison)):
-        for child in node.children:
+        for child in children(node):
             yield from _comparisons(child)
 
 

@@ -7,6 +7,8 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
+from neuron_port.rules.helpers.nodes import children
+
 
 def arg_named(call: cst.Call, keyword: str, position: Optional[int] = None) -> Optional[cst.Arg]:
     """The argument passed as ``keyword=`` or, failing that, at ``position`` (positional only)."""
@@ -91,7 +93,7 @@ def quote_of(call: cst.Call) -> str:
             if node.quote in ("'", '"'):
                 return node.quote
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children(node)))
     return '"'
 
 

@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Optional
 import libcst as cst
 
 from neuron_port.rules.helpers.names import dotted_name, source_of
+from neuron_port.rules.helpers.nodes import children
 from neuron_port.rules.helpers.ranks_guards import regions_either_way
 
 
@@ -75,19 +76,23 @@ class _Flows:
                     self.callees.setdefault(node.name.value, []).append((init, 1))
         for definition in defs:
             self.callees.setdefault(definition.name.value, []).append((definition, 0))
+        # the rounds read only assignments and calls: picked once (exact types: LibCST's node classes have
+        # no subclasses), in walk order, instead of testing every node of the module in every round
+        assignments = [n for n in nodes if type(n) in _ASSIGNMENTS]
+        calls = [n for n in nodes if type(n) is cst.Call]
+        returns = [(definition, list(_returned(definition.body))) for definition in defs]  # the same each round
         for _ in range(4):  # a -> b -> c: each round follows one more assignment or parameter
-            grown = self._round(nodes, defs)
+            grown = self._round(assignments, calls, returns)
             if not grown:
                 break
-        for node in nodes:
-            if isinstance(node, cst.Call):
-                for arg in node.args:
-                    origins = self._value_origins(arg.value)
-                    if origins and not self._parameters(node, arg):
-                        self.passed.append((node, origins))
-                key = _callee_key(node.func)
-                if key in self.functions:
-                    self.called.add(key)
+        for node in calls:
+            for arg in node.args:
+                origins = self._value_origins(arg.value)
+                if origins and not self._parameters(node, arg):
+                    self.passed.append((node, origins))
+            key = _callee_key(node.func)
+            if key in self.functions:
+                self.called.add(key)
 
     def _parameters(self, call: cst.Call, arg: cst.Arg) -> list[str]:
         """The parameters of the file's own function (or class) ``call`` calls that receive ``arg`` (none:
@@ -109,10 +114,10 @@ class _Flows:
                 found.append(positional[index])
         return found
 
-    def _round(self, nodes, defs) -> bool:
+    def _round(self, assignments, calls, returns) -> bool:
         grown = False
-        for node in nodes:
-            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+        for node in assignments:
+            if node.value is not None:
                 origins = self._value_origins(node.value)
                 if not origins:
                     continue
@@ -126,17 +131,16 @@ class _Flows:
                     if not origins <= held:
                         held |= origins
                         grown = True
-        for node in nodes:  # a value passed to a function of the file is held by its parameter there
-            if isinstance(node, cst.Call):
-                for arg in node.args:
-                    origins = self._value_origins(arg.value)
-                    for name in self._parameters(node, arg) if origins else ():
-                        held = self.names.setdefault(name, set())
-                        if not origins <= held:
-                            held |= origins
-                            grown = True
-        for definition in defs:
-            for value in _returned(definition.body):
+        for node in calls:  # a value passed to a function of the file is held by its parameter there
+            for arg in node.args:
+                origins = self._value_origins(arg.value)
+                for name in self._parameters(node, arg) if origins else ():
+                    held = self.names.setdefault(name, set())
+                    if not origins <= held:
+                        held |= origins
+                        grown = True
+        for definition, values in returns:
+            for value in values:
                 origins = self._value_origins(value)
                 held = self.functions.setdefault(definition.name.value, set()) if origins else None
                 if origins and not origins <= held:
@@ -189,10 +193,23 @@ def _returned(body: cst.CSTNode) -> Iterator[cst.BaseExpression]:
             yield node.value
         elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
             yield node.value
-        stack.extend(child for child in node.children
-                     if isinstance(child, (cst.BaseStatement, cst.BaseSmallStatement, cst.BaseSuite, cst.Expr,
-                                           cst.Yield, cst.Else, cst.ExceptHandler, cst.Finally))
-                     and not isinstance(child, (cst.FunctionDef, cst.ClassDef)))
+        stack.extend(child for child in children(node) if _followed(type(child)))
+
+
+_ASSIGNMENTS = frozenset((cst.Assign, cst.AugAssign, cst.AnnAssign))
+_FOLLOWED: dict[type, bool] = {}
+
+
+def _followed(kind: type) -> bool:
+    """Whether _returned looks inside a child of this type: statements, suites and yields, not nested
+    functions and classes (an ``isinstance`` answer, kept per type: ABCMeta's check is a Python call)."""
+    found = _FOLLOWED.get(kind)
+    if found is None:
+        found = _FOLLOWED[kind] = (
+            issubclass(kind, (cst.BaseStatement, cst.BaseSmallStatement, cst.BaseSuite, cst.Expr, cst.Yield,
+                              cst.Else, cst.ExceptHandler, cst.Finally))
+            and not issubclass(kind, (cst.FunctionDef, cst.ClassDef)))
+    return found
 
 
 def _callee_key(func: cst.BaseExpression) -> Optional[str]:

@@ -1,11 +1,33 @@
 """Building and reading expressions and string literals while keeping the user's spelling (quote
-style, prefixes)."""
+style, prefixes); a node's children without LibCST's rebuild of the node."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 import libcst as cst
+
+from neuron_port.rewrite import traversal
+from neuron_port.rules.helpers.names import value_kind
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node.children``: the same nodes in the same order (LibCST's visit order, sequences flattened).
+    LibCST's property runs ``_visit_and_replace_children``, which builds and validates a new copy of the
+    node to collect them: a tenth of the rules' time on a large file. This reads the fields the fast walk
+    learned from LibCST itself (rewrite/traversal.py), and falls back to the property where that walk is
+    not supported."""
+    if not traversal.FAST_WALK:
+        return list(node.children)
+    out: list[cst.CSTNode] = []
+    for name in traversal.child_fields(node):
+        value = getattr(node, name)
+        kind = value_kind(type(value))
+        if kind == 1:
+            out.append(value)
+        elif kind == 2:
+            out.extend(value)
+    return out
 
 
 def expr(code: str) -> cst.BaseExpression:

@@ -126,9 +126,10 @@ class Portability:
         self.maybe_none: set[str] = set()
         self._memo: dict[object, Optional[str]] = {}
         for node in nodes if nodes is not None else walk(module):
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            kind = type(node)  # exact types: LibCST's node classes have no subclasses (and this runs per node)
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
                 self.functions.setdefault(node.name.value, []).append(node)
-            elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            elif (kind is cst.Assign or kind is cst.AnnAssign) and node.value is not None:
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in targets:
                     name = dotted_name(target)

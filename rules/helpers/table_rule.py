@@ -49,10 +49,8 @@ class QualifiedNameRule(PythonRule, Generic[Key]):
 
     def reference_key(self, node: cst.BaseExpression) -> Optional[tuple[str, Key]]:
         """(qualified name, key) when ``node`` is a use that the table covers, else None."""
-        if node in self.not_uses:
-            return None
-        qualname = self.context.qualname(node)
-        if qualname is None:
+        qualname = self.context.qualname(node)  # None for most names: asked before the set (a hash each)
+        if qualname is None or node in self.not_uses:
             return None
         key = self.lookup(qualname)
         return None if key is None else (qualname, key)

@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Union
 import libcst as cst
 
 from neuron_port.rules.helpers.names import dotted_name, source_of
+from neuron_port.rules.helpers.nodes import children
 
 ImportNode = Union[cst.Import, cst.ImportFrom]
 Group = Union[cst.Try, cst.If]
@@ -219,5 +220,5 @@ def head_names(node: Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel
         elif isinstance(current, cst.Arg):
             stack.append(current.value)
         else:
-            stack.extend(current.children)
+            stack.extend(children(current))
     return out

@@ -11,6 +11,7 @@ import libcst as cst
 
 from neuron_port.rules.helpers.guards import GuardedBlocks
 from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment, walk
+from neuron_port.rules.helpers.nodes import children
 from neuron_port.rules.helpers.table_rule import QualifiedNameRule, covering_key
 from neuron_port.rules.no_port.tables import AVAILABILITY_CALL_RE, AVAILABILITY_FLAG_RE, GUARD_EXCEPTIONS, Advice
 
@@ -51,7 +52,7 @@ class GuardedRule(GuardedBlocks, QualifiedNameRule[str]):
                 self.context.qualname(node.func if isinstance(node, cst.Call) else node) or ""
             ).startswith("torch."):
                 continue  # torch.cuda.is_available() is a device test (NP2xx), not a package check
-            stack.extend(node.children)
+            stack.extend(children(node))
             if isinstance(node, cst.Call):
                 last = last_segment(node.func)
                 if last is not None and AVAILABILITY_CALL_RE.match(last):

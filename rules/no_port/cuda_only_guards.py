@@ -67,7 +67,7 @@ def _availability_aliases(nodes) -> dict[str, list[cst.Call]]:
     longer expression (``flash is not None and torch.cuda.is_available() and ...``) says more than that."""
     aliases: dict[str, list[cst.Call]] = {}
     for node in nodes:
-        if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+        if (type(node) is cst.Assign and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
                 and is_cuda_availability_test(node.value)):
             aliases.setdefault(node.targets[0].target.value, []).append(node.value)  # type: ignore[arg-type]
     return aliases
@@ -77,14 +77,15 @@ def on_cuda_polarity(node: cst.BaseExpression) -> Optional[bool]:
     """True for a test that the data is on a CUDA device (``x.is_cuda``, ``x.device.type == "cuda"``,
     ``"cuda" in str(x.device)``, ``device.type in ("cuda", "xpu")``, ``str(x.device).startswith("cuda")``,
     ``torch.cuda.is_available()``), False for its negation (``!=``, ``not in``), None for anything else."""
-    if isinstance(node, cst.Attribute) and node.attr.value == "is_cuda":
-        return True
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    kind = type(node)  # exact types (LibCST's node classes have no subclasses): this runs for most nodes
+    if kind is cst.Attribute:
+        return True if node.attr.value == "is_cuda" else None
+    if kind is cst.Call and type(node.func) is cst.Attribute:
         if node.func.attr.value == "startswith" and len(node.args) == 1 and string_value(node.args[0].value) == "cuda":
             return True  # str(x.device).startswith("cuda")
         if is_cuda_availability_test(node):
             return True
-    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+    if kind is cst.Comparison and len(node.comparisons) == 1:
         target = node.comparisons[0]
         operator = target.operator
         if isinstance(operator, (cst.Equal, cst.NotEqual)) and (
@@ -118,7 +119,7 @@ class CudaOnlyGuards:
         self._alias_funcs = {name: [call.func for call in calls] for name, calls in aliases.items()}
 
         def polarity(node: cst.BaseExpression) -> Optional[bool]:
-            return True if isinstance(node, cst.Name) and node.value in aliases else on_cuda_polarity(node)
+            return True if type(node) is cst.Name and node.value in aliases else on_cuda_polarity(node)
 
         if self._has_cuda_only_code(module, nodes):
             self._cuda_only_guards(module, nodes, polarity, aliases)
@@ -177,7 +178,7 @@ class CudaOnlyGuards:
             if covering_key(qualified, CUDA_ONLY) is not None or (
                     not qualified.startswith("torch") and _cuda_module_name(qualified.split(".")[-1])):
                 return True
-        if any(isinstance(n, cst.ImportFrom) and n.relative and _cuda_only_import(n) is not None for n in nodes):
+        if any(type(n) is cst.ImportFrom and n.relative and _cuda_only_import(n) is not None for n in nodes):
             return True
         seen = QUALIFIED_SEEN.get(self.context)
         if seen is not None:  # NP720 looked at every attribute during the pass

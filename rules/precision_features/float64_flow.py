@@ -20,6 +20,7 @@ import libcst as cst
 from neuron_port.rules.context import FileContext
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import walk
+from neuron_port.rules.helpers.nodes import children
 
 WIDE_DTYPES = frozenset({"torch.float64", "torch.double", "torch.complex128", "torch.cdouble"})
 NARROW_CASTS = frozenset({"float", "half", "bfloat16", "int", "long", "short", "bool"})
@@ -210,7 +211,7 @@ class Float64Flow:
 
 
 def _children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    return node.children
+    return children(node)
 
 
 def _has_device(call: cst.CSTNode) -> bool:

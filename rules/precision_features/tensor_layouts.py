@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.helpers.names import is_true
+from neuron_port.rules.helpers.nodes import children
 from neuron_port.rules.precision_features.common import ReferenceRule
 from neuron_port.rules.spec import Invalid, RunPremise, Valid
 
@@ -155,4 +156,4 @@ class NestedTensor(ReferenceRule):
             child = pending.pop()
             if isinstance(child, (cst.Name, cst.Attribute)):
                 self.not_uses.add(child)
-            pending.extend(child.children)
+            pending.extend(children(child))

@@ -64,3 +64,31 @@ def test_finding_positions_do_not_depend_on_the_position_render(monkeypatch, sou
     slow = transform_source(source, rules, options, path="odd.py")
     assert fast.findings == slow.findings and fast.code == slow.code
     assert fast.findings, "each layout has something to report"
+
+
+def test_the_render_gives_the_ancestors_a_fix_pass_rebuilds():
+    """node_positions's ``ancestors`` (what _apply rebuilds to replace the nodes) are the ancestors the
+    tree walk finds (traversal.ancestors_of), for any set of nodes."""
+    chooser = random.Random(7)
+    count = 0
+    for _name, source in _sources():
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            continue
+        every = [n for n in _all_nodes(module) if n is not module]
+        for _ in range(3):
+            targets = chooser.sample(every, min(len(every), chooser.randint(1, 6))) if every else []
+            if not targets:
+                continue
+            found: dict = {}
+            node_positions(module, targets, found)
+            assert {above for node in targets for above in found[node]} == traversal.ancestors_of(module, targets)
+            count += 1
+    assert count > 100
+
+
+def _all_nodes(node):
+    yield node
+    for child in node.children:
+        yield from _all_nodes(child)

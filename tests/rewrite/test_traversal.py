@@ -72,6 +72,36 @@ def test_walk_visits_like_libcst():
     assert count > 100
 
 
+def test_children_are_libcsts_children():
+    """rules/helpers/nodes.children: the nodes of ``node.children``, in its order, for every node."""
+    from neuron_port.rules.helpers.nodes import children
+
+    count = 0
+    for source in _sources():
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            continue
+        for node in _all_nodes(module):
+            expected = node.children
+            got = children(node)
+            assert len(got) == len(expected) and all(a is b for a, b in zip(got, expected)), (type(node), source[:200])
+            count += 1
+    assert count > 10_000
+
+
+def test_method_names_are_those_dir_finds():
+    """The visit_/leave_ methods the fast walk calls, found from the classes' own names: the same as a
+    look-up of every name dir() gives (what LibCST's visit_batched does), for every rule class."""
+    from neuron_port.rules.context import ImportTracker
+
+    classes = [rule for rule in all_rules() if rule.KIND == "python"] + [ImportTracker]
+    for cls in classes:
+        expected = tuple(n for n in dir(cls) if n.startswith(("visit_", "leave_")) and callable(getattr(cls, n))
+                         and not getattr(getattr(cls, n), "_is_no_op", False))
+        assert traversal._method_names(cls) == expected, cls
+
+
 def test_the_installed_libcst_is_one_the_fast_walk_was_tested_with():
     assert fast_walk_supported(), "pyproject.toml pins libcst to traversal.TESTED_LIBCST; update both together"
 
@@ -162,5 +192,6 @@ def test_node_classes_tested_by_exact_type_have_no_subclasses():
     from neuron_port.rules.helpers import ranks_guards
 
     registry.all_rules()
-    for kind in (cst.Name, cst.Attribute, *ranks_guards._REGION_TYPES):
+    for kind in (cst.Name, cst.Attribute, cst.Call, cst.Comparison, cst.Assign, cst.AugAssign, cst.AnnAssign,
+                 cst.FunctionDef, cst.ClassDef, cst.ImportFrom, *ranks_guards._REGION_TYPES):
         assert kind.__subclasses__() == [], kind
