@@ -42,11 +42,34 @@ def op_key(target) -> str:
     return name if target._overloadname == "default" else f"{name}.{target._overloadname}"
 
 
+def joint_function(info, sample):
+    """(fn, tensors): ``info``'s op on ``sample`` as a function of the sample's tensors that also takes the
+    gradients of its differentiable outputs (the backward ops), so make_fx traces forward and backward."""
+    import torch
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+
+    def fn(*ts):
+        vals = list(leaves)
+        for i, t in zip(tensors, ts):
+            vals[i] = t
+        inp, args, kwargs = tree_unflatten(vals, spec)
+        out = info.op(inp, *args, **kwargs)
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
+        wrt = [t for t in ts if t.requires_grad]
+        if outs and wrt:
+            return out, torch.autograd.grad(sum(o.sum() for o in outs), wrt, allow_unused=True)
+        return out
+
+    return fn, [leaves[i] for i in tensors]
+
+
 def traced_ops(op_db) -> dict:
     """ATen op overload -> one traced node using it (forward and backward of each OpInfo's first sample)."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.utils._pytree import tree_flatten, tree_unflatten
 
     found: dict = {}
     for info in op_db:
@@ -55,24 +78,9 @@ def traced_ops(op_db) -> dict:
         except Exception:  # noqa: BLE001 - an OpInfo without float32 samples
             continue
         for s in samples:
-            leaves, spec = tree_flatten((s.input, s.args, s.kwargs))
-            tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-
-            def fn(*ts, leaves=leaves, spec=spec, tensors=tensors, info=info):
-                vals = list(leaves)
-                for i, t in zip(tensors, ts):
-                    vals[i] = t
-                inp, args, kwargs = tree_unflatten(vals, spec)
-                out = info.op(inp, *args, **kwargs)
-                outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
-                wrt = [t for t in ts if t.requires_grad]
-                if outs and wrt:
-                    grads = torch.autograd.grad(sum(o.sum() for o in outs), wrt, allow_unused=True)
-                    return out, grads
-                return out
-
+            fn, args = joint_function(info, s)
             try:
-                g = make_fx(fn)(*[leaves[i] for i in tensors])
+                g = make_fx(fn)(*args)
             except Exception:  # noqa: BLE001 - an untraceable sample
                 continue
             for n in g.graph.nodes:
@@ -185,7 +193,7 @@ def render(lowers: list[str], fails: dict[str, str], torch_version: str, decomps
     return "\n".join(lines) + "\n"
 
 
-def _stub_expecttest() -> None:
+def stub_expecttest() -> None:
     """common_methods_invocations imports expecttest (a PyTorch test dependency); only op_db and its
     sample inputs are used, so a stand-in module is enough when it is missing."""
     try:
@@ -203,7 +211,7 @@ def worker(start: int) -> int:
     import json
     import logging
 
-    _stub_expecttest()
+    stub_expecttest()
     from torch.testing._internal.common_methods_invocations import op_db
 
     logging.disable(logging.WARNING)
