@@ -1,5 +1,7 @@
 """One vision architecture in its own process: build, then a CPU step, a simulated-``neuron`` step and
-(``compile``) a ``torch.compile(backend="neuron")`` step, each compared with the CPU one.
+(``compile``) a ``torch.compile(backend="neuron")`` step, each compared with the CPU one; a compiled step
+that differs is compared again with the same model compiled on the CPU (``backend="aot_eager"``, the same
+AOTAutograd graphs), which tells the compiled graph's own rounding from a simulator error.
 
 A step, on a copy of the same untouched model (seed 0) and the same inputs: a train-mode forward, the
 loss, its backward, one SGD step (lr 0.1, momentum 0.9, weight decay 1e-4: the parameters move by
@@ -39,14 +41,14 @@ def _optimizer(model):
     return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
 
 
-def run_phase(spec: dict, model, inputs: dict, device: str, compiled: bool = False) -> dict:
+def run_phase(spec: dict, model, inputs: dict, device: str, compiled: bool = False, backend: str = "neuron") -> dict:
     res: dict = {"steps": {}}
     t0 = time.perf_counter()
     step = "to_device"
     try:
         model = model.to(device)
         dev_inputs = vm.to(inputs, device)
-        fn = torch.compile(model, backend="neuron") if compiled else model
+        fn = torch.compile(model, backend=backend) if compiled else model
         step = "forward"
         model.train()
         torch.manual_seed(2)
@@ -185,6 +187,7 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
         _emit(rpath, "sim", {"ok": False, "error": {"type": "SimulatorNotEnabled", "message": "neuron_backend.enable() returned False", "frame": None}})
         return
     keep = copy.deepcopy(pristine) if spec.get("compile") else None
+    keep_cpu = copy.deepcopy(pristine) if spec.get("compile") else None  # the CPU compiled reference, if needed
     sim = run_phase(spec, pristine, inputs, "neuron")
     try:
         sim.update(_sim_summary(neuron_backend.stats()))
@@ -203,6 +206,14 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
         comp["stats_error"] = error_info(e)
     if comp["ok"]:
         comp["numerics"] = compare(spec, cpu, comp)
+        if not comp["numerics"].get("match"):
+            # A compiled graph rounds differently from eager on any device (AOTAutograd's decompositions,
+            # another reduction order): the same graph compiled on the CPU tells that from a simulator error.
+            ref = run_phase(spec, keep_cpu, inputs, "cpu", compiled=True, backend="aot_eager")
+            comp["cpu_compiled_ok"] = ref["ok"]
+            if ref["ok"]:
+                comp["numerics_vs_cpu_compiled"] = compare(spec, ref, comp)
+                comp["cpu_compiled_vs_cpu"] = compare(spec, cpu, ref)
     _emit(rpath, "compile", _public(comp))
 
 

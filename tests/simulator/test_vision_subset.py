@@ -96,3 +96,26 @@ def test_the_comparison_catches_a_wrong_gradient_a_wrong_loss_and_a_nan():
     nan["_eval"][0][0, 0] = float("nan")
     res = vision_worker.compare(spec, cpu, nan)
     assert res["eval"]["match"] is False and "NaN" in res["eval"]["why"], res
+
+
+def test_a_compiled_step_is_judged_against_the_cpus_compiled_step_where_compiling_itself_changes_the_numbers():
+    """A compiled graph rounds differently from eager on any device: a compiled simulator step that differs
+    from CPU eager but matches the same model compiled on the CPU (aot_eager) is ok, not a defect; one
+    that matches neither stays a defect."""
+    sys.path.insert(0, str(ZOO))
+    import vision_report
+    import vision_worker
+
+    spec = {"task": "classification"}
+    cpu, compiled_cpu = _step(), _step()
+    compiled_cpu["_grads"]["w"] = compiled_cpu["_grads"]["w"] * (1 + 1e-2)  # compiling moves a gradient
+    sim_compiled = {"ok": True, "numerics": vision_worker.compare(spec, cpu, compiled_cpu),
+                    "numerics_vs_cpu_compiled": vision_worker.compare(spec, compiled_cpu, compiled_cpu)}
+    judged = vision_report.classify_run(sim_compiled, compiled=True)
+    assert judged["status"] == "ok" and judged["reference"] == "cpu_compiled", judged
+    wrong = _step()
+    wrong["_grads"]["w"] = wrong["_grads"]["w"] * (1 - 1e-2)
+    sim_wrong = {"ok": True, "numerics": vision_worker.compare(spec, cpu, wrong),
+                 "numerics_vs_cpu_compiled": vision_worker.compare(spec, compiled_cpu, wrong)}
+    assert vision_report.classify_run(sim_wrong, compiled=True)["status"] == "defect"
+    assert vision_report.classify_run(sim_compiled)["status"] == "defect"  # eager: CPU eager is the reference
