@@ -2,9 +2,11 @@
 by running the real Torch-MLIR lowering (not a hand list).
 
 TorchNeuron's ``torch.compile(backend="neuron")`` hands each AOTAutograd graph to Torch-MLIR
-(``torchdynamo-export-to-torch-backend-pipeline``, whose DecomposeComplexOps pass rewrites composite ops,
-then ``torch-backend-to-stablehlo-backend-pipeline``: the TorchToStablehlo conversions) before neuronx-cc
-(torchneuron.md 3.1). This script runs that same pipeline, from the pinned torch-mlir wheel, on one-op
+(``torch_neuronx/neuron_dynamo_backend/fx/fx_transform.py``: import to the raw torch dialect, Neuron's own
+``torch-raw-to-neuron-backend-pipeline``, then ``torchdynamo-export-to-torch-backend-pipeline``, whose
+DecomposeComplexOps pass rewrites composite ops, then ``torch-backend-to-stablehlo-backend-pipeline``: the
+TorchToStablehlo conversions) before neuronx-cc. Neuron's own pass is not public, so what it lowers
+first is not seen (unconfirmed). This script runs the public part of that pipeline, from the pinned torch-mlir wheel, on one-op
 graphs: every ATen op overload that PyTorch's OpInfo samples reach, forward and backward (traced at the
 ATen level with make_fx, no decomposition; in-place and out= overloads, which AOTAutograd functionalizes,
 are left out), is exported alone and lowered to StableHLO with no PyTorch

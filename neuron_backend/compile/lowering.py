@@ -1,6 +1,7 @@
 """The lowering check of a compiled ATen graph, modelled on what TorchNeuron's compile path lowers.
 
-TorchNeuron's compile path lowers an AOTAutograd graph through Torch-MLIR to StableHLO
+TorchNeuron's compile path lowers an AOTAutograd graph through Torch-MLIR to StableHLO (Neuron's own
+``torch-raw-to-neuron-backend-pipeline`` runs first and is not public: neuron_backend/README.md)
 (torch_neuronx/neuron_dynamo_backend/backend.py: ``aot_autograd(decompositions=...)``, then
 fx/fx_transform.py: ``torchdynamo-export-to-torch-backend-pipeline``, whose DecomposeComplexOps pass
 rewrites composite ATen ops into primitive ones, then ``torch-backend-to-stablehlo-backend-pipeline``,
