@@ -181,40 +181,41 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
     _emit(rpath, "cpu", _public(cpu))
     if not simulate:
         return
-    import neuron_backend
-
     if not sim_enabled:
         _emit(rpath, "sim", {"ok": False, "error": {"type": "SimulatorNotEnabled", "message": "neuron_backend.enable() returned False", "frame": None}})
         return
     keep = copy.deepcopy(pristine) if spec.get("compile") else None
     keep_cpu = copy.deepcopy(pristine) if spec.get("compile") else None  # the CPU compiled reference, if needed
-    sim = run_phase(spec, pristine, inputs, "neuron")
-    try:
-        sim.update(_sim_summary(neuron_backend.stats()))
-    except Exception as e:  # noqa: BLE001
-        sim["stats_error"] = error_info(e)
-    if sim["ok"]:
-        sim["numerics"] = compare(spec, cpu, sim)
+    sim = _device_phase(spec, pristine, inputs, cpu, _sim_summary)
     _emit(rpath, "sim", _public(sim))
     if keep is None:
         return
     del pristine
-    comp = run_phase(spec, keep, inputs, "neuron", compiled=True)
-    try:
-        comp.update(_compile_summary(neuron_backend.stats()))
-    except Exception as e:  # noqa: BLE001
-        comp["stats_error"] = error_info(e)
-    if comp["ok"]:
-        comp["numerics"] = compare(spec, cpu, comp)
-        if not comp["numerics"].get("match"):
-            # A compiled graph rounds differently from eager on any device (AOTAutograd's decompositions,
-            # another reduction order): the same graph compiled on the CPU tells that from a simulator error.
-            ref = run_phase(spec, keep_cpu, inputs, "cpu", compiled=True, backend="aot_eager")
-            comp["cpu_compiled_ok"] = ref["ok"]
-            if ref["ok"]:
-                comp["numerics_vs_cpu_compiled"] = compare(spec, ref, comp)
-                comp["cpu_compiled_vs_cpu"] = compare(spec, cpu, ref)
+    comp = _device_phase(spec, keep, inputs, cpu, _compile_summary, compiled=True)
+    if comp["ok"] and not comp["numerics"].get("match"):
+        # A compiled graph rounds differently from eager on any device (AOTAutograd's decompositions,
+        # another reduction order): the same graph compiled on the CPU tells that from a simulator error.
+        ref = run_phase(spec, keep_cpu, inputs, "cpu", compiled=True, backend="aot_eager")
+        comp["cpu_compiled_ok"] = ref["ok"]
+        if ref["ok"]:
+            comp["numerics_vs_cpu_compiled"] = compare(spec, ref, comp)
+            comp["cpu_compiled_vs_cpu"] = compare(spec, cpu, ref)
     _emit(rpath, "compile", _public(comp))
+
+
+def _device_phase(spec: dict, model, inputs: dict, cpu: dict, summary, compiled: bool = False) -> dict:
+    """A step on the simulated device, its simulator statistics (``summary`` of ``neuron_backend.stats()``)
+    and, when it ran, its numbers compared with the CPU step's."""
+    import neuron_backend
+
+    res = run_phase(spec, model, inputs, "neuron", compiled=compiled)
+    try:
+        res.update(summary(neuron_backend.stats()))
+    except Exception as e:  # noqa: BLE001
+        res["stats_error"] = error_info(e)
+    if res["ok"]:
+        res["numerics"] = compare(spec, cpu, res)
+    return res
 
 
 def _compile_summary(stats: dict) -> dict:
