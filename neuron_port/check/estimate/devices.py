@@ -57,6 +57,9 @@ class Device:
     matmul_tiles: tuple[tuple[int, int, int], ...] = ()
     matmul_ceiling: float = 0.0
     attention_efficiency: float = 0.0
+    # the share of the listed peaks the expected time assumes the part sustains: 1 unless the table knows the
+    # part's peak only as a range (a power-capped part: the middle of the range; the lower bound keeps the top)
+    sustained_compute_share: float = 1.0
     listed: bool = True  # a row of every estimate; False: only when an --instance holds it (the A100 40GB)
 
     def collective_gbps(self, group_chips: int) -> float:
@@ -88,7 +91,8 @@ class Device:
                 "chip_cores": self.chip_cores, "price_device": self.price_device, "link_gbps": self.link_gbps,
                 "node_chips": self.node_chips, "network_gbps": self.network_gbps, "matmul_units": self.matmul_units,
                 "matmul_tiles": [list(t) for t in self.matmul_tiles], "matmul_ceiling": self.matmul_ceiling,
-                "attention_efficiency": self.attention_efficiency}
+                "attention_efficiency": self.attention_efficiency,
+                "sustained_compute_share": self.sustained_compute_share}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], price: Price) -> Device:
@@ -109,7 +113,16 @@ def _efficiency(entry: dict[str, Any], where: str) -> dict[str, Any]:
     return {"matmul_units": int(_number(entry.get("matmul_units", 0), f"{where}.matmul_units")),
             "matmul_tiles": tuple(tuple(int(_number(v, f"{where}.matmul_tiles")) for v in t) for t in tiles),
             "matmul_ceiling": _number(entry.get("matmul_ceiling", 0.0), f"{where}.matmul_ceiling"),
-            "attention_efficiency": _number(entry.get("attention_efficiency", 0.0), f"{where}.attention_efficiency")}
+            "attention_efficiency": _number(entry.get("attention_efficiency", 0.0), f"{where}.attention_efficiency"),
+            "sustained_compute_share": _share(entry.get("sustained_compute_share", 1.0),
+                                              f"{where}.sustained_compute_share")}
+
+
+def _share(value: Any, where: str) -> float:
+    share = _number(value, where)
+    if not 0.0 < share <= 1.0:
+        raise DeviceTableError(f"{where}: expected a share of the peak in (0, 1], got {share!r}")
+    return share
 
 
 def devices_path() -> Path:

@@ -47,7 +47,8 @@ def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, f
     """Roofline time of ``share`` of one work item on ``device``."""
     dtype = fp32_matmul if item.dtype == "fp32" and item.family in MATRIX_FAMILIES else item.dtype
     peak = device.peak(dtype, item.family)
-    achievable = device.rate(dtype, item.family, backward="backward" in item.op)
+    # the expected rate at the share of the peak the part sustains (devices.toml); the lower bound at the peak
+    achievable = device.rate(dtype, item.family, backward="backward" in item.op) * device.sustained_compute_share
     bandwidth = device.hbm_gbps * 1e9
     compute = item.flops * share / peak if peak > 0 else 0.0
     run = item.flops * share / achievable if achievable > 0 else 0.0
