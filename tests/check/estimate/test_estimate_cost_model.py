@@ -154,3 +154,30 @@ def test_a_logical_core_group_spans_its_chips_not_one_chip_per_core():
     assert group_chips(core, 64) == group_chips(chip, 64) == 16
     assert core.collective_gbps(group_chips(core, 64)) == pytest.approx(1024.0 / 4)  # its share of the links
     assert core.collective_gbps(group_chips(core, 128)) == pytest.approx(25.0 / 4)  # two instances: EFA
+
+
+def test_a_part_known_by_a_peak_range_runs_at_its_middle_and_the_bound_keeps_the_top(tmp_path):
+    """h100-hbm2e-500w (torchtitan: "between SXM and NVL"): a compute-bound matmul's expected time is the
+    SXM part's divided by the sustained share, memory time and the lower bound do not move; a share
+    outside (0, 1] is an error naming the table entry."""
+    from dataclasses import replace
+
+    from neuron_port.check.estimate.devices import DeviceTableError
+
+    capped, sxm = device("h100-hbm2e-500w"), device("h100-sxm")
+    assert capped.sustained_compute_share == pytest.approx((835 + 989.4) / 2 / 989.4, abs=1e-3)
+    assert sxm.sustained_compute_share == 1.0
+    a = values(assumptions())
+    uncapped = replace(capped, sustained_compute_share=1.0)
+    mm = WorkItem("aten::mm", "matmul", "bf16", 1, 1e15, 1e6, gemm=(1, 8192, 8192, 8192))
+    copy = WorkItem("aten::add", "elementwise", "bf16", 1, 1e6, 1e10)
+    assert item_seconds(mm, capped, 1.0, a).expected == pytest.approx(
+        item_seconds(mm, uncapped, 1.0, a).expected / capped.sustained_compute_share)
+    assert item_seconds(mm, capped, 1.0, a).lower == item_seconds(mm, uncapped, 1.0, a).lower == pytest.approx(
+        1e15 / 989.4e12)
+    assert item_seconds(copy, capped, 1.0, a) == item_seconds(copy, uncapped, 1.0, a)
+    table = tmp_path / "devices.toml"
+    table.write_text('[devices.x]\nkind = "gpu"\npeak_tflops = { bf16 = 1.0 }\nhbm_gbps = 1.0\nhbm_gib = 1.0\n'
+                     "sustained_compute_share = 1.5\n")
+    with pytest.raises(DeviceTableError, match=r"devices\.x\.sustained_compute_share"):
+        load_devices(table)
