@@ -17,6 +17,7 @@ engine.node_positions), so this measures installs that have them.
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import time
@@ -101,8 +102,9 @@ def main() -> None:
     width = max(map(len, table), default=10)
     print(f"CPU ms per phase, {args.runs} runs of `neuron-port rewrite --check --diff -q --no-cache {args.file}`")
     for label, values in table.items():
+        numbers = sorted(map(int, values))
         print(f"  {label:{width}}  " + " ".join(f"{v:>5}" for v in values)
-              + f"   min {min(map(int, values)):>4}")
+              + f"   median {statistics.median(numbers):>6.1f}  min {numbers[0]:>4}")
 
 
 if __name__ == "__main__":
