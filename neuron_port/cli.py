@@ -10,11 +10,14 @@ interrupted by SIGINT / SIGTERM.
 
 from __future__ import annotations
 
+import gc
 import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Optional
+
+gc.set_threshold(5_000, 1_000, 1_000)  # LibCST's trees live per file: don't re-scan them (bench/README.md, Issue 20)
 
 import typer
 
@@ -31,8 +34,9 @@ from neuron_port.commands.options import (
     ExitZeroOption, ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption,
     IgnoreOption, InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption,
     OutputFormat, OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
-    ShapeOnlyOption, SizeRuleOption, StatisticsOption, WorldSizeOption, StdinFilenameOption, TargetOption, TimeoutOption, UnsafeFixesOption, VerboseOption,
-    exit_code, fail_usage)
+    ShapeOnlyOption, SizeRuleOption, StatisticsOption, WorldSizeOption, StdinFilenameOption, TargetOption,
+    TimeoutOption, UnsafeFixesOption, VerboseOption, exit_code, fail_usage)
+from neuron_port.commands.rewrite_argv import run_plain_rewrite
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
 from neuron_port.reporters import RenderContext, Streams, render_report
@@ -278,7 +282,8 @@ def main() -> None:
         if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     try:
-        app(prog_name=PROG_NAME)
+        if not run_plain_rewrite(sys.argv[1:], rewrite):  # a plain `rewrite` line runs without typer's dispatch
+            app(prog_name=PROG_NAME)
     except KeyboardInterrupt:
         err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
         sys.exit(130)

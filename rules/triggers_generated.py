@@ -3,7 +3,7 @@ do not edit. The registry's rule_index reads it instead of importing the rules (
 pre-filter); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '91862a32c3a5d310a7c5af0dc380d437b784719a95393b1d7ce8867486ed8bcb'
+RULE_SOURCES_SHA256 = 'f17cdc78beb6b8429265aa0d2655c10d4aaf9dfcd998a3fa9092570494b60361'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

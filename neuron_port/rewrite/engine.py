@@ -20,7 +20,7 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.errors import RewriteError  # noqa: F401 (raised here; callers import it from here too)
-from neuron_port.rewrite.prefilter import could_match, rule_pattern
+from neuron_port.rewrite.prefilter import could_match, may_occur, rule_pattern
 from neuron_port.rewrite.syntax import (
     RUNNING,
     NestingError,
@@ -340,7 +340,9 @@ def transform_source(
         # Only the rules whose triggers occur in this text can report (a file that passed the pre-filter
         # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text.
         matches: dict = {}  # pattern -> whether it matches this text: rules that share triggers search once
-        active = [rule for rule in (*rules, *hidden) if _matches(code, rule_pattern(tuple(rule.TRIGGERS)), matches)]
+        literals: dict = {}  # a trigger's literal prefix -> whether it is in this text (most rules stop here)
+        active = [rule for rule in (*rules, *hidden) if may_occur(code, rule.TRIGGERS, literals)
+                  and _matches(code, rule_pattern(tuple(rule.TRIGGERS)), matches)]
         # later passes only need positions to honour suppression comments
         ancestors: dict = {}
         reports, positions = _run_rules(module, active, options, path,

@@ -91,6 +91,43 @@ def rule_pattern(triggers: tuple[str, ...]) -> Optional[Pattern[str]]:
     return combine(triggers)
 
 
+_REGEX_SYNTAX = ".^$*+?{}[]()|\\"
+
+
+@lru_cache(maxsize=None)
+def literal_prefix(trigger: str) -> str:
+    """The literal text every match of the TRIGGERS pattern ``trigger`` starts with (``.cuda`` for
+    ``\\.cuda\\b``). A character that a quantifier may repeat zero times (``?``, ``*``, ``{``) ends it
+    before that character (``""`` when that is the first one: it then proves nothing)."""
+    prefix, i = "", 0
+    while i < len(trigger):
+        if trigger[i] == "\\" and i + 1 < len(trigger) and not trigger[i + 1].isalnum():
+            char, width = trigger[i + 1], 2
+        elif trigger[i] not in _REGEX_SYNTAX:
+            char, width = trigger[i], 1
+        else:
+            break
+        if i + width < len(trigger) and trigger[i + width] in "?*{":
+            break
+        prefix += char
+        i += width
+    return prefix
+
+
+def may_occur(text: str, triggers: Iterable[str], present: dict[str, bool]) -> bool:
+    """False when no trigger's literal prefix is in ``text`` (then none of them can match): a substring
+    search, much cheaper than compiling and running each rule's pattern over a long file. ``present``
+    keeps the answers for ``text`` (rules share triggers)."""
+    for trigger in triggers:
+        literal = literal_prefix(trigger)
+        found = present.get(literal)
+        if found is None:
+            found = present[literal] = literal in text
+        if found:
+            return True
+    return False
+
+
 def could_match(text: str, pattern: Optional[Pattern[str]]) -> bool:
     """False when no rule behind ``pattern`` can report anything in ``text``. A match on a doctest line
     does not count: one that starts with ``>>>`` or ``...`` and a space (or nothing) after the indentation

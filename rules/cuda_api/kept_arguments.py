@@ -27,7 +27,7 @@ PREFIX = "torch.cuda."
 
 def _capabilities(context, module: cst.Module, nodes):
     """The capability analysis, when the file reads a capability (else None: nothing to decide)."""
-    if any(isinstance(n, cst.Call) and context.qualname(n.func) in CAPABILITY_CALLS for n in nodes):
+    if any(type(n) is cst.Call and context.qualname(n.func) in CAPABILITY_CALLS for n in nodes):
         return capability_checks(context, module)
     return None
 

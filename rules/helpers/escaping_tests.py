@@ -67,11 +67,11 @@ class _Flows:
         self.passed: list[tuple[cst.Call, set]] = []  # (call, atoms passed to it)
         self.lost: list[tuple[set, str]] = []  # (atoms, why)
         self.called: set[str] = set()  # functions of self.functions that code of the file calls
-        defs = [n for n in nodes if isinstance(n, cst.FunctionDef)]
+        defs = [n for n in nodes if type(n) is cst.FunctionDef]
         # the file's own functions and classes by name: a value passed to one of them goes into its parameter
         self.callees: dict[str, list[tuple[cst.FunctionDef, int]]] = {}  # name -> (def, parameters to skip)
         for node in nodes:
-            if isinstance(node, cst.ClassDef):
+            if type(node) is cst.ClassDef:
                 for init in (n for n in node.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"):
                     self.callees.setdefault(node.name.value, []).append((init, 1))
         for definition in defs:

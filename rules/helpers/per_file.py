@@ -15,7 +15,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 import libcst as cst
 
-from neuron_port.rules.helpers.names import walk
+from neuron_port.rules.helpers.names import walk_all
 
 Analysis = TypeVar("Analysis")
 
@@ -45,7 +45,7 @@ class ModuleWalk:
 
     def __init__(self, context: Any, module: cst.Module) -> None:
         self.module = module
-        self.nodes = list(walk(module))
+        self.nodes = walk_all(module)
 
 
 # The walk of a module, once per file and pass.

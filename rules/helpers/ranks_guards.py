@@ -143,7 +143,8 @@ _REGION_TYPES = frozenset((cst.If, cst.IfExp, cst.BooleanOperation, cst.Module, 
 
 
 def _node_regions(node: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
-    if isinstance(node, (cst.If, cst.IfExp)):
+    kind = type(node)  # exact types: this runs for every region-type node of the module, twice
+    if kind is cst.If or kind is cst.IfExp:
         orelse = node.orelse
         if isinstance(orelse, cst.Else):
             orelse = orelse.body
@@ -152,11 +153,11 @@ def _node_regions(node: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
         if orelse is not None:
             for atom in _asserting(node.test, polarity, False):
                 yield atom, [orelse]
-    elif isinstance(node, cst.BooleanOperation):
+    elif kind is cst.BooleanOperation:
         when = isinstance(node.operator, cst.And)
         for atom in _asserting(node.left, polarity, when):
             yield atom, [node.right]
-    if isinstance(node, (cst.Module, cst.IndentedBlock)):
+    if kind is cst.Module or kind is cst.IndentedBlock:
         body = list(node.body)
         for i, statement in enumerate(body):
             if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):

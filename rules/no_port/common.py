@@ -9,6 +9,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
+from neuron_port.rewrite.traversal import LEAF_TYPES
 from neuron_port.rules.helpers.guards import GuardedBlocks
 from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment, walk
 from neuron_port.rules.helpers.nodes import children
@@ -45,23 +46,26 @@ class GuardedRule(GuardedBlocks, QualifiedNameRule[str]):
         self._guard_depth = 0
 
     def _is_availability_test(self, test: cst.BaseExpression) -> bool:
+        # exact types (LibCST's node classes have no subclasses); whitespace and operator tokens hold no
+        # expression, so they are not entered (the answer does not depend on the order of the search)
         stack: list[cst.CSTNode] = [test]
+        leaves = LEAF_TYPES
         while stack:
             node = stack.pop()
-            if isinstance(node, (cst.Call, cst.Name, cst.Attribute)) and (
-                self.context.qualname(node.func if isinstance(node, cst.Call) else node) or ""
-            ).startswith("torch."):
-                continue  # torch.cuda.is_available() is a device test (NP2xx), not a package check
-            stack.extend(children(node))
-            if isinstance(node, cst.Call):
+            kind = type(node)
+            if kind is cst.Call or kind is cst.Name or kind is cst.Attribute:
+                if (self.context.qualname(node.func if kind is cst.Call else node) or "").startswith("torch."):
+                    continue  # torch.cuda.is_available() is a device test (NP2xx), not a package check
+            stack.extend(child for child in children(node) if type(child) not in leaves)
+            if kind is cst.Call:
                 last = last_segment(node.func)
                 if last is not None and AVAILABILITY_CALL_RE.match(last):
                     return True
-            elif isinstance(node, (cst.Name, cst.Attribute)):
+            elif kind is cst.Name or kind is cst.Attribute:
                 last = last_segment(node)
                 if last is not None and AVAILABILITY_FLAG_RE.match(last):
                     return True
-            elif isinstance(node, cst.Comparison):
+            elif kind is cst.Comparison:
                 if any(isinstance(c.operator, cst.IsNot) and is_none(c.comparator) for c in node.comparisons):
                     return True
         return False

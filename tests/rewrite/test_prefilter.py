@@ -7,6 +7,7 @@ rule module, and prose, regexes and doctests do not send a file to the parser.""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -153,3 +154,39 @@ def test_code_uses_of_the_broad_names_pass(code):
 
 def test_prose_regexes_and_definitions_do_not_pass():
     assert not could_match(PLAIN, pattern_for(ALL_CODES))
+
+
+def _texts():
+    for path in sorted(FIXTURES.rglob("*.py")):
+        yield path.read_text(encoding="utf-8", errors="replace")
+    for rule in all_rules():
+        for example in list(getattr(rule, "VALID", ())) + list(getattr(rule, "INVALID", ())):
+            yield example if isinstance(example, str) else example.source()
+
+
+def test_every_match_of_a_trigger_starts_with_its_literal_prefix():
+    """The engine skips a rule whose triggers' literal prefixes are not in the text (may_occur): exact only
+    while every match starts with that prefix."""
+    from neuron_port.rewrite.prefilter import literal_prefix
+
+    triggers = sorted({t for entry in rule_index() for t in entry.triggers})
+    texts = list(_texts())
+    matched = 0
+    for trigger in triggers:
+        prefix = literal_prefix(trigger)
+        assert prefix == "" or trigger.startswith(prefix[0]) or trigger.startswith("\\" + prefix[0])
+        for text in texts:
+            for found in re.finditer(trigger, text, re.MULTILINE):
+                assert found.group().startswith(prefix), (trigger, prefix, found.group())
+                matched += 1
+    assert matched > 1000
+    assert literal_prefix(r"\.cuda\b") == ".cuda" and literal_prefix("ab?c") == "a" and literal_prefix("a*") == ""
+    assert literal_prefix(r"torch\.cuda\.amp") == "torch.cuda.amp" and literal_prefix("fp(16|32)") == "fp"
+
+
+def test_may_occur_is_false_only_without_any_prefix():
+    from neuron_port.rewrite.prefilter import may_occur
+
+    assert not may_occur("x = 1\n", [r"\.cuda\b", "nccl"], {})
+    assert may_occur("x.cuda()\n", [r"\.cuda\b", "nccl"], {})
+    assert may_occur("anything\n", ["a*"], {})  # an empty prefix proves nothing

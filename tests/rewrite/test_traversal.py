@@ -109,8 +109,44 @@ def test_the_installed_libcst_is_one_the_fast_walk_was_tested_with():
 @pytest.mark.parametrize("installed, supported", [("1.9.0", True), ("1.1.0", True), ("1.10.0", False),
                                                   ("2.0.0", False), ("0.4.10", False), ("1.x", False)])
 def test_an_untested_libcst_turns_the_fast_walk_off(monkeypatch, installed, supported):
-    monkeypatch.setattr(traversal, "version", lambda name: installed)
+    monkeypatch.setattr(traversal.cst, "LIBCST_VERSION", installed)
     assert fast_walk_supported() is supported
+
+
+def test_the_version_comes_from_libcst_or_else_its_metadata(monkeypatch):
+    from importlib.metadata import version
+
+    assert traversal._libcst_version() == tuple(int(p) for p in version("libcst").split(".")[:2])
+    monkeypatch.setattr(traversal.cst, "LIBCST_VERSION", "unknown")  # LibCST without its _version module
+    assert traversal._libcst_version() == tuple(int(p) for p in version("libcst").split(".")[:2])
+
+
+def test_leaf_types_hold_no_expression():
+    """Helpers do not enter whitespace, comment and operator nodes (traversal.LEAF_TYPES): exact only
+    while those classes' fields hold nothing but more of them."""
+    import dataclasses
+    import re
+
+    assert traversal.LEAF_TYPES
+    for kind in traversal.LEAF_TYPES:
+        for field in dataclasses.fields(kind):
+            for name in re.findall(r"libcst\.[\w.]+", str(field.type)):
+                assert name.startswith(("libcst._nodes.whitespace.", "libcst._nodes.op.",
+                                        "libcst._maybe_sentinel.")), (kind, field.name, name)
+
+
+def test_walk_all_is_the_list_of_walk():
+    from neuron_port.rules.helpers.names import walk, walk_all
+
+    count = 0
+    for source in _sources():
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            continue
+        assert [id(n) for n in walk_all(module)] == [id(n) for n in walk(module)], source[:200]
+        count += 1
+    assert count > 100
 
 
 def test_the_public_fallback_gives_the_same_rewrite(monkeypatch):
