@@ -112,50 +112,39 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     several times faster than ``CSTNode.children``, which the per-file analyses of whole modules (rank
     devices, capability checks, CUDA-only guards) would otherwise pay on every large file."""
     stack = [node]
-    fields, kinds = _FIELDS, _KIND
     while stack:
         current = stack.pop()
         yield current
-        names = fields.get(type(current))
-        if names is None:
-            names = fields[type(current)] = _code_fields(type(current))
-        children: list[cst.CSTNode] = []
-        for name in names:
-            value = getattr(current, name)
-            kind = kinds.get(type(value))
-            if kind is None:
-                kind = value_kind(type(value))
-            if kind == 1:
-                children.append(value)
-            elif kind == 2:
-                children.extend(v for v in value if value_kind(type(v)) == 1)
-        stack.extend(reversed(children))
+        stack.extend(_code_children(current))
+
+
+def _code_children(current: cst.CSTNode) -> list[cst.CSTNode]:
+    """The code children of ``current``, last first (the order a stack pops them in document order)."""
+    names = _FIELDS.get(type(current))
+    if names is None:
+        names = _FIELDS[type(current)] = _code_fields(type(current))
+    children: list[cst.CSTNode] = []
+    kinds = _KIND
+    for name in names:
+        value = getattr(current, name)
+        kind = kinds.get(type(value))
+        if kind is None:
+            kind = value_kind(type(value))
+        if kind == 1:
+            children.append(value)
+        elif kind == 2:
+            children.extend(v for v in value if value_kind(type(v)) == 1)
+    children.reverse()
+    return children
 
 
 def walk_all(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``list(walk(node))``, built without a generator: the per-file analyses take the walk of a whole
     module once per pass, and resuming a generator per node was a third of that walk."""
     out: list[cst.CSTNode] = []
-    append = out.append
     stack = [node]
-    pop, fields, kinds = stack.pop, _FIELDS, _KIND
     while stack:
-        current = pop()
-        append(current)
-        names = fields.get(type(current))
-        if names is None:
-            names = fields[type(current)] = _code_fields(type(current))
-        children: list[cst.CSTNode] = []
-        for name in names:
-            value = getattr(current, name)
-            kind = kinds.get(type(value))
-            if kind is None:
-                kind = value_kind(type(value))
-            if kind == 1:
-                children.append(value)
-            elif kind == 2:
-                children.extend(v for v in value if value_kind(type(v)) == 1)
-        if children:
-            children.reverse()
-            stack.extend(children)
+        current = stack.pop()
+        out.append(current)
+        stack.extend(_code_children(current))
     return out

@@ -92,8 +92,9 @@ def test_large_files_do_not_run_side_by_side(tmp_path):
     # the default budget (512 MB) takes all three together
     side_by_side, together = _peak_mb(args, tmp_path, "")
     assert together.stdout == result.stdout  # the same report either way
-    # two files' worth (each ~25 MB) less: one large file at a time, each in a process that ends with it
-    assert side_by_side - one_at_a_time > 25, (one_at_a_time, side_by_side)
+    # two files' worth less (each ~15-25 MB at its peak, by the GC thresholds and the sampling): one large
+    # file at a time, each in a process that ends with it; a budget that changed nothing differs by noise
+    assert side_by_side - one_at_a_time > 15, (one_at_a_time, side_by_side)
 
 
 def test_a_bad_budget_is_a_usage_error(tmp_path, cli):
