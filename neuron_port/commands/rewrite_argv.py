@@ -129,9 +129,7 @@ def _value(parameter: _Parameter, word: str) -> Any:
         return value
     if parameter.minimum is not None:
         raise ValueError(word)
-    if issubclass(kind, Enum):
-        return kind(word)  # ValueError when it names no choice (typer's choices are case-sensitive here)
-    return kind(word)
+    return kind(word)  # an Enum: ValueError when it names no choice (typer's choices are case-sensitive here)
 
 
 def direct_arguments(args: list[str], command: Callable[..., Any]) -> Optional[dict[str, Any]]:
