@@ -57,13 +57,18 @@ def _sources():
     yield "lambda *a, b=1, **c: (yield from x)\nx: list[int] = [i async for i in y if i]\ndel a[1:2, ::3]\n"
 
 
-def test_walk_visits_like_libcst():
-    count = 0
+def _modules():
+    """(source, module) of every source that parses."""
     for source in _sources():
         try:
-            module = cst.parse_module(source)
+            yield source, cst.parse_module(source)
         except cst.ParserSyntaxError:
             continue
+
+
+def test_walk_visits_like_libcst():
+    count = 0
+    for source, module in _modules():
         expected, got = _Events(), _WalkEvents()
         module.visit(expected)
         got.walk(module)
@@ -77,11 +82,7 @@ def test_children_are_libcsts_children():
     from neuron_port.rules.helpers.nodes import children
 
     count = 0
-    for source in _sources():
-        try:
-            module = cst.parse_module(source)
-        except cst.ParserSyntaxError:
-            continue
+    for source, module in _modules():
         for node in _all_nodes(module):
             expected = node.children
             got = children(node)
@@ -139,11 +140,7 @@ def test_walk_all_is_the_list_of_walk():
     from neuron_port.rules.helpers.names import walk, walk_all
 
     count = 0
-    for source in _sources():
-        try:
-            module = cst.parse_module(source)
-        except cst.ParserSyntaxError:
-            continue
+    for source, module in _modules():
         assert [id(n) for n in walk_all(module)] == [id(n) for n in walk(module)], source[:200]
         count += 1
     assert count > 100
