@@ -7,7 +7,7 @@ recorded. Runs when a snapshot is written, never per op.
 from __future__ import annotations
 
 from . import process, sites, state, steps
-from .cost_fields import fallback_fields, summary_fields
+from .cost_fields import fallback_fields, signature_lines, summary_fields
 
 MAX_SIGNATURES_PER_OP = 200  # eager_compile lines per op in the file (the most-called ones); the rest are summed
 
@@ -36,6 +36,8 @@ def op_table(raw=None, outside=None) -> list[dict]:
                 "unique_signatures": len(sigs)}
         if outside and name in outside:
             line["outside_calls"] = outside[name]
+        if _POLICY_NAMES.get(pol) == "native_no_neff" and sigs:  # a copy: no NEFF, but the bytes it moves
+            line["signatures"] = signature_lines(sigs, sites.first_seen, outside)
         out.append(line)
     return out
 

@@ -1,29 +1,36 @@
 """Fields of the events file that feed the cost model (neuron_port/check/estimate, docs/estimate.md):
-the host time and signatures of the CPU-fallback ops, and the peak bytes allocated on the simulated
+the host time and signatures of the CPU-fallback ops, the signatures of the native copies (``_to_copy``,
+``copy_``, ``clone``: no NEFF, but bytes moved), and the peak bytes allocated on the simulated
 device. Read when a snapshot is written, never per op (the host time is summed in C++)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-MAX_FALLBACK_SIGNATURES = 50  # per op, the most-called: their inputs give the device/host copy bytes
+MAX_SIGNATURES = 50  # per fallback or native copy op, the most-called: their tensors give the bytes they move
 
 
-def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[int], Any],
-                    outside: Optional[dict] = None) -> dict:
-    """``host_seconds`` (the kernel runs on the host, summed in C++) and ``signatures`` of one fallback op
-    (with ``outside_calls``, their calls outside the training steps, from ``outside``: phase_calls.py)."""
-    host_ns = dict(c_module.fallback_host_ns()) if c_module is not None else {}
-    ranked = sorted(sigs, key=lambda g: -g[0])[:MAX_FALLBACK_SIGNATURES]
-    signatures = []
-    for calls, seq, _flags, _unsupported, desc in ranked:
+def signature_lines(sigs: list, first_seen: Callable[[int], Any], outside: Optional[dict] = None) -> list[dict]:
+    """The most-called signatures of one op (``MAX_SIGNATURES`` of them), each with its calls, when it was
+    first seen and its calls outside the training steps (``outside``: phase_calls.py)."""
+    lines = []
+    for calls, seq, _flags, _unsupported, desc in sorted(sigs, key=lambda g: -g[0])[:MAX_SIGNATURES]:
         line: dict[str, Any] = {"signature": desc, "calls": calls}
         first = first_seen(seq)
         if first is not None:
             line["first_seen"] = first
         if outside and seq in outside:
             line["outside_calls"] = outside[seq]
-        signatures.append(line)
+        lines.append(line)
+    return lines
+
+
+def fallback_fields(c_module: Any, name: str, sigs: list, first_seen: Callable[[int], Any],
+                    outside: Optional[dict] = None) -> dict:
+    """``host_seconds`` (the kernel runs on the host, summed in C++) and ``signatures`` of one fallback op:
+    their inputs give the device/host copy bytes."""
+    host_ns = dict(c_module.fallback_host_ns()) if c_module is not None else {}
+    signatures = signature_lines(sigs, first_seen, outside)
     from . import state
 
     if state.mode == "shape_only":  # nothing ran: no host time was measured (the estimate models it)

@@ -45,9 +45,13 @@ def _route(func) -> tuple[int, object]:
 
         base = schema.name[len("c10d::"):]
         return (_COLLECTIVE, base) if base in C10D_OPS else (_PASS, None)
-    if not schema.name.startswith("aten::"):
-        return _PASS, None
     has = torch._C._dispatch_has_kernel_for_dispatch_key
+    if not schema.name.startswith("aten::"):
+        # another library's op (FSDP2's fsdp::split_with_sizes_copy, chunk_cat): a real run calls its
+        # kernel for the device, whose ATen calls are counted; run that kernel here, under this mode, so
+        # they are counted too. Without one it reaches no device kernel that counts.
+        own = not schema.name.startswith("prim::") and has(name, "PrivateUse1")  # prim: the interpreter's
+        return (_COMPOSITE, _K.PrivateUse1) if own else (_PASS, None)
     if has(name, "PrivateUse1"):
         if name in runtime.C.UNCOUNTED_KERNELS or schema.name in runtime.C.UNCOUNTED_KERNELS:
             return _PASS, None

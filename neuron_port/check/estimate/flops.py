@@ -215,7 +215,10 @@ def work(op: str, signature: Sequence[Any]) -> Work:
     if name in VIEWS:
         return Work("copy/view", 0.0, 0.0, dtype)
     if name in COPY or name.startswith("_to_") or name.startswith("empty"):
-        written = out_bytes if name in ("fill_", "zero_") else in_bytes + out_bytes
+        # fill_/zero_ only write; copy_ and an out= overload (FSDP2's cat.out) have the tensor they write
+        # among their arguments already; the others write a result the size of their largest tensor
+        into_argument = name == "copy_" or op.endswith(".out")
+        written = out_bytes if name in ("fill_", "zero_") else in_bytes if into_argument else in_bytes + out_bytes
         return Work("copy/view", 0.0, float(written), dtype)
     if name.startswith("_fused_adam") or name.startswith("_fused_sgd"):
         elems = tensor_list(signature[0]).numel if signature else 0.0

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable, Optional
 
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
-from neuron_port.check.estimate.flops import Work, base_name, tensor_list, work
+from neuron_port.check.estimate.flops import Work, base_name, parse_tensor, tensor_list, work
 from neuron_port.check.estimate.fusion import FUSIBLE, fused_bytes
 from neuron_port.check.estimate.stepwork import CollectiveWork, PhaseWork, StepWork, TokenSource, WorkItem
 from neuron_port.check.events import (
@@ -211,9 +211,27 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
 
 
 def _op(run: _Run, process: _Process, event: OpEvent) -> None:
-    """Views, copies, allocation (``native_no_neff``): dispatched, shapes not recorded (no signature lines)."""
-    if event.policy == "native_no_neff":
-        training = run.outside(process, None, event.calls, event.outside_calls, NO_WORK["copy/view"])
+    """Views, copies, allocation (``native_no_neff``): dispatched natively, no NEFF. A copy's most-called
+    signatures carry its tensors: their calls at the bytes they move (a cast, ``clone``, ``copy_``); the
+    rest (views and allocation record no shapes, signatures beyond the written ones, host transfers)
+    move none through device memory."""
+    if event.policy != "native_no_neff":
+        return
+    rest = event.calls
+    rest_outside = dict(event.outside_calls or {})
+    for sig in event.signatures:
+        first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
+        counted = work(event.op, sig.signature)
+        if any(t.on_cpu for t in map(parse_tensor, sig.signature) if t is not None):
+            counted = NO_WORK["copy/view"]  # to or from the host: the input pipeline's transfer, not HBM traffic
+        run.add(event.op, counted, per_step_calls(run.outside(process, first, sig.calls, sig.outside_calls, counted),
+                                                  first, process.measured))
+        rest -= sig.calls
+        for kind, n in (sig.outside_calls or {}).items():
+            rest_outside[kind] = rest_outside.get(kind, 0) - n
+    if rest > 0:
+        by_kind = {kind: n for kind, n in rest_outside.items() if n > 0} or None
+        training = run.outside(process, None, rest, by_kind, NO_WORK["copy/view"])
         run.add(event.op, NO_WORK["copy/view"], training / process.measured)
 
 

@@ -10,6 +10,22 @@ from neuron_port.check.events.fields import EventFields, MalformedEvent, Site, i
 
 
 @dataclass(frozen=True)
+class SignatureCalls:
+    """One signature of a fallback op or a native copy: its calls, when first seen, its calls outside training."""
+
+    signature: tuple[Any, ...] = ()
+    calls: int = 0
+    first_seen: Optional[FirstSeen] = None
+    outside_calls: Optional[dict[str, int]] = field(default=None, compare=False)  # of ``calls``, outside training, by kind
+
+
+def signature_calls(f: EventFields) -> tuple[SignatureCalls, ...]:
+    return tuple(SignatureCalls(tuple(s.array("signature") or ()), s.integer("calls"),
+                                FirstSeen.from_fields(s.nested("first_seen")), outside_calls(s))
+                 for s in f.objects("signatures"))
+
+
+@dataclass(frozen=True)
 class OpEvent:
     KIND: ClassVar[str] = "op"
     op: str
@@ -17,11 +33,14 @@ class OpEvent:
     calls: int = 0
     unique_signatures: int = 0
     outside_calls: Optional[dict[str, int]] = field(default=None, compare=False)  # of ``calls``, outside training
+    # a native_no_neff op's most-called signatures (a copy's bytes; none for a view, or an older simulator)
+    signatures: tuple[SignatureCalls, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> OpEvent:
         return cls(op=f.required_text("op"), policy=f.text("policy"), calls=f.integer("calls"),
-                   unique_signatures=f.integer("unique_signatures"), outside_calls=outside_calls(f))
+                   unique_signatures=f.integer("unique_signatures"), outside_calls=outside_calls(f),
+                   signatures=signature_calls(f))
 
 
 @dataclass(frozen=True)
@@ -31,30 +50,19 @@ class FallbackSite:
 
 
 @dataclass(frozen=True)
-class FallbackSignature:
-    signature: tuple[Any, ...] = ()
-    calls: int = 0
-    first_seen: Optional[FirstSeen] = None
-    outside_calls: Optional[dict[str, int]] = field(default=None, compare=False)  # of ``calls``, outside training, by kind
-
-
-@dataclass(frozen=True)
 class FallbackEvent:
     KIND: ClassVar[str] = "fallback"
     op: str
     calls: int = 0
     sites: tuple[FallbackSite, ...] = ()  # where each signature was first seen, most calls first
     host_seconds: Optional[float] = None  # the kernel's host time over the run (None: an older simulator)
-    signatures: tuple[FallbackSignature, ...] = ()  # the most-called ones (the cost model's copy bytes)
+    signatures: tuple[SignatureCalls, ...] = ()  # the most-called ones (the cost model's copy bytes)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> FallbackEvent:
         sites = tuple(FallbackSite(site_field(s), s.integer("calls")) for s in f.objects("sites"))
-        signatures = tuple(FallbackSignature(tuple(s.array("signature") or ()), s.integer("calls"),
-                                             FirstSeen.from_fields(s.nested("first_seen")), outside_calls(s))
-                           for s in f.objects("signatures"))
         return cls(op=f.required_text("op"), calls=f.integer("calls"), sites=sites,
-                   host_seconds=f.number("host_seconds"), signatures=signatures)
+                   host_seconds=f.number("host_seconds"), signatures=signature_calls(f))
 
 
 OUTSIDE_KINDS = ("setup", "evaluation", "generation")

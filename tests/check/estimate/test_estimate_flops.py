@@ -93,6 +93,16 @@ def test_elementwise_reduction_norm_softmax_embedding_copy():
     assert (copy.family, copy.flops) == ("copy/view", 0)
 
 
+def test_a_copy_into_an_argument_counts_its_source_read_and_its_destination_written_once():
+    """copy_ and an out= overload have the tensor they write among their arguments: read + write, not the
+    destination counted a third time as a result of its own."""
+    assert work("aten::copy_", ["bf16[64,64]", "bf16[64,64]", "False"]).bytes == 2 * 2 * 4096
+    cat = work("aten::cat.out", ["[bf16[64,64], bf16[64,64]]", "0", "bf16[128,64]"])
+    assert (cat.family, cat.bytes) == ("copy/view", 2 * (2 * 4096) + 2 * 8192)
+    clone = work("aten::clone", ["bf16[64,64]", "None"])
+    assert clone.bytes == 2 * 2 * 4096  # a result of its own: read + write
+
+
 def test_truncated_lists_count_the_omitted_items_at_the_mean():
     # an older simulator: 2 shown tensors of 100 and 300 floats, 2 more omitted: 4 tensors at a mean of 200
     w = work("aten::_foreach_mul_.Tensor", ["[f32[100], f32[300], ...+2]", "f32[]"])
