@@ -15,7 +15,9 @@ each ATen call first and decides:
   ``aten::index_put_`` -> ``aten::_index_put_impl_``); a view only makes tensor metadata and reaches
   no kernel that counts (nor does a composite that makes its result itself, found on its first call);
   any other op reaches the boxed fallback. A ``c10d`` collective is counted as the simulator's c10d
-  kernels count it and moves nothing (collectives.py).
+  kernels count it and moves nothing (collectives.py); another library's op with a kernel for the
+  device (FSDP2's ``fsdp::split_with_sizes_copy``) runs that kernel under this mode, so the ATen calls
+  it makes are accounted as in a real run.
 
 The accounting is the C++ core's (``account_fake_call``): the same op table, signature hash and
 description, site capture and records as a real call, so a signature prints the same in both runs.
