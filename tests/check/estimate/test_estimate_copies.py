@@ -4,7 +4,9 @@ line (EVENTS.md), so the estimate charges the bytes they move. A shape-only run 
 per block, as torchtitan) counts the copies a real run makes inside FSDP2's own ops (``fsdp::
 split_with_sizes_copy`` after every all-gather, ``fsdp::chunk_cat`` before every reduce-scatter): the
 shape-only mode runs another library's kernel for the device under its recording mode, as a real run
-calls it. Through the real CLI, two fake ranks."""
+calls it, and does not count the calls DTensor makes on fakes of the global shapes to learn an op's
+output metadata (a real run makes them on fakes too: no device kernel counts them). Through the real CLI:
+two fake ranks, and a real two-process run under torchrun on the simulator, rank for rank the same work."""
 
 from __future__ import annotations
 
@@ -24,18 +26,29 @@ LLAMA = ("--model llama --layers 2 --d 256 --heads 4 --kv-heads 2 --ffn 512 --vo
          "--dp fsdp")
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory, sim_build) -> dict:
-    project = tmp_path_factory.mktemp("fsdp_copies")
+def _check(root: Path, name: str, options: list[str], command: list[str]) -> dict:
+    project = root / name
+    project.mkdir()
     shutil.copy(PUBLISHED / "train.py", project / "train.py")
     shutil.copy(MODELS, project / "models.py")
     out = project / "report.json"
-    result = subprocess.run([sys.executable, "-m", "neuron_port", "check", str(project), "--shape-only",
-                             "--world-size", "2", "--exit-zero", "-o", str(out), "--", "python", "train.py",
-                             *LLAMA.split()], cwd=project, env=simulator_env(), capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run([sys.executable, "-m", "neuron_port", "check", str(project), *options, "--exit-zero",
+                             "-o", str(out), "--", *command], cwd=project, env=simulator_env(), capture_output=True,
+                            text=True, timeout=600)
     assert out.exists(), result.stdout[-2000:] + result.stderr[-3000:]
     return json.loads(out.read_text())["estimate"]["work"]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, sim_build) -> dict:
+    return _check(tmp_path_factory.mktemp("fsdp_copies"), "shape_only", ["--shape-only", "--world-size", "2"],
+                  ["python", "train.py", *LLAMA.split()])
+
+
+@pytest.fixture(scope="module")
+def real_work(tmp_path_factory, sim_build) -> dict:
+    return _check(tmp_path_factory.mktemp("fsdp_copies"), "real", [],
+                  ["torchrun", "--nproc-per-node", "2", "train.py", "--", *LLAMA.split()])
 
 
 def _items(work: dict, op: str) -> list[dict]:
@@ -59,3 +72,23 @@ def test_the_reduce_scatters_chunk_cat_and_the_casts_move_bytes(work):
     assert chunk_cat and sum(i["bytes"] for i in chunk_cat) >= scattered["bytes"]  # reads the gradients at least
     casts = _items(work, "aten::_to_copy")
     assert casts and all(i["bytes"] > 0 for i in casts), casts  # RMSNorm's float() and back
+
+
+ACCUMULATION = {"aten::add.Tensor", "aten::add_.Tensor"}  # autograd's in-place sum differs for fakes (docs/shape-only.md)
+
+
+def _per_rank(work: dict) -> dict:
+    ranks = max(work["processes"], 1)
+    totals: dict = {}
+    for i in work["work"]:
+        op = "aten::add.Tensor" if i["op"] in ACCUMULATION else i["op"]
+        calls, nbytes = totals.get((op, i["dtype"], i["compiled"]), (0.0, 0.0))
+        totals[(op, i["dtype"], i["compiled"])] = (calls + i["calls"] / ranks, nbytes + i["bytes"] / ranks)
+    return {k: (round(c, 6), round(b)) for k, (c, b) in totals.items()}
+
+
+def test_a_shape_only_fsdp2_rank_does_the_work_of_a_real_fsdp2_rank(work, real_work):
+    """Every op's calls and bytes per step: FSDP2's copies and the optimizer on the shards (not also on the
+    global shapes DTensor propagates) included."""
+    assert real_work["processes"] == 2
+    assert _per_rank(work) == _per_rank(real_work)
