@@ -41,6 +41,7 @@ from neuron_port.check.events import (
     GraphWorkEvent,
     OpEvent,
     ProcessEvents,
+    SignatureCalls,
     Site,
 )
 
@@ -185,6 +186,12 @@ def _eager_compile_truncated(run: _Run, process: _Process, event: EagerCompileTr
         run.add(event.op, w, event.omitted_calls / len(shown) / process.measured)
 
 
+def _signature_per_step(run: _Run, process: _Process, sig: SignatureCalls, counted: Work) -> float:
+    """A written signature's calls in a mean training step (its calls outside the steps kept apart)."""
+    first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
+    return per_step_calls(run.outside(process, first, sig.calls, sig.outside_calls, counted), first, process.measured)
+
+
 def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
     """A fallback op's per-step calls, host time (its measured time per call) and copy bytes (its tensors
     to the host and its result back, from its signatures)."""
@@ -193,9 +200,8 @@ def _fallback(run: _Run, process: _Process, event: FallbackEvent) -> None:
     calls = max(event.calls - shown, 0) / measured  # signatures beyond the ones written: total / steps
     copy_bytes = flops = 0.0
     for sig in event.signatures:
-        first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
         counted = work(event.op, sig.signature)
-        n = per_step_calls(run.outside(process, first, sig.calls, sig.outside_calls, counted), first, measured)
+        n = _signature_per_step(run, process, sig, counted)
         calls += n
         copy_bytes += n * counted.bytes
         flops += n * counted.flops
@@ -220,12 +226,10 @@ def _op(run: _Run, process: _Process, event: OpEvent) -> None:
     rest = event.calls
     rest_outside = dict(event.outside_calls or {})
     for sig in event.signatures:
-        first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
-        counted = work(event.op, sig.signature)
-        if any(t.on_cpu for t in map(parse_tensor, sig.signature) if t is not None):
-            counted = NO_WORK["copy/view"]  # to or from the host: the input pipeline's transfer, not HBM traffic
-        run.add(event.op, counted, per_step_calls(run.outside(process, first, sig.calls, sig.outside_calls, counted),
-                                                  first, process.measured))
+        to_or_from_host = any(t.on_cpu for t in map(parse_tensor, sig.signature) if t is not None)
+        # a host transfer is the input pipeline's, not device-memory traffic
+        counted = NO_WORK["copy/view"] if to_or_from_host else work(event.op, sig.signature)
+        run.add(event.op, counted, _signature_per_step(run, process, sig, counted))
         rest -= sig.calls
         for kind, n in (sig.outside_calls or {}).items():
             rest_outside[kind] = rest_outside.get(kind, 0) - n

@@ -31,6 +31,7 @@ from neuron_port.check.events.ops import (
     FirstSeen,
     FirstSeenCount,
     OpEvent,
+    SignatureCalls,
     UnsupportedEvent,
 )
 from neuron_port.check.events.phases import DataLoaderEvent, PhaseEvent
@@ -52,7 +53,7 @@ __all__ = [
     "CompileEvent", "CompileInput", "DataLoaderEvent", "DemotionEvent", "DistributedEvent", "EagerCompileEvent",
     "EagerCompileTruncatedEvent", "Event", "EVENT_TYPES", "ExceptionInfo", "ExplicitOpsEvent", "FallbackEvent",
     "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "GraphOp", "GraphWorkEvent", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
-    "PhaseEvent", "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "Site", "SummaryEvent", "UnsupportedEvent",
+    "PhaseEvent", "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "SignatureCalls", "Site", "SummaryEvent", "UnsupportedEvent",
     "parse_event", "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV", "EVENTS_TOKEN_ENV",
 ]
 
