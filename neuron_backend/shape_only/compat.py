@@ -52,6 +52,7 @@ def install() -> None:
     _keep_tied_parameters()
     _tolist_through_the_host()
     _refuse_ddp()
+    _dtensor_metadata_uncounted()
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.optim import optimizer
     from torch.utils import _foreach_utils
@@ -59,6 +60,35 @@ def install() -> None:
     for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         if FakeTensor not in supported:
             supported.append(FakeTensor)
+
+
+def _dtensor_metadata_uncounted() -> None:
+    """DTensor learns an op's output metadata by running it on fakes of the global shapes: in a real run
+    those are fake tensors, which reach no device kernel; here every tensor is fake, so the call would be
+    counted as a device call (FSDP2's optimizer step on the unsharded parameters, besides the real one on
+    the shards), and its global-shape fakes would be device memory (the foreach optimizer step's arguments
+    at once: a peak of several unsharded models). Run it with the accounting and the memory paused."""
+    try:
+        from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    except ImportError:  # pragma: no cover - a PyTorch without DTensor
+        return
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+    if getattr(original, "_neuron_port_uncounted", False):
+        return
+    from ..device import runtime
+    from . import memory
+
+    def propagate(self, *args, **kwargs):
+        was_on = runtime.C.accounting_enabled()
+        runtime.C.set_accounting(False)
+        try:
+            with memory.paused():
+                return original(self, *args, **kwargs)
+        finally:
+            runtime.C.set_accounting(was_on)
+
+    propagate._neuron_port_uncounted = True
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate
 
 
 DDP_MESSAGE = ("[neuron-port simulator] DistributedDataParallel cannot run in a shape-only run: its C++ "

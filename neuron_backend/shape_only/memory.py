@@ -10,6 +10,7 @@ which does not dispatch) is counted at its new size.
 from __future__ import annotations
 
 import weakref
+from contextlib import contextmanager
 
 from torch._subclasses.fake_tensor import FakeTensor
 
@@ -17,6 +18,7 @@ from ..device import runtime
 
 _live: dict[int, list] = {}  # storage id -> [device, bytes, tensors alive]
 _refs: dict[int, object] = {}  # id of a weak reference -> (the reference, its storage id): kept alive
+_paused = 0  # > 0 while tensors that a real run never allocates on the device are made (paused())
 
 
 def _release(key: int) -> None:
@@ -74,7 +76,21 @@ def install() -> None:
     torch.UntypedStorage.resize_ = resize_
 
 
+@contextmanager
+def paused():
+    """No device memory for the tensors made inside: a library's own fakes (DTensor's metadata
+    propagation on the global shapes), which a real run makes as fake tensors and never allocates."""
+    global _paused
+    _paused += 1
+    try:
+        yield
+    finally:
+        _paused -= 1
+
+
 def track(out) -> None:
+    if _paused:
+        return
     if isinstance(out, FakeTensor):
         _track_one(out)
     elif isinstance(out, (tuple, list)):
