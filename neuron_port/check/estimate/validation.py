@@ -12,7 +12,7 @@ from neuron_port.check.estimate.devices import Device
 VALIDATED: dict[str, tuple[float, float, str]] = {
     "a100-sxm": (1.13, 1.13, "llm.c GPT-2 124M on 8 A100"),
     "h100-sxm": (0.89, 0.89, "llm.c GPT-2 1.5B on 8 H100"),
-    "h100-hbm2e-500w": (0.80, 0.91, "torchtitan Llama 3.1 8B FSDP with selective activation checkpointing (eager and "
+    "h100-hbm2e-500w": (0.75, 0.86, "torchtitan Llama 3.1 8B FSDP with selective activation checkpointing (eager and "
                         "compiled, 8 and 128 GPUs; bench/README.md)"),
 }
 NOT_VALIDATED = "not validated on hardware: no published run of the same program on this device"
