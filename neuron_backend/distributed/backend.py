@@ -84,7 +84,9 @@ def register() -> None:
 
 
 def _patch_work_future() -> None:
-    """``Work.get_future()`` of a neuron collective holds the user's neuron tensors (cpu_aliases.device_future)."""
+    """``Work.get_future()`` of a neuron collective holds the user's neuron tensors (cpu_aliases.device_future);
+    after ``Work.wait()`` the work is done, and the collectives that are done and dropped are let go
+    (cpu_aliases.release_completed): their buffers are freed once the user dropped them too."""
     from torch._C._distributed_c10d import Work
 
     orig = Work.get_future
@@ -97,6 +99,16 @@ def _patch_work_future() -> None:
 
     get_future._neuron_port_wrapped = True
     Work.get_future = get_future
+    wait = Work.wait
+
+    @functools.wraps(wait)
+    def wait_then_release(self, *args, **kwargs):
+        done = wait(self, *args, **kwargs)
+        cpu_aliases.waited(self)
+        cpu_aliases.release_completed()
+        return done
+
+    Work.wait = wait_then_release
 
 
 def _create_backend(store, rank, size, timeout):

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import sys
 import threading
 from typing import Any
 
 NEURON = "neuron"
 
-_in_flight: list[tuple[Any, list, dict]] = []  # (work, the CPU tensors it was given, id(alias) -> neuron tensor)
+# [work (None once let go), the CPU tensors it was given, id(alias) -> neuron tensor (None with the work),
+#  whether the user waited on the work]
+_in_flight: list[list[Any]] = []
 _lock = threading.Lock()
 
 
@@ -43,16 +46,39 @@ def to_cpu(a):
 
 def keep_until_done(work, args: list, originals: list | None = None) -> None:
     """Keep the CPU tensors of a c10d op's ``args`` referenced until gloo let go of them: its ``work`` (the
-    op's boxed Work) completed and no C++ reference to them is left (``_use_count() == 1``: this list's
-    Python objects only), so that dropping them here frees them in this thread. ``originals``: the op's
-    arguments as the user gave them (the neuron tensors the aliases stand for, see ``device_future``)."""
+    op's boxed Work) is done and let go of (release_completed), and no C++ reference to them is left
+    (``_use_count() == 1``: this list's Python objects only), so that dropping them here frees them in this
+    thread. ``originals``: the op's arguments as the user gave them (the neuron tensors the aliases stand
+    for, see ``device_future``)."""
     from torch._C._distributed_c10d import Work
 
     tensors = _tensors(args)
     users = dict(zip(map(id, tensors), _tensors(originals))) if originals is not None else {}
+    release_completed()
     with _lock:
+        _in_flight.append([Work.unbox(work), tensors, {k: v for k, v in users.items() if v.device.type == NEURON},
+                           False])
+
+
+def waited(work) -> None:
+    """The user's ``work.wait()`` returned: the collective is done, whatever ``is_completed()`` says."""
+    with _lock:
+        for entry in _in_flight:
+            if entry[0] is work:
+                entry[3] = True
+
+
+def release_completed() -> None:
+    """Let go of the works that completed and that only this list holds, then of the CPU tensors that only
+    this list holds (in the calling thread: a user's, never gloo's)."""
+    if not _in_flight:
+        return
+    with _lock:
+        for entry in _in_flight:
+            # 2: the entry's slot and getrefcount's argument: no one else holds the Python work
+            if entry[0] is not None and (entry[3] or entry[0].is_completed()) and sys.getrefcount(entry[0]) <= 2:
+                entry[0] = entry[2] = None
         _in_flight[:] = [entry for entry in _in_flight if not _released(entry)]
-        _in_flight.append((Work.unbox(work), tensors, {k: v for k, v in users.items() if v.device.type == NEURON}))
 
 
 def device_future(work, fut):
@@ -85,9 +111,8 @@ def _tensors(args) -> list:
     return out
 
 
-def _released(entry: tuple[Any, list, dict]) -> bool:
-    work, tensors, _ = entry
-    return work.is_completed() and all(t._use_count() == 1 for t in tensors)
+def _released(entry: list[Any]) -> bool:
+    return entry[0] is None and all(t._use_count() == 1 for t in entry[1])
 
 
 @atexit.register

@@ -93,3 +93,7 @@ def test_a_shape_only_fsdp2_rank_does_the_work_of_a_real_fsdp2_rank(work, real_w
     global shapes DTensor propagates) included."""
     assert real_work["processes"] == 2
     assert _per_rank(work) == _per_rank(real_work)
+    # and about the same peak memory a rank (13.8 MB shape-only, 15.7 MB real: the real rank keeps a
+    # collective's CPU aliases, and the buffers they hold, until its next collective; 26.1 MB when it kept them
+    # all, tests/simulator/distributed/test_collective_memory.py)
+    assert 0.8 <= work["peak_bytes"] / real_work["peak_bytes"] <= 1.25, (work["peak_bytes"], real_work["peak_bytes"])
