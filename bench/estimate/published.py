@@ -40,6 +40,14 @@ RUNS = {
     "gpt2-124m-a100": (0.300, "a100-sxm", 8, "--model gpt2 --layers 12 --d 768 --heads 12 --batch 64 --seq 1024 "
                        "--dp allreduce --compile", "embedding@wte",
                        'llm.c scripts/run_gpt2_124M.sh: 524,288 tokens a step "in ~300ms/iter", 8x A100 80GB'),
+    "gpt2-350m-a100": (0.820, "a100-sxm", 8, "--model gpt2 --layers 24 --d 1024 --heads 16 --batch 64 --seq 1024 "
+                       "--dp allreduce --compile", "embedding@wte",
+                       'llm.c scripts/run_gpt2_350M.sh: 524,288 tokens a step, "on 8X A100 80GB SXM ... steps in '
+                       '~820ms/iter"'),
+    "gpt2-774m-a100": (1.7, "a100-sxm", 8, "--model gpt2 --layers 36 --d 1280 --heads 20 --batch 32 --seq 1024 "
+                       "--micro-steps 2 --dp allreduce --compile", "embedding@wte",
+                       'llm.c scripts/run_gpt2_774M.sh: 524,288 tokens a step (2 x 32 x 1024 per GPU), "on 8X A100 '
+                       '80GB SXM ... steps in ~1.7s/iter"'),
     "gpt2-1558m-h100": (2.80, "h100-sxm", 8, "--model gpt2 --layers 48 --d 1600 --heads 25 --batch 16 --seq 1024 "
                         "--micro-steps 8 --dp allreduce --compile", "embedding@wte",
                         'llm.c scripts/run_gpt2_1558M.sh: 1,048,576 tokens "in 2.80s/iter", 8x H100'),
