@@ -282,7 +282,7 @@ def _owner_case(tmp_path: Path, cli) -> None:
     # the same CLI as user 4242, who owns mine.py but not other.py; everything is imported first, as root
     # (this interpreter's files may not be readable by that user)
     as_user = subprocess.run(
-        [sys.executable, "-c", "import contextlib, io, os, sys; from neuron_port.cli import main\n"
+        [sys.executable, "-c", "import contextlib, io, os, sys; from neuron_port.commands.entry import main\n"
          "args = ['neuron-port', 'rewrite', '-j', '1', '--no-cache', '--output-format', 'json']\n"
          f"sys.argv = args + ['--check', {str(warm)!r}]\n"
          "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()): main()\n"
