@@ -11,7 +11,7 @@ import libcst as cst
 
 from neuron_port.rewrite.traversal import LEAF_TYPES
 from neuron_port.rules.helpers.guards import GuardedBlocks
-from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment, walk
+from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment, walk, walk_all
 from neuron_port.rules.helpers.nodes import children
 from neuron_port.rules.helpers.table_rule import QualifiedNameRule, covering_key
 from neuron_port.rules.no_port.tables import AVAILABILITY_CALL_RE, AVAILABILITY_FLAG_RE, GUARD_EXCEPTIONS, Advice
@@ -77,9 +77,10 @@ class GuardedRule(GuardedBlocks, QualifiedNameRule[str]):
         memo = self.context.shared.setdefault(_TEST_FACTS, {})
         facts = memo.get(test)
         if facts is None:
-            compares_none = any(isinstance(n, cst.Comparison) and any(is_none(c.comparator) for c in n.comparisons)
-                                for n in walk(test))
-            names = tuple(n for n in walk(test) if isinstance(n, (cst.Name, cst.Attribute))) if compares_none else ()
+            nodes = walk_all(test)  # exact types below: LibCST's node classes have no subclasses
+            compares_none = any(type(n) is cst.Comparison and any(is_none(c.comparator) for c in n.comparisons)
+                                for n in nodes)
+            names = tuple(n for n in nodes if type(n) is cst.Name or type(n) is cst.Attribute) if compares_none else ()
             facts = memo[test] = (self._is_availability_test(test), names)
         return facts
 
