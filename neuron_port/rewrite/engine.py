@@ -26,6 +26,7 @@ from neuron_port.rewrite.syntax import (
 )
 from neuron_port.rewrite.suppression import is_suppressed, suppressions
 from neuron_port.rewrite.traversal import ancestors_of, walk_batched
+from neuron_port.rules.registry import RuleRef
 from neuron_port.rules.spec import PythonRule, RuleSpec
 from neuron_port.rules.context import FileContext, ImportTracker, Violation
 from neuron_port.rewrite.scope_folding import fold_kept_scopes, scope_rules_not_in
@@ -209,14 +210,14 @@ def transform_source(
     path: str = "<string>",
     triggers: Optional[Pattern[str]] = None,
     line_offset: int = 0,
-    cell: Optional[int] = None,
+    cell: Optional[int] = None, matched: bool = False,
 ) -> SourceOutcome:
     """Rewrite one module's source with the Python rules among ``rules``. ``triggers``: their pre-filter
-    when the caller has it (prefilter_for). Raises RewriteError for input it cannot handle."""
+    when the caller has it (prefilter_for; ``matched``: ``source`` is known to pass it). Raises RewriteError."""
     rules = python_rules(rules)
     if triggers is None:
         triggers = prefilter_for(rules)
-    if not rules or not could_match(source, triggers):
+    if not rules or not (matched or could_match(source, triggers)):
         return SourceOutcome(code=source, skipped=True)
     hidden = scope_rules_not_in(rules)
 
@@ -227,10 +228,12 @@ def transform_source(
     has_suppressions = "neuron-port" in source
     for pass_number in range(MAX_PASSES + 1):
         # Only the rules whose triggers occur in this text can report (a file that passed the pre-filter
-        # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text.
+        # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text. A
+        # rule given by reference (registry.RuleRef) has its module imported then, not before.
         matches: dict = {}  # pattern -> whether it matches this text: rules that share triggers search once
-        literals: dict = {}  # a trigger's literal prefix -> whether it is in this text (most rules stop here)
-        active = [rule for rule in (*rules, *hidden) if may_occur(code, rule.TRIGGERS, literals)
+        literals: dict = {}  # a literal the triggers need -> whether it is in this text (most rules stop here)
+        active = [rule.load() if type(rule) is RuleRef else rule for rule in (*rules, *hidden)
+                  if may_occur(code, rule.TRIGGERS, literals)
                   and _matches(code, rule_pattern(tuple(rule.TRIGGERS)), matches)]
         # later passes only need positions to honour suppression comments
         ancestors: dict = {}
