@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '2e07f225357e3bdde895b6c42632cedc7a2bd68f37587cc3d81c0aee620676d1'
+RULE_SOURCES_SHA256 = 'fb4ec414acc79390822e9eba6a7c1ed870efaac37f3d70fcf2f073e7c6710253'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

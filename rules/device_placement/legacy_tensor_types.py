@@ -110,8 +110,7 @@ class LegacyCudaTensorType(PythonRule):
         self._docstrings: set[cst.CSTNode] = set()
 
     def _type_name(self, node: cst.BaseExpression) -> Optional[str]:
-        if not isinstance(node, (cst.Name, cst.Attribute)) or not self.context.is_reference(node):
-            return None
+        # a Name/Attribute chain that is a reference: qualname is None for anything else
         qualname = self.context.qualname(node)
         if qualname is None or not qualname.startswith("torch.cuda."):
             return None

@@ -186,10 +186,11 @@ class _Flows:
 
 
 def _value_terms(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    if isinstance(node, cst.BooleanOperation):
+    kind = type(node)  # exact types: LibCST's node classes have no subclasses
+    if kind is cst.BooleanOperation:
         yield from _value_terms(node.left)
         yield from _value_terms(node.right)
-    elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+    elif kind is cst.UnaryOperation and type(node.operator) is cst.Not:
         yield from _value_terms(node.expression)
     else:
         yield node
