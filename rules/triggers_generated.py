@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'fb4ec414acc79390822e9eba6a7c1ed870efaac37f3d70fcf2f073e7c6710253'
+RULE_SOURCES_SHA256 = 'cfa75a359ea8d285a5ee3c7742ff25a7ca07eab91e32d4d1ba6cb5eeb430fd81'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
