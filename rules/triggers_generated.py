@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '09757bb620a4c56bd2c89a879bd74e3b14eaf041f84e0ed3b4f4487bded395e5'
+RULE_SOURCES_SHA256 = 'c276b569607e1ffff22e3faf6e23fcd737b4307af236bbec74d8c147f1139a03'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -18,8 +18,7 @@ from typing import Callable, Iterator, Optional
 
 import libcst as cst
 
-from neuron_port.rules.helpers.names import dotted_name, source_of
-from neuron_port.rules.helpers.nodes import children
+from neuron_port.rules.helpers.names import code_children, dotted_name, source_of
 from neuron_port.rules.helpers.ranks_guards import regions_either_way
 
 
@@ -206,7 +205,8 @@ def _returned(body: cst.CSTNode) -> Iterator[cst.BaseExpression]:
             yield node.value
         elif kind is cst.Yield and isinstance(node.value, cst.BaseExpression):
             yield node.value
-        stack.extend(child for child in children(node) if _followed(type(child)))
+        # (whitespace and comments hold no statement: only the code fields are read; the order is not used)
+        stack.extend(child for child in code_children(node) if _followed(type(child)))
 
 
 _ASSIGNMENTS = frozenset((cst.Assign, cst.AugAssign, cst.AnnAssign))

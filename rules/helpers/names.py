@@ -118,6 +118,11 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(_code_children(current))
 
 
+def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The children ``walk`` enters from ``node`` (no whitespace, comments or blank lines), last first."""
+    return _code_children(node)
+
+
 def _code_children(current: cst.CSTNode) -> list[cst.CSTNode]:
     """The code children of ``current``, last first (the order a stack pops them in document order)."""
     names = _FIELDS.get(type(current))
