@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'c276b569607e1ffff22e3faf6e23fcd737b4307af236bbec74d8c147f1139a03'
+RULE_SOURCES_SHA256 = 'bfd528b673e7c800ff3f9bf4da07954904b69c83395be375e14169dd19477372'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -227,7 +227,9 @@ def test_node_classes_tested_by_exact_type_have_no_subclasses():
     registry.all_rules()
     for kind in (cst.Name, cst.Attribute, cst.Call, cst.Comparison, cst.Assign, cst.AugAssign, cst.AnnAssign,
                  cst.SimpleString, cst.ConcatenatedString, cst.Return, cst.Yield, cst.BooleanOperation,
-                 cst.UnaryOperation, cst.Not, cst.List, cst.Tuple, cst.Set, cst.Element,
+                 cst.UnaryOperation, cst.Not, cst.List, cst.Tuple, cst.Set, cst.Element, cst.And, cst.Or,
+                 cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine, cst.Raise, cst.Continue,
+                 cst.Break, cst.Assert, cst.Expr, cst.Else,
                  cst.FunctionDef, cst.ClassDef, cst.ImportFrom, *ranks_guards._REGION_TYPES):
         assert kind.__subclasses__() == [], kind
 
