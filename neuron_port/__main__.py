@@ -1,3 +1,3 @@
-from neuron_port.cli import main
+from neuron_port.commands.entry import main
 
 main()

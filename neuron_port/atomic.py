@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Optional
@@ -178,6 +177,8 @@ def check_writable(path: Path) -> None:
         raise IsADirectoryError(errno.EISDIR, "it is a folder", str(path))
     if not path.parent.is_dir():
         raise FileNotFoundError(errno.ENOENT, "its folder does not exist", str(path.parent))
+    import tempfile  # only a write needs it (a --check or --diff run does not import it)
+
     try:
         fd, probe = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=temp_suffix(), dir=path.parent)
     except OSError as exc:
@@ -202,6 +203,8 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False, mode: Option
     except FileNotFoundError:
         st = None
     tmp: Optional[str] = None
+    import tempfile
+
     try:
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=temp_suffix(), dir=path.parent)
         with os.fdopen(fd, "wb") as handle:

@@ -1,6 +1,8 @@
 """The `neuron-port` command line: options, rendering and exit codes over neuron_port.api. The one module
 that declares the commands; their pieces are in neuron_port/commands/ (options, `check`'s `--`, stdin, the
-reference commands, the estimate, --html, the consoles), the formats in neuron_port/reporters/.
+reference commands, the estimate, --html, the consoles), the formats in neuron_port/reporters/. The console
+script starts in commands/entry.py, which runs a plain `rewrite` line without typer (commands/rewrite_argv.py,
+from the options' plain data in commands/option_specs.py) and hands every other line to ``app`` here.
 
 Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
 1 findings at or above it, pending changes under --check (neither with --exit-zero), files that could
@@ -10,14 +12,10 @@ interrupted by SIGINT / SIGTERM.
 
 from __future__ import annotations
 
-import gc
-import os
 import shlex
 import sys
 from pathlib import Path
 from typing import Optional
-
-gc.set_threshold(5_000, 1_000, 1_000)  # LibCST's trees live per file: don't re-scan them (bench/README.md, Issue 20)
 
 import typer
 
@@ -25,7 +23,7 @@ from neuron_port import __version__, api
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.commands import estimate, reference
 from neuron_port.commands.check_args import CommandAfterDashes, command_after_dashes, parse_size_rules
-from neuron_port.commands.console import err, out, program_output, run_spinner, scan_progress
+from neuron_port.commands.console import err, out, program_output, run_spinner
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.html import HtmlOption, write_html
 from neuron_port.commands.option_paths import PathsAfterDashes
@@ -36,11 +34,10 @@ from neuron_port.commands.options import (
     OutputFormat, OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
     ShapeOnlyOption, SizeRuleOption, StatisticsOption, WorldSizeOption, StdinFilenameOption, TargetOption,
     TimeoutOption, UnsafeFixesOption, VerboseOption, exit_code, fail_usage)
-from neuron_port.commands.rewrite_argv import run_plain_rewrite
-from neuron_port.config import Settings, load_settings
+from neuron_port.commands.rewrite_run import command_settings, run_rewrite
+from neuron_port.config import Settings
 from neuron_port.errors import UsageError
 from neuron_port.reporters import RenderContext, Streams, render_report
-from neuron_port.rewrite.runner import interrupts_as_exceptions
 
 app = typer.Typer(
     name="neuron-port",
@@ -74,7 +71,7 @@ def _root(
 
 def _settings(start: Path, config: Optional[Path], **cli) -> Settings:
     try:
-        return load_settings(start, explicit=config).merged(**cli)
+        return command_settings(start, config, **cli)
     except UsageError as exc:
         raise fail_usage(str(exc))
 
@@ -112,66 +109,12 @@ def rewrite(
     --unsafe-fixes for unsafe ones). Suppress a finding with `# neuron-port: ignore[NP101]` on its line.
     `neuron-port rewrite --fix --stdin-filename x.py -` rewrites stdin to stdout (for editors).
     """
-    stdin = [str(p) for p in paths] == ["-"]
-    if fix and (diff or check):
-        raise fail_usage("--fix cannot be combined with --diff or --check")
-    if not stdin and ("-" in map(str, paths) or stdin_filename is not None):
-        raise fail_usage("`-` (stdin) must be the only path" if stdin_filename is None
-                         else "--stdin-filename needs `-` as the only path")
-    if statistics and output_format.value not in ("text", "json"):
-        raise fail_usage(f"--statistics prints text or json, not {output_format.value}")
-    missing_options = [p for p in map(str, paths) if p.startswith("-") and p != "-" and not os.path.lexists(p)]
-    if missing_options:  # after `--` (the hooks' entry) an option is a path: say so
-        raise fail_usage(f"{missing_options[0]}: no such file or directory (after `--` every word is a path: "
-                         "options go before it, or in [tool.neuron-port] of pyproject.toml)")
-    start = Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else paths[0]
-    settings = _settings(start, config, select=select, ignore=ignore, extend_select=extend_select,
-                         extend_ignore=extend_ignore, exclude=exclude, target=target.value if target else None,
-                         unsafe_fixes=unsafe_fixes, fail_on=fail_on.value if fail_on else None,
-                         max_file_size=max_file_size)
-    if stdin:
-        from neuron_port.commands.stdin import rewrite_stdin
-
-        try:
-            raise typer.Exit(rewrite_stdin(stdin_filename, settings, fix=fix, diff=diff, check=check,
-                                           output_format=output_format.value, statistics=statistics,
-                                           exit_zero=exit_zero, verbose=verbose, quiet=quiet, instance=instance,
-                                           neuron_cores=neuron_cores))
-        except UsageError as exc:
-            raise fail_usage(str(exc))
-    try:  # SIGTERM stops the run like Ctrl-C (workers ended, each file old or new): exit 143
-        with interrupts_as_exceptions(), \
-                scan_progress(sys.stderr.isatty() and not quiet and output_format == OutputFormat.text) as progress:
-            report = api.rewrite(paths, settings, write=not (diff or check), diff=diff, jobs=jobs,
-                                 use_cache=cache, instance=instance, neuron_cores=neuron_cores, **progress)
-    except UsageError as exc:
-        raise fail_usage(str(exc))
-    except KeyboardInterrupt as exc:  # typer would exit 130 silently: 130 for SIGINT, 143 for SIGTERM
-        signum = getattr(exc, "signum", 2)
-        err().print(f"neuron-port: interrupted ({'SIGTERM' if signum == 15 else 'Ctrl-C'}); every file is either "
-                    "unchanged or completely rewritten", markup=False, highlight=False)
-        raise typer.Exit(128 + signum)
-    code = exit_code(report, settings.fail_on, pending_fails=check, exit_zero=exit_zero)
-    stats = report.cache_stats
-    for warning in stats.warnings if stats is not None else ():
-        err().print(f"neuron-port: warning: {warning}", style="yellow", markup=False, highlight=False)
-    if verbose and stats is not None:
-        err().print(f"cache: {stats.hits} hit(s), {stats.misses} miss(es), {stats.stored} stored, "
-                     f"{stats.discarded} discarded", markup=False, highlight=False)
-    patches = "".join(r.diff for r in report.files if r.diff) if diff else ""
-    machine = output_format != OutputFormat.text
-    # with --diff, stdout carries only the patch (text) or only the document (other formats)
-    if patches and not machine:
-        sys.stdout.write(patches)
-        sys.stdout.flush()
-    context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, diff=diff, verbose=verbose,
-                            quiet=quiet)
-    # with --diff, the text report goes to stderr (stdout carries the patch)
-    streams = Streams(out=err() if diff and not machine else out(), err=err())
-    render_report(report, output_format.value, context, streams, statistics)
-    if patches and machine:
-        sys.stderr.write(patches)
-    raise typer.Exit(code)
+    raise typer.Exit(run_rewrite(
+        paths, diff=diff, check=check, fix=fix, stdin_filename=stdin_filename, unsafe_fixes=unsafe_fixes,
+        select=select, ignore=ignore, extend_select=extend_select, extend_ignore=extend_ignore, target=target,
+        output_format=output_format, statistics=statistics, exit_zero=exit_zero, jobs=jobs, exclude=exclude,
+        fail_on=fail_on, max_file_size=max_file_size, config=config, quiet=quiet, verbose=verbose,
+        instance=instance, neuron_cores=neuron_cores, cache=cache))
 
 
 @app.command(cls=CommandAfterDashes, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -275,26 +218,3 @@ app.command("rules", cls=PlainHelpCommand)(reference.list_rules)
 app.command(cls=PlainHelpCommand)(reference.explain)
 app.command(cls=PlainHelpCommand)(reference.doctor)
 app.command("estimate", cls=PlainHelpCommand)(estimate.estimate)
-
-
-def main() -> None:
-    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 must not end the run at a print
-        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="replace")
-    try:
-        if not run_plain_rewrite(sys.argv[1:], rewrite):  # a plain `rewrite` line runs without typer's dispatch
-            app(prog_name=PROG_NAME)
-    except KeyboardInterrupt:
-        err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
-        sys.exit(130)
-    except Exception as exc:  # never show users a traceback for our own bugs, unless they ask
-        if os.environ.get("NEURON_PORT_DEBUG"):
-            raise
-        err().print(f"neuron-port: internal error: {type(exc).__name__}: {exc} "
-                     "(set NEURON_PORT_DEBUG=1 for the traceback, and please report it)",
-                     style="bold red", markup=False)
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

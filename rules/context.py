@@ -17,6 +17,9 @@ import libcst as cst
 from neuron_port.rules.helpers.names import dotted_name
 from neuron_port.rules.vocabulary import Effort, FixSafety, Import, Severity
 
+# exact types: LibCST's concrete node classes have no subclasses (tests/rewrite/test_traversal.py)
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
+
 
 @dataclass
 class Violation:
@@ -60,10 +63,20 @@ class FileContext:
     # -- name resolution -------------------------------------------------------------------------
     def qualname(self, node: cst.CSTNode) -> Optional[str]:
         """The fully qualified name an expression refers to, following imports; None if unknown."""
-        name = dotted_name(node)  # None for anything but a Name/Attribute chain (a Call among them)
-        if name is None:
+        # only a Name/Attribute chain has one (a Call among them: none); its head is found before the
+        # dotted name is built, since most heads are not imported (every rule asks about every name)
+        kind = type(node)
+        if kind is _NAME:
+            head = node.value  # type: ignore[attr-defined]
+        elif kind is _ATTRIBUTE:
+            inner = node.value  # type: ignore[attr-defined]
+            while type(inner) is _ATTRIBUTE:
+                inner = inner.value
+            if type(inner) is not _NAME:
+                return None
+            head = inner.value
+        else:
             return None
-        head, _, rest = name.partition(".")
         if head in self.aliases:
             base = self.aliases[head]
         elif head == "torch":  # e.g. a notebook cell whose import lives in an earlier cell
@@ -73,6 +86,9 @@ class FileContext:
         # asked last: most names are not imported, and a node's hash is a Python call (LibCST's __hash__)
         if node in self.non_references:
             return None
+        if kind is _NAME:
+            return base
+        rest = dotted_name(node).partition(".")[2]  # type: ignore[union-attr]
         return f"{base}.{rest}" if rest else base
 
     def torch_module_name(self) -> tuple[str, tuple[tuple[str, Optional[str], Optional[str]], ...]]:

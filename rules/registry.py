@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import pkgutil
 import types
 from functools import lru_cache
@@ -46,14 +47,27 @@ def rules_folder() -> Path:
 
 
 def rule_sources_hash(folder: Optional[Path] = None) -> str:
-    """SHA-256 over every ``.py`` file of the registry except the generated index itself."""
-    folder = folder or rules_folder()
+    """SHA-256 over every ``.py`` file of the registry except the generated index itself, in the order of
+    their paths' parts (found with os.scandir: every run asks, and Path.rglob cost twice the hashing)."""
+    found: list[tuple[list[str], str]] = []
+
+    def scan(path: str, parts: list[str]) -> None:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=True):
+                    if entry.name != "__pycache__":
+                        scan(entry.path, [*parts, entry.name])
+                elif entry.name.endswith(".py"):
+                    found.append(([*parts, entry.name], entry.path))
+
+    scan(str(folder or rules_folder()), [])
     h = hashlib.sha256()
-    for path in sorted(folder.rglob("*.py")):
-        relative = path.relative_to(folder).as_posix()
-        if relative == GENERATED_INDEX or "__pycache__" in relative:
+    for parts, path in sorted(found):
+        relative = "/".join(parts)
+        if relative == GENERATED_INDEX:
             continue
-        h.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+        with open(path, "rb") as handle:
+            h.update(relative.encode() + b"\0" + handle.read() + b"\0")
     return h.hexdigest()
 
 
@@ -64,15 +78,54 @@ def entries_from_rules(rules: Iterable[type["RuleSpec"]]) -> tuple[RuleEntry, ..
 
 
 @lru_cache(maxsize=None)
-def rule_index() -> tuple[RuleEntry, ...]:
-    """Every rule as a RuleEntry: from the generated index while it matches the rule sources (it records
-    their hash), else from the rules themselves (imports them all: a stale index costs time, never a
-    finding)."""
+def _generated_index() -> Optional[ModuleType]:
+    """rules/triggers_generated.py while it matches the rule sources (it records their hash), else None."""
     from neuron_port.rules import triggers_generated
 
-    if triggers_generated.RULE_SOURCES_SHA256 == rule_sources_hash():
-        return tuple(RuleEntry(*row) for row in triggers_generated.RULES)
+    return triggers_generated if triggers_generated.RULE_SOURCES_SHA256 == rule_sources_hash() else None
+
+
+@lru_cache(maxsize=None)
+def rule_index() -> tuple[RuleEntry, ...]:
+    """Every rule as a RuleEntry: from the generated index while it matches the rule sources, else from
+    the rules themselves (imports them all: a stale index costs time, never a finding)."""
+    generated = _generated_index()
+    if generated is not None:
+        return tuple(RuleEntry(*row) for row in generated.RULES)
     return entries_from_rules(all_rules())
+
+
+class RuleRef:
+    """A rule as its index entry has it (CODE, KIND, TRIGGERS), for the engine to decide from its triggers
+    whether it runs on a text before its module is imported; ``load()`` imports that module alone and
+    gives the rule class (what ``rule_by_code`` gives)."""
+
+    __slots__ = ("CODE", "KIND", "TRIGGERS", "module")
+
+    def __init__(self, entry: RuleEntry, module: str) -> None:
+        self.CODE, self.KIND, self.TRIGGERS, self.module = entry.code, entry.kind, entry.triggers, module
+
+    def load(self) -> type["RuleSpec"]:
+        if not all_rules.cache_info().currsize:  # (once every rule is imported, the registry has them)
+            for rule in _rule_classes_in(importlib.import_module(f"neuron_port.rules.{self.module}")):
+                if rule.CODE == self.CODE:
+                    return rule
+        return rule_by_code(self.CODE)
+
+
+def index_table(name: str) -> Optional[dict]:
+    """A table of the generated index (``RULE_MODULES``, ``REQUIRED_TEXTS``) while it is up to date, else None."""
+    return getattr(_generated_index(), name, None)
+
+
+def rule_refs(codes: Sequence[str]) -> Optional[tuple[RuleRef, ...]]:
+    """The rules of ``codes`` (in that order) as RuleRefs, from the generated index; None while it is
+    stale or does not name a rule's module (then the rules are imported as classes)."""
+    modules = index_table("RULE_MODULES")
+    if modules is None or not all(code in modules for code in codes):
+        return None
+    entries = {entry.code: entry for entry in rule_index()}
+    return tuple(RuleRef(entries[code], modules[code]) for code in codes)
 
 
 class UnknownCodeError(ValueError):

@@ -186,7 +186,7 @@ def test_wheel_install_finds_registry(tmp_path):
         [sys.executable, "-S", "-c",
          "import sys; sys.path[:0] = __import__('os').environ['PYTHONPATH'].split(':');"
          "sys.argv = ['neuron-port', 'rules', '--output-format', 'json'];"
-         "from neuron_port.cli import main; main()"],
+         "from neuron_port.commands.entry import main; main()"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert listing.returncode == 0, listing.stderr

@@ -5,7 +5,8 @@ in this process with marks between its phases (CPU milliseconds of this process,
 
 Run it with the python of the install to measure, from the folder the hook runs in (FILE relative to it);
 each run is a fresh process (``--runs`` of them), and a table of every run's phases is printed. The
-phases: importing the CLI module; the command line, settings and discovery (typer's dispatch when the
+phases: importing the CLI (the console script's module and, since the fourth pass of Issue 20, the
+typer-free modules a plain `rewrite` line runs; cli.py before); the command line, settings and discovery (typer's dispatch when the
 line is not a plain one); ``import libcst``; the engine's own modules; the rule modules and the rules'
 pre-filters; the parse (CPython's nesting check of a long text and LibCST's parse); the rules' pass (the
 walk, the per-file analyses, the scope folding); the positions of the findings (one render of the
@@ -39,7 +40,12 @@ def _one_run(path: str) -> None:
         last[0] = now
 
     sys.argv = ["neuron-port", "rewrite", "--check", "--diff", "-q", "--no-cache", path]
-    import neuron_port.cli as cli
+    try:  # the console script's module and what its plain `rewrite` line imports (Issue 20's fourth pass)
+        import neuron_port.commands.entry as cli
+        import neuron_port.commands.rewrite_argv  # noqa: F401
+        import neuron_port.commands.rewrite_run  # noqa: F401
+    except ImportError:  # an older install: cli.py was the console script's module
+        import neuron_port.cli as cli  # type: ignore[no-redef]
     mark(PHASES[0])
     import neuron_port.rewrite.file_work as file_work
     import neuron_port.rewrite.runner as runner

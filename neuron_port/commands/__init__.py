@@ -2,7 +2,12 @@
 crates/ruff/src/commands/); neuron_port/cli.py declares the commands with them and stays the only module
 that does.
 
-- ``options.py``: the option and argument types (names, metavars, help) and the exit-code rule
+- ``entry.py``: the console script (and ``python -m neuron_port``): a plain `rewrite` line runs without typer,
+  every other line goes to cli.py's typer app
+- ``option_specs.py``: the options of `rewrite` (and those `check` shares) as plain data; ``options.py``
+  declares them to typer from it, ``rewrite_argv.py`` reads a plain `rewrite` line from it, and
+  ``rewrite_run.py`` runs `rewrite` (both without typer); ``exit_codes.py``: the exit-code rule
+- ``options.py``: the option and argument types as typer declares them (names, metavars, help)
 - ``check_args.py``: `check`'s `--` (only what follows it is the command to run)
 - ``help.py``: how the help shows arguments (by metavar, the same under every typer in the tested range)
 - ``console.py``: the stdout and stderr consoles, the scan's progress bar, `check`'s spinner and the

@@ -33,6 +33,11 @@ def err() -> "Console":
     return Console(stderr=True, soft_wrap=True, **PLAIN)
 
 
+def print_usage_error(message: str) -> None:
+    """A usage error's line on stderr (the caller exits 2)."""
+    err().print(f"neuron-port: error: {message}", style="bold red", markup=False)
+
+
 @contextmanager
 def scan_progress(enabled: bool) -> Iterator[dict]:
     """The progress callbacks of api.rewrite: a bar on stderr while more than one file is scanned."""

@@ -9,17 +9,11 @@ message; an option never names a file in normal use, so nothing else changes.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.options import fail_usage
-
-
-def option_named_files(args: list[str]) -> list[str]:
-    """The words before `--` that start with `-` (not `-` itself, stdin) and name an existing path."""
-    before = args[:args.index("--")] if "--" in args else args
-    return [word for word in before if word.startswith("-") and word != "-" and os.path.lexists(word)]
+from neuron_port.commands.rewrite_argv import option_named_files
 
 
 class PathsAfterDashes(PlainHelpCommand):

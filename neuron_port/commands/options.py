@@ -1,103 +1,72 @@
-"""The options of the `neuron-port` commands (names, metavars, help) and the exit-code rule; cli.py
-declares the commands with them.
+"""The options of the `neuron-port` commands as typer declares them (names, metavars, help) and the
+usage-error exit; cli.py declares the commands with them.
 
-Every option and argument names its metavar (PATH, CODE, FORMAT, N, ...): without one, typer shows
-its own spelling of the type (``{paths}...``, ``<list[str]>``), which changes between releases.
+The options of `rewrite` (and those `check` shares with it) are declared from the plain data of
+option_specs.py, which the typer-free reader of a plain `rewrite` line (rewrite_argv.py) reads too; the
+options of `check` alone are declared here. Every option and argument names its metavar (PATH, CODE,
+FORMAT, N, ...): without one, typer shows its own spelling of the type (``{paths}...``, ``<list[str]>``),
+which changes between releases.
 """
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from typing_extensions import Annotated
 
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
-from neuron_port.commands.console import err
-from neuron_port.report import Report
-from neuron_port.reporters import FORMATS
-from neuron_port.results import SEVERITY_RANK
-from neuron_port.rules.instances import INSTANCE_HELP
-from neuron_port.rules.vocabulary import TARGETS
+from neuron_port.commands import option_specs as spec
+from neuron_port.commands.console import print_usage_error
+from neuron_port.commands.exit_codes import exit_code  # noqa: F401 (cli.py and the commands import it from here)
+from neuron_port.commands.option_specs import FailOn, OutputFormat, TargetChoice  # noqa: F401 (likewise)
 
-# The choices of --output-format, --target and --fail-on (str enums: typer lists and validates them).
-OutputFormat = Enum("OutputFormat", {name: name for name in FORMATS}, type=str)  # type: ignore[misc]
-TargetChoice = Enum("TargetChoice", {name: name for name in TARGETS}, type=str)  # type: ignore[misc]
-FailOn = Enum("FailOn", {name: name for name in ("error", "warning", "info", "never")}, type=str)  # type: ignore[misc]
+
+def declared(option: spec.OptionSpec) -> Any:
+    """typer's ``Annotated`` declaration of ``option``."""
+    annotation: Any = option.kind
+    if option.many:
+        annotation = List[annotation]  # type: ignore[valid-type]
+    if option.optional:
+        annotation = Optional[annotation]
+    settings: dict[str, Any] = {"help": option.help_text()}
+    if option.metavar is not None:
+        settings["metavar"] = option.metavar
+    if option.min is not None:
+        settings["min"] = option.min
+    if option.argument:
+        return Annotated[annotation, typer.Argument(show_default=False, **settings)]
+    return Annotated[annotation, typer.Option(*option.declarations, **settings)]
+
 
 # -- options rewrite and check share --------------------------------------------------------------------
-SelectOption = Annotated[Optional[List[str]], typer.Option(
-    "--select", metavar="CODE", help="Only these rule codes, prefixes or names (NP1, NP201, ALL), instead of "
-                                     "the configured selection; comma-separated or repeated.")]
-IgnoreOption = Annotated[Optional[List[str]], typer.Option(
-    "--ignore", metavar="CODE", help="Skip these rule codes, prefixes or names (on top of the configuration); "
-                                     "comma-separated or repeated.")]
-ExtendSelectOption = Annotated[Optional[List[str]], typer.Option(
-    "--extend-select", metavar="CODE", help="Add these rule codes, prefixes or names to the selection (more "
-                                            "specific selectors win: --ignore NP1 --extend-select NP101 "
-                                            "keeps NP101).")]
-ExtendIgnoreOption = Annotated[Optional[List[str]], typer.Option(
-    "--extend-ignore", metavar="CODE", help="Skip these too (the same as --ignore, as in ruff).")]
-TargetOption = Annotated[Optional[TargetChoice], typer.Option(
-    "--target", metavar="TARGET", help="neuron: rewrite to the 'neuron' device and torch.neuron (default). "
-                                       "accelerator: rewrite to torch.accelerator, so the result runs on CUDA "
-                                       "and Trainium alike.")]
-FormatOption = Annotated[OutputFormat, typer.Option(
-    "--output-format", metavar="FORMAT", help="text, json, sarif (SARIF 2.1.0) or github (Actions "
-                                              "annotations); on stdout.")]
-FailOnOption = Annotated[Optional[FailOn], typer.Option(
-    "--fail-on", metavar="SEVERITY", help="Lowest severity that makes the exit code 1 (error, warning, info, "
-                                          "never). Default: error.")]
-ConfigOption = Annotated[Optional[Path], typer.Option(
-    "--config", metavar="FILE", help="TOML file to read [tool.neuron-port] from (a pyproject.toml or "
-                                     "neuron-port.toml; it must have that table). Default: the closest "
-                                     "pyproject.toml above the path with that table, up to the repository "
-                                     "root or, outside one, the working directory.")]
-ExitZeroOption = Annotated[bool, typer.Option(
-    "--exit-zero", help="Exit 0 even when findings are left (or, with --check, changes are pending). Files "
-                        "that could not be processed, a failed command, usage errors and interrupts still "
-                        "exit non-zero.")]
-StatisticsOption = Annotated[bool, typer.Option(
-    "--statistics", help="Instead of the findings, print one line per code left: count, code, "
-                         "[*] when fixable, name (ruff's format); with --output-format json, a JSON array.")]
-UnsafeFixesOption = Annotated[Optional[bool], typer.Option(
-    "--unsafe-fixes/--no-unsafe-fixes", help="Also apply fixes marked unsafe (they may change behaviour on "
-                                             "CUDA, or need review).")]
-QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="Print only findings and errors.")]
+SelectOption = declared(spec.SELECT)
+IgnoreOption = declared(spec.IGNORE)
+ExtendSelectOption = declared(spec.EXTEND_SELECT)
+ExtendIgnoreOption = declared(spec.EXTEND_IGNORE)
+TargetOption = declared(spec.TARGET)
+FormatOption = declared(spec.FORMAT)
+FailOnOption = declared(spec.FAIL_ON)
+ConfigOption = declared(spec.CONFIG)
+ExitZeroOption = declared(spec.EXIT_ZERO)
+StatisticsOption = declared(spec.STATISTICS)
+UnsafeFixesOption = declared(spec.UNSAFE_FIXES)
+QuietOption = declared(spec.QUIET)
 
 # -- rewrite --------------------------------------------------------------------------------------------
-PathsArgument = Annotated[List[Path], typer.Argument(
-    metavar="PATH...", help="Files or folders to rewrite (.gitignore is honoured); `-` reads one file from "
-                            "stdin (see --stdin-filename).", show_default=False)]
-DiffOption = Annotated[bool, typer.Option("--diff", help="Print a unified diff of the fixes to stdout; write "
-                                                         "nothing.")]
-CheckOption = Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if a file would change or a "
-                                                           "finding at or above --fail-on remains.")]
-FixOption = Annotated[bool, typer.Option(
-    "--fix", help="With `-`: print the rewritten source on stdout and the findings on stderr (without it, "
-                  "only the findings). Files are fixed in place without it.")]
-StdinFilenameOption = Annotated[Optional[str], typer.Option(
-    "--stdin-filename", metavar="NAME", help="With `-`: the name of the file on stdin. It decides the kind "
-                                             "(.ipynb, .sh, ...), the configuration, the excludes, and names "
-                                             "the findings.")]
-JobsOption = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N",
-                                                   help="Worker processes (default: all cores).")]
-ExcludeOption = Annotated[Optional[List[str]], typer.Option("--exclude", metavar="GLOB",
-                                                            help="Glob of paths to skip (repeatable).")]
-MaxFileSizeOption = Annotated[Optional[float], typer.Option(
-    "--max-file-size", min=0, metavar="MB", help="Skip (and report) files larger than this many MB (at most "
-                                                 "10000); 0 = no limit. Default: 2.")]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Also list fixed findings and skipped "
-                                                                     "paths.")]
-InstanceOption = Annotated[Optional[str], typer.Option("--instance", metavar="NAME", help=INSTANCE_HELP)]
-NeuronCoresOption = Annotated[Optional[int], typer.Option(
-    "--neuron-cores", min=1, metavar="N", help="Logical NeuronCores per node, instead of --instance.")]
-CacheOption = Annotated[Optional[bool], typer.Option(
-    "--cache/--no-cache", help="Use the result cache (.neuron-port-cache/ in each project root: the folder with "
-                               "pyproject.toml or .git). Default: on when writing files, off under --check "
-                               "and --diff (they write nothing); --cache turns it on there too.")]
+PathsArgument = declared(spec.PATHS)
+DiffOption = declared(spec.DIFF)
+CheckOption = declared(spec.CHECK)
+FixOption = declared(spec.FIX)
+StdinFilenameOption = declared(spec.STDIN_FILENAME)
+JobsOption = declared(spec.JOBS)
+ExcludeOption = declared(spec.EXCLUDE)
+MaxFileSizeOption = declared(spec.MAX_FILE_SIZE)
+VerboseOption = declared(spec.VERBOSE)
+InstanceOption = declared(spec.INSTANCE)
+NeuronCoresOption = declared(spec.NEURON_CORES)
+CacheOption = declared(spec.CACHE)
 
 # -- check ----------------------------------------------------------------------------------------------
 FolderArgument = Annotated[Path, typer.Argument(metavar="PATH", show_default=False,
@@ -138,25 +107,5 @@ NoCacheOption = Annotated[bool, typer.Option(
 
 
 def fail_usage(message: str) -> "typer.Exit":
-    err().print(f"neuron-port: error: {message}", style="bold red", markup=False)
+    print_usage_error(message)
     return typer.Exit(2)
-
-
-def exit_code(report: Report, fail_on: str, pending_fails: bool, exit_zero: bool = False) -> int:
-    """1 for files that could not be processed or a failed command (even with --exit-zero, as ruff exits
-    non-zero on errors), then 1 for pending changes (``pending_fails``) or findings at or above
-    ``fail_on`` unless ``exit_zero``; else 0."""
-    if report.errors or (report.runtime is not None and not report.runtime.status.succeeded):
-        return 1
-    if exit_zero:
-        return 0
-    if pending_fails and any(r.changed for r in report.files):
-        return 1
-    if fail_on == "never":
-        return 0
-    threshold = SEVERITY_RANK[fail_on]
-    for f in report.findings:
-        if not f.fix.applied and SEVERITY_RANK[f.severity] >= threshold:
-            # under --check, a finding whose safe fix is merely pending still counts
-            return 1
-    return 0

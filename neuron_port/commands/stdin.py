@@ -14,7 +14,7 @@ import sys
 from typing import Optional
 
 from neuron_port.commands.console import err, out
-from neuron_port.commands.options import exit_code
+from neuron_port.commands.exit_codes import exit_code
 from neuron_port.config import Settings
 from neuron_port.report import Report
 from neuron_port.reporters import RenderContext, Streams, render_report

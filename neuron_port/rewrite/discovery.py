@@ -15,25 +15,20 @@ from __future__ import annotations
 
 import errno
 import fnmatch
-import logging
 import os
 import re
-import shutil
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
-
-import pathspec
 
 from neuron_port.atomic import TEMP_SUFFIX, seen_temp_files
 from neuron_port.errors import UsageError
 from neuron_port.rewrite.sources import SOURCE_SUFFIXES, file_type_name
 
-# Warnings that are not about one file's result (a .gitignore line), for the CLI's stderr; the API's
-# callers see them through logging.
-log = logging.getLogger("neuron_port")
+# Warnings that are not about one file's result (a .gitignore line) go to the "neuron_port" logger: the CLI's
+# stderr, the API's callers' logging. (logging, pathspec and git are imported by the walk of a folder only:
+# files named on the command line, a pre-commit hook's, never need them.)
 
 # Folders no one wants scanned (as ruff's defaults).
 DEFAULT_EXCLUDES = (
@@ -96,8 +91,9 @@ class _Gitignores:
         for number, line in enumerate(lines, start=1):
             readable, problem = _git_line(line)
             if problem is not None:
-                log.warning("neuron-port: warning: %s:%d: `%s` %s", _display(ignore_file, self.cwd), number, line,
-                            problem)
+                import logging
+                logging.getLogger("neuron_port").warning("neuron-port: warning: %s:%d: `%s` %s",
+                                                         _display(ignore_file, self.cwd), number, line, problem)
             if readable is not None:
                 kept.append(readable)
         return IgnoreFile(kept)
@@ -116,6 +112,7 @@ class IgnoreFile:
     A regex without that group (``*``, or any line under pathspec before 1.0) is taken at its word."""
 
     def __init__(self, lines: list[str]) -> None:
+        import pathspec
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
         # the last line first; where pathspec marks a folder match, only a match of the whole path counts
         self.lines = [(p.include, _whole_path(p.regex)) for p in reversed(spec.patterns)
@@ -161,6 +158,8 @@ def _info_exclude_file(top: Path) -> Optional[Path]:
 def _global_excludes_file(top: Path) -> Optional[Path]:
     """git's ``core.excludesFile`` as git itself resolves it (``~`` expanded, the user's and the system
     configuration), or its default ``$XDG_CONFIG_HOME/git/ignore``; None where git is not installed."""
+    import shutil
+    import subprocess
     git = shutil.which("git")
     if git is None:
         return None
@@ -190,6 +189,7 @@ def _git_line(line: str) -> tuple[Optional[str], Optional[str]]:
     dropped. A reversed range (``[z-a]``) is no error in git: its wildmatch compares each character of
     a bracket before it sees the ``-``, so ``[z-a]`` matches ``z`` alone; pathspec's regex refuses it, so
     it is read as git reads it."""
+    import pathspec
     try:
         pathspec.GitIgnoreSpec.from_lines([line])
         return line, None

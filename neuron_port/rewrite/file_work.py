@@ -31,16 +31,22 @@ from neuron_port.rewrite.writer import unified_diff
 
 # The engine, the line and notebook engines and the rule modules (and with them LibCST) are imported
 # only once a file passes the pre-filter: a run over files without CUDA idioms never loads them.
-_rules_cache: dict[tuple[str, ...], tuple] = {}
+_rules_cache: dict[tuple[tuple[str, ...], bool], tuple] = {}
 
 
-def _rules_for(codes: tuple[str, ...]):
-    """The Python rule classes among ``codes`` (imports them)."""
-    if codes not in _rules_cache:
-        from neuron_port.rules.registry import rule_by_code
+def _rules_for(codes: tuple[str, ...], refs: bool = False):
+    """The Python rule classes among ``codes`` (imports them); with ``refs``, as registry.RuleRef where the
+    index has them (the engine imports a rule's module only when its triggers occur in the text)."""
+    if (codes, refs) not in _rules_cache:
+        from neuron_port.rules.registry import rule_by_code, rule_refs
 
-        _rules_cache[codes] = tuple(r for r in (rule_by_code(c) for c in codes) if r.KIND == "python")
-    return _rules_cache[codes]
+        found = rule_refs(codes) if refs else None
+        if found is not None:
+            found = tuple(ref for ref in found if ref.KIND == "python")
+        else:
+            found = tuple(r for r in (rule_by_code(c) for c in codes) if r.KIND == "python")
+        _rules_cache[codes, refs] = found
+    return _rules_cache[codes, refs]
 
 
 def _record(result: FileResult, decoded: DecodedSource, new_text: str, findings: list[Finding], fixes: int,
@@ -63,12 +69,13 @@ def digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def process_file(source: SourceFile, options: RunOptions,
-                  raw: Optional[bytes]) -> tuple[FileResult, Optional[bytes]]:
+def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes],
+                 passed: bool = False) -> tuple[FileResult, Optional[bytes]]:
     """Everything for one file, and for a changed file the digest of the bytes its rewrite was computed
     from (the writer compares it with the file's bytes just before replacing it). Never raises: errors
     become FileResult.error. ``raw``: the file's bytes when the main process has already read them (for
-    the cache key), so the worker does not read them again."""
+    the cache key), so the worker does not read them again; ``passed``: its text has passed the pre-filter there
+    (it is not searched again)."""
     result = FileResult(path=source.display, real_path=str(source.real))
     try:
         kind = file_kind(source.display)
@@ -100,7 +107,7 @@ def process_file(source: SourceFile, options: RunOptions,
                 )
         decoded = read_source(source.real, source.display) if raw is None else decode_source(raw, source.display)
         triggers = pattern_for(options.rule_codes)
-        if kind == "python" and not could_match(decoded.text, triggers):
+        if kind == "python" and not passed and not could_match(decoded.text, triggers):
             result.skipped = True
             return result, None
         from neuron_port.rewrite.engine import EngineOptions, transform_source
@@ -108,10 +115,11 @@ def process_file(source: SourceFile, options: RunOptions,
 
         outcome = (transform_notebook if kind == "notebook" else transform_source)(
             decoded.text,
-            _rules_for(options.rule_codes),
+            _rules_for(options.rule_codes, refs=kind == "python"),
             EngineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes),
             path=source.display,
             triggers=triggers,
+            **({"matched": True} if kind == "python" else {}),
         )
         _record(result, decoded, outcome.code, outcome.findings, outcome.fixes_applied, options)
         return result, _read_digest(result, decoded, raw)

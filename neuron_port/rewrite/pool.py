@@ -20,7 +20,7 @@ from neuron_port.rewrite.memory import is_large, memory_estimate
 from neuron_port.rewrite.options import RunOptions
 
 
-def work(args: tuple[SourceFile, RunOptions, Optional[bytes]]) -> tuple[FileResult, Optional[bytes]]:
+def work(args: tuple[SourceFile, RunOptions, Optional[bytes], bool]) -> tuple[FileResult, Optional[bytes]]:
     """One file's pass (file_work.process_file), in whichever process runs it."""
     return process_file(*args)
 
@@ -32,7 +32,7 @@ def _pool_context():
     return multiprocessing.get_context("spawn")
 
 
-Item = tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes]]]
+Item = tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes], bool]]
 
 
 def _worker_init() -> None:
@@ -54,7 +54,7 @@ def _died(item: Item) -> FileResult:
 
 
 def _estimate(item: Item) -> int:
-    source, _options, raw = item[2]
+    source, _options, raw, _passed = item[2]
     return memory_estimate(source.real, raw)
 
 

@@ -13,7 +13,12 @@ import re
 from functools import lru_cache
 from typing import Iterable, Optional, Pattern
 
-from neuron_port.rules.registry import rule_index
+from neuron_port.rules.registry import index_table, rule_index
+
+try:
+    from re import _parser as _regex_parser  # the parser of Python's own re module (3.11+)
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _regex_parser  # type: ignore[no-redef]
 
 # NEURON_PORT_PREFILTER=off: every selected rule runs on every file (slow). For checking that the
 # pre-filter loses no finding (tests/rewrite/test_prefilter.py, bench/rewrite/bench_rewrite.py).
@@ -115,17 +120,96 @@ def literal_prefix(trigger: str) -> str:
 
 
 def may_occur(text: str, triggers: Iterable[str], present: dict[str, bool]) -> bool:
-    """False when no trigger's literal prefix is in ``text`` (then none of them can match): a substring
-    search, much cheaper than compiling and running each rule's pattern over a long file. ``present``
-    keeps the answers for ``text`` (rules share triggers)."""
+    """False when every trigger needs a text that is not in ``text`` (``required_texts``: ``.cuda`` of
+    ``\\.cuda\\b``, ``sparse`` of ``import\\b[^\\n]*\\bsparse``, one of ``send`` / ``recv`` of
+    ``\\.(?:send|recv)``), so that none of them can match: substring searches, much cheaper than compiling
+    and running each rule's pattern over a long file. ``present`` keeps the answers for ``text`` (rules
+    share triggers and literals)."""
     for trigger in triggers:
-        literal = literal_prefix(trigger)
-        found = present.get(literal)
-        if found is None:
-            found = present[literal] = literal in text
-        if found:
+        for alternatives in required_texts(trigger):
+            for literal in alternatives:
+                found = present.get(literal)
+                if found is None:
+                    found = present[literal] = literal in text
+                if found:
+                    break
+            else:
+                break  # none of this trigger's alternatives is in the text
+        else:
             return True
     return False
+
+
+@lru_cache(maxsize=None)
+def required_texts(trigger: str) -> tuple[tuple[str, ...], ...]:
+    """``computed_required_texts(trigger)``, read from the generated rule index when it has it (the parse
+    of every trigger costs a few milliseconds at every start)."""
+    table = index_table("REQUIRED_TEXTS")
+    found = table.get(trigger) if table is not None else None
+    return found if found is not None else computed_required_texts(trigger)
+
+
+def computed_required_texts(trigger: str) -> tuple[tuple[str, ...], ...]:
+    """What every match of the TRIGGERS pattern ``trigger`` contains: groups of literal texts, each group
+    one text or the alternatives of an alternation (a match contains one of them), longest first. Read
+    from the sequence the pattern must match, in Python's own parse of it: a run of literal characters
+    (entering groups) is one text; an alternation whose every branch needs a text gives the group of
+    the longest text of each; anything else (a class, a repeat, an assertion) ends a run. With inline
+    flags, only the literal prefix; empty when nothing is certain."""
+    try:
+        parsed = _regex_parser.parse(trigger)
+    except Exception:  # noqa: BLE001 - an invalid pattern fails where it is compiled, not here
+        parsed = None
+    groups = None
+    if parsed is not None and not parsed.state.flags & ~_regex_parser.SRE_FLAG_UNICODE:
+        groups = _needed(parsed)
+    if groups is None:
+        groups = [(literal_prefix(trigger),)]
+    kept = [group for group in dict.fromkeys(groups) if all(group)]
+    return tuple(sorted(kept, key=lambda group: -min(map(len, group))))
+
+
+def _needed(items) -> Optional[list[tuple[str, ...]]]:
+    """The groups a parsed sequence needs (required_texts), or None for what this does not read."""
+    groups: list[tuple[str, ...]] = []
+    run: list[str] = []
+
+    def end_run() -> None:
+        if run:
+            groups.append(("".join(run),))
+            run.clear()
+
+    for op, value in items:
+        if op is _regex_parser.LITERAL:
+            run.append(chr(value))
+        elif op is _regex_parser.SUBPATTERN:
+            _group, add_flags, del_flags, inner = value
+            if add_flags or del_flags:
+                return None
+            inner_groups = _needed(inner)
+            if inner_groups is None:
+                return None
+            if len(inner) == sum(1 for op, _ in inner if op is _regex_parser.LITERAL):
+                run.extend(chr(v) for _, v in inner)  # a group of literals continues the run
+            else:
+                end_run()
+                groups.extend(inner_groups)
+        elif op is _regex_parser.BRANCH:
+            end_run()
+            best = []
+            for branch in value[1]:
+                needed = _needed(branch)
+                if not needed:
+                    best = []
+                    break
+                best.append(max((text for group in needed if len(group) == 1 for text in group),
+                                key=len, default=""))
+            if best and all(best):
+                groups.append(tuple(dict.fromkeys(best)))
+        else:
+            end_run()
+    end_run()
+    return groups
 
 
 def could_match(text: str, pattern: Optional[Pattern[str]]) -> bool:

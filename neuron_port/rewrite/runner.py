@@ -38,20 +38,21 @@ PARALLEL_THRESHOLD = 8
 def _main_side(source: SourceFile, options: RunOptions, cache: Optional["ResultCache"]):
     """What the main process settles for a file without a worker: a cache hit or a pre-filter skip.
 
-    Returns (result, None) when settled, else (None, (raw bytes or None, cache key or None)) for a worker.
+    Returns (result, None) when settled, else (None, (raw bytes or None, cache key or None, whether the
+    text passed the pre-filter here)) for a worker.
     The cache is asked first (a lookup is one hash and one small read), so skipped files are cached too.
     Anything unusual (unreadable, too large, undecodable, launch files) goes to process_file as is, and
     so do notebooks: their cells are pre-filtered one by one there (the JSON escapes the code's text).
     """
     kind = file_kind(source.display)
     if kind not in ("python", "notebook"):  # launch scripts and configs: not cached
-        return None, (None, None)
+        return None, (None, None, False)
     try:
         raw = source.real.read_bytes()
     except OSError:
-        return None, (None, None)
+        return None, (None, None, False)
     if options.max_bytes and len(raw) > options.max_bytes:
-        return None, (None, None)
+        return None, (None, None, False)
     key = cache.key(raw, source.display, kind) if cache is not None else None
     if key is not None:
         hit = cache.get(key, source.display, str(source.real))
@@ -63,19 +64,19 @@ def _main_side(source: SourceFile, options: RunOptions, cache: Optional["ResultC
                     hit.diff = unified_diff(decode_source(raw, source.display).text,
                                             decode_source(hit.new_bytes, source.display).text, source.display)
                 except SourceError:
-                    return None, (raw, None)
+                    return None, (raw, None, False)
             return hit, None
     try:
         text = decode_source(raw, source.display).text
     except SourceError:
-        return None, (raw, key)
+        return None, (raw, key, False)
     # the pattern is compiled on first use: a run whose files all hit the cache never needs it
     if kind == "python" and not could_match(text, pattern_for(options.rule_codes)):  # most files stop here
         result = FileResult(path=source.display, real_path=str(source.real), skipped=True)
         if cache is not None and key is not None:
             cache.put(key, result)
         return result, None
-    return None, (raw, key)
+    return None, (raw, key, kind == "python")  # a Python file passed the pre-filter
 
 
 def _run(files, options, jobs, on_result, cache: Optional["ResultCache"], budget: int) -> list[FileResult]:
@@ -105,8 +106,8 @@ def _run(files, options, jobs, on_result, cache: Optional["ResultCache"], budget
                 if on_result:
                     on_result(result)
                 continue
-            raw, key = todo
-            pending.append((index, key, (source, options, raw)))
+            raw, key, passed = todo
+            pending.append((index, key, (source, options, raw, passed)))
             if jobs > 1 and (workers is not None or len(pending) >= PARALLEL_THRESHOLD):
                 if workers is None:
                     from neuron_port.rewrite.pool import Workers

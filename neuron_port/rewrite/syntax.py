@@ -21,6 +21,7 @@ import threading
 from typing import Callable, Optional, TypeVar
 
 import libcst as cst
+from libcst._nodes.base import CSTNode
 
 from neuron_port.rewrite.chunks import CHUNK_CHARS, parse_in_pieces, run_in_pieces, segments
 
@@ -71,6 +72,31 @@ def run_with_big_stack(function: Callable[[], _T]) -> _T:
     if not ok:
         raise value
     return value
+
+
+def _no_validation(_node: CSTNode) -> None:
+    return None
+
+
+# LibCST's own: a node's dataclass __init__ calls it, and it runs the node's _validate().
+_VALIDATE_NODE = CSTNode.__post_init__
+
+
+def parse_unvalidated(text: str) -> cst.Module:
+    """``cst.parse_module(text)``, without re-validating each node the native parser builds. LibCST's
+    parser makes its Python tree by calling every node class, whose ``__post_init__`` runs ``_validate``
+    (parentheses balanced, whitespace where a keyword needs it): checks of what a hand-built node may get
+    wrong, which the parser's output meets by construction (its grammar is what they check), and about an
+    eighth of the parse. Switched off only for the parse itself (the engine waits for the parse thread;
+    nodes the rules build are still validated) and only while ``CSTNode.__post_init__`` is the method
+    this was written against (tests/rewrite/test_syntax.py compares the trees with validated parses)."""
+    if CSTNode.__post_init__ is not _VALIDATE_NODE:
+        return cst.parse_module(text)
+    CSTNode.__post_init__ = _no_validation  # type: ignore[method-assign]
+    try:
+        return cst.parse_module(text)
+    finally:
+        CSTNode.__post_init__ = _VALIDATE_NODE  # type: ignore[method-assign]
 
 
 def needs_newer_python(code: str, error: SyntaxError) -> Optional[str]:
@@ -173,7 +199,7 @@ def parse_module(code: str, path: str) -> cst.Module:
         if error is not None:
             raise SyntaxError(describe_syntax_error(code, error, path))
     try:
-        return run_with_big_stack(lambda: parse_in_pieces(code, parse_piece) or cst.parse_module(code))
+        return run_with_big_stack(lambda: parse_in_pieces(code, parse_piece) or parse_unvalidated(code))
     except RecursionError:
         raise NestingError("nested too deeply to parse") from None
 
@@ -182,6 +208,6 @@ def parse_piece(text: str) -> Optional[cst.Module]:
     """LibCST's parse of one piece of a long text (whose nesting CPython has checked when it is long
     enough to matter), None when it does not parse on its own."""
     try:
-        return cst.parse_module(text)
+        return parse_unvalidated(text)
     except (cst.ParserSyntaxError, RecursionError):
         return None

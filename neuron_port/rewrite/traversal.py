@@ -223,33 +223,59 @@ class FastBatchedWalk(cst.CSTVisitor):
             for method in self._table.get(f"leave_{type(original_node).__name__}_{attribute}", ()):
                 method(original_node)
 
+    def _calls(self, kind: type) -> tuple[tuple, tuple, bool]:
+        """What ``walk`` calls for a node of this type: on_visit's methods, on_leave's, and whether the
+        attribute hooks run (the same tables those methods keep). A subclass's own on_visit / on_leave
+        (tests/rewrite/test_traversal.py records every call so) is called instead."""
+        if type(self).on_visit is not FastBatchedWalk.on_visit or type(self).on_leave is not FastBatchedWalk.on_leave:
+            return (self.on_visit,), (self.on_leave,), kind.__name__ in self._attribute_types
+        visits = self._visit.get(kind)
+        if visits is None:
+            visits = self._visit[kind] = tuple(self._table.get(f"visit_{kind.__name__}", ()))
+        leaves = self._leave.get(kind)
+        if leaves is None:
+            leaves = self._leave[kind] = tuple(self._table.get(f"leave_{kind.__name__}", ()))
+        return visits, leaves, kind.__name__ in self._attribute_types
+
     def walk(self, node: cst.CSTNode) -> None:
-        on_visit, on_leave = self.on_visit, self.on_leave
-        attribute_types = self._attribute_types
-        child_fields_of = child_fields
+        # on_visit and on_leave inlined (a call less per node), with each type's methods looked up once
+        calls: dict[type, tuple[tuple, tuple, bool]] = {}
+        calls_for, fields_of, recorded = self._calls, child_fields, _CHILD_FIELDS
         skip, kinds = self._skip, _VALUE_KINDS
 
         def walk(node: cst.CSTNode) -> None:
-            on_visit(node)
-            fields = child_fields_of(node)
-            with_attributes = type(node).__name__ in attribute_types
+            kind = type(node)
+            found = calls.get(kind)
+            if found is None:
+                found = calls[kind] = calls_for(kind)
+            visits, leaves, with_attributes = found
+            for method in visits:
+                method(node)
+            entry = recorded.get(kind)  # child_fields' table, read here for the common case
+            fields = None
+            if entry is not None:
+                others, variants = entry
+                fields = variants.get(tuple([getattr(node, n) is None for n in others]) if others else ())
+            if fields is None:
+                fields = fields_of(node)
             for name in fields:
                 if with_attributes:
                     self.on_visit_attribute(node, name)
                 value = getattr(node, name)
-                kind = kinds.get(type(value))
-                if kind is None:
-                    kind = _value_kind(type(value))
-                if kind == 1:
+                held = kinds.get(type(value))
+                if held is None:
+                    held = _value_kind(type(value))
+                if held == 1:
                     if type(value) not in skip:
                         walk(value)
-                elif kind == 2:
+                elif held == 2:
                     for child in value:
                         if type(child) not in skip:
                             walk(child)
                 if with_attributes:
                     self.on_leave_attribute(node, name)
-            on_leave(node)
+            for method in leaves:
+                method(node)
 
         try:
             walk(node)

@@ -141,10 +141,10 @@ class CudaBackendFlag(StatementRule):
         self._not_reads.add(node.target)
 
     def _read(self, node: cst.BaseExpression) -> None:
-        if self._matched_lines or node in self._not_reads:
+        if self._matched_lines:
             return
-        qualname = self.context.qualname(node)
-        if qualname in CUDA_FLAG_ASSIGNMENTS:
+        qualname = self.context.qualname(node)  # asked before the set: a node's hash is a Python call
+        if qualname in CUDA_FLAG_ASSIGNMENTS and node not in self._not_reads:
             self.report(node, self.READ_MESSAGE.format(name=qualname, why=CUDA_FLAG_ASSIGNMENTS[qualname]),
                         effort="low")
 

@@ -62,9 +62,9 @@ class StatementRule(PythonRule):
     # helpers for match()
     def assigned(self, small: cst.BaseSmallStatement) -> Optional[tuple[str, cst.BaseExpression]]:
         """(qualified target, value) of ``a.b.c = value`` with one attribute target."""
-        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        if type(small) is cst.Assign and len(small.targets) == 1:  # exact types: no subclasses in LibCST
             target = small.targets[0].target
-            if isinstance(target, (cst.Attribute, cst.Name)):
+            if type(target) is cst.Attribute or type(target) is cst.Name:
                 qualname = self.context.qualname(target)
                 if qualname is not None:
                     return qualname, small.value
@@ -72,7 +72,7 @@ class StatementRule(PythonRule):
 
     def called(self, small: cst.BaseSmallStatement) -> Optional[tuple[str, cst.Call]]:
         """(qualified function, call) of a statement that is just a call."""
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        if type(small) is cst.Expr and type(small.value) is cst.Call:
             qualname = self.context.qualname(small.value.func)
             if qualname is not None:
                 return qualname, small.value

@@ -110,8 +110,7 @@ class LegacyCudaTensorType(PythonRule):
         self._docstrings: set[cst.CSTNode] = set()
 
     def _type_name(self, node: cst.BaseExpression) -> Optional[str]:
-        if not isinstance(node, (cst.Name, cst.Attribute)) or not self.context.is_reference(node):
-            return None
+        # a Name/Attribute chain that is a reference: qualname is None for anything else
         qualname = self.context.qualname(node)
         if qualname is None or not qualname.startswith("torch.cuda."):
             return None
@@ -195,10 +194,8 @@ class LegacyCudaTensorType(PythonRule):
         )
 
     def _reference(self, node: cst.BaseExpression) -> None:
-        if node in self._handled:
-            return
-        name = self._type_name(node)
-        if name is None:
+        name = self._type_name(node)  # None for most names: asked before the set (a hash each)
+        if name is None or node in self._handled:
             return
         dtype_name = LEGACY_CUDA_TENSOR_TYPES[name]
         self.report(
@@ -219,10 +216,8 @@ class LegacyCudaTensorType(PythonRule):
         self._docstrings.add(node.value)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if node in self._docstrings:
-            return
-        value = string_value(node)
-        if value in LEGACY_CUDA_TYPE_STRINGS:
+        value = string_value(node)  # asked before the sets: a node's hash is a Python call (LibCST's __hash__)
+        if value in LEGACY_CUDA_TYPE_STRINGS and node not in self._docstrings:
             name = value.rsplit(".", 1)[1]
             self.report(
                 node,

@@ -256,9 +256,10 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
 
 
 def _comparisons(node: cst.CSTNode):
-    if isinstance(node, cst.Comparison):
+    kind = type(node)  # exact types: LibCST's node classes have no subclasses
+    if kind is cst.Comparison:
         yield node
-    if isinstance(node, (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison)):
+    if kind is cst.BooleanOperation or kind is cst.UnaryOperation or kind is cst.Comparison:
         for child in children(node):
             yield from _comparisons(child)
 

@@ -67,9 +67,7 @@ class PointToPoint(PythonRule):
     ]
 
     def _check(self, node: cst.BaseExpression) -> None:
-        if not self.context.is_reference(node):
-            return
-        qualname = self.context.qualname(node)
+        qualname = self.context.qualname(node)  # None too for what is not a reference (a hash each: not asked)
         if qualname is None:
             return
         for prefix in (DIST, DIST + "distributed_c10d."):

@@ -79,7 +79,7 @@ class CudaVisibleDevices(SkipProse):
     ]
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if node in self._prose or string_value(node) != CUDA_VISIBLE_DEVICES:
+        if string_value(node) != CUDA_VISIBLE_DEVICES or node in self._prose:
             return
         if self.context.target == "accelerator":
             self.report(node)
@@ -132,10 +132,8 @@ class CudaEnvVar(SkipProse):
     ]
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if node in self._prose:
-            return
         value = string_value(node)
-        if value is None:
+        if value is None or node in self._prose:
             return
         if value in CUDA_ENV_ADVICE:
             self.report(node, self.MESSAGE.format(name=value, advice=CUDA_ENV_ADVICE[value]))

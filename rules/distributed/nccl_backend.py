@@ -217,9 +217,9 @@ class NcclBackend(AvailabilityMixin, SkipProse):
                     replacement=replacement)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if node in self._prose or node in self._map_values:
+        value = string_value(node)  # an empty or non-string literal is neither case below: no set is asked
+        if not value or node in self._prose or node in self._map_values:
             return
-        value = string_value(node)
         if value == NCCL or (value is not None and value.lower() == NCCL and node in self._backend_values):
             self._backend(node, node)
         elif value and "cuda:nccl" in value and BACKEND_MAP_RE.match(value) and self.context.target == "neuron":

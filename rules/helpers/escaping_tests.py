@@ -18,8 +18,7 @@ from typing import Callable, Iterator, Optional
 
 import libcst as cst
 
-from neuron_port.rules.helpers.names import dotted_name, source_of
-from neuron_port.rules.helpers.nodes import children
+from neuron_port.rules.helpers.names import code_children, dotted_name, source_of
 from neuron_port.rules.helpers.ranks_guards import regions_either_way
 
 
@@ -67,19 +66,30 @@ class _Flows:
         self.passed: list[tuple[cst.Call, set]] = []  # (call, atoms passed to it)
         self.lost: list[tuple[set, str]] = []  # (atoms, why)
         self.called: set[str] = set()  # functions of self.functions that code of the file calls
-        defs = [n for n in nodes if type(n) is cst.FunctionDef]
+        # the rounds read only assignments and calls: picked once, in walk order, in one pass over the module
+        # (exact types: LibCST's node classes have no subclasses), not by testing every node in every round
+        defs: list[cst.FunctionDef] = []
+        classes: list[cst.ClassDef] = []
+        assignments: list[cst.CSTNode] = []
+        calls: list[cst.Call] = []
+        function_def, class_def, call = cst.FunctionDef, cst.ClassDef, cst.Call
+        for node in nodes:
+            kind = type(node)
+            if kind is call:
+                calls.append(node)
+            elif kind in _ASSIGNMENTS:
+                assignments.append(node)
+            elif kind is function_def:
+                defs.append(node)
+            elif kind is class_def:
+                classes.append(node)
         # the file's own functions and classes by name: a value passed to one of them goes into its parameter
         self.callees: dict[str, list[tuple[cst.FunctionDef, int]]] = {}  # name -> (def, parameters to skip)
-        for node in nodes:
-            if type(node) is cst.ClassDef:
-                for init in (n for n in node.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"):
-                    self.callees.setdefault(node.name.value, []).append((init, 1))
+        for node in classes:
+            for init in (n for n in node.body.body if isinstance(n, cst.FunctionDef) and n.name.value == "__init__"):
+                self.callees.setdefault(node.name.value, []).append((init, 1))
         for definition in defs:
             self.callees.setdefault(definition.name.value, []).append((definition, 0))
-        # the rounds read only assignments and calls: picked once (exact types: LibCST's node classes have
-        # no subclasses), in walk order, instead of testing every node of the module in every round
-        assignments = [n for n in nodes if type(n) in _ASSIGNMENTS]
-        calls = [n for n in nodes if type(n) is cst.Call]
         returns = [(definition, list(_returned(definition.body))) for definition in defs]  # the same each round
         for _ in range(4):  # a -> b -> c: each round follows one more assignment or parameter
             grown = self._round(assignments, calls, returns)
@@ -175,10 +185,11 @@ class _Flows:
 
 
 def _value_terms(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    if isinstance(node, cst.BooleanOperation):
+    kind = type(node)  # exact types: LibCST's node classes have no subclasses
+    if kind is cst.BooleanOperation:
         yield from _value_terms(node.left)
         yield from _value_terms(node.right)
-    elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+    elif kind is cst.UnaryOperation and type(node.operator) is cst.Not:
         yield from _value_terms(node.expression)
     else:
         yield node
@@ -189,11 +200,13 @@ def _returned(body: cst.CSTNode) -> Iterator[cst.BaseExpression]:
     stack = [body]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Return) and node.value is not None:
+        kind = type(node)  # exact types: LibCST's node classes have no subclasses
+        if kind is cst.Return and node.value is not None:
             yield node.value
-        elif isinstance(node, cst.Yield) and isinstance(node.value, cst.BaseExpression):
+        elif kind is cst.Yield and isinstance(node.value, cst.BaseExpression):
             yield node.value
-        stack.extend(child for child in children(node) if _followed(type(child)))
+        # (whitespace and comments hold no statement: only the code fields are read; the order is not used)
+        stack.extend(child for child in code_children(node) if _followed(type(child)))
 
 
 _ASSIGNMENTS = frozenset((cst.Assign, cst.AugAssign, cst.AnnAssign))

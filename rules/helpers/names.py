@@ -118,6 +118,11 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(_code_children(current))
 
 
+def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The children ``walk`` enters from ``node`` (no whitespace, comments or blank lines), last first."""
+    return _code_children(node)
+
+
 def _code_children(current: cst.CSTNode) -> list[cst.CSTNode]:
     """The code children of ``current``, last first (the order a stack pops them in document order)."""
     names = _FIELDS.get(type(current))
@@ -139,12 +144,31 @@ def _code_children(current: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def walk_all(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """``list(walk(node))``, built without a generator: the per-file analyses take the walk of a whole
-    module once per pass, and resuming a generator per node was a third of that walk."""
+    """``list(walk(node))``, built without a generator and without a list of children per node: each
+    node's code fields are read last first and pushed as they come, so the stack pops them in the order
+    ``walk`` yields them (the per-file analyses take the walk of a whole module once per pass)."""
     out: list[cst.CSTNode] = []
     stack = [node]
+    pop, push, kinds, fields = stack.pop, stack.append, _KIND, _FIELDS_LAST_FIRST
     while stack:
-        current = stack.pop()
+        current = pop()
         out.append(current)
-        stack.extend(_code_children(current))
+        names = fields.get(type(current))
+        if names is None:
+            names = fields[type(current)] = tuple(reversed(_code_fields(type(current))))
+        for name in names:
+            value = getattr(current, name)
+            kind = kinds.get(type(value))
+            if kind is None:
+                kind = value_kind(type(value))
+            if kind == 1:
+                push(value)
+            elif kind == 2:
+                for item in reversed(value):
+                    kind = kinds.get(type(item))
+                    if (kind if kind is not None else value_kind(type(item))) == 1:
+                        push(item)
     return out
+
+
+_FIELDS_LAST_FIRST: dict[type, tuple[str, ...]] = {}

@@ -34,15 +34,32 @@ def expr(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
 
 
+# a string literal as written -> its string_value: LibCST evaluates a literal with ast.literal_eval (a
+# parse and a compile) each time it is asked, and several rules ask about each string of a file
+_STRING_VALUES: dict[str, Optional[str]] = {}
+_STRING_VALUES_KEPT = 20_000  # then the table starts again (a long run's literals are not all kept)
+
+
 def string_value(node: cst.CSTNode) -> Optional[str]:
     """The value of a plain (non-f, non-bytes) string literal, else None."""
-    if isinstance(node, cst.SimpleString):
-        prefix = node.prefix.lower()
+    kind = type(node)  # exact types: LibCST's concrete node classes have no subclasses
+    if kind is cst.SimpleString:
+        written = node.value  # type: ignore[attr-defined]
+        try:
+            return _STRING_VALUES[written]
+        except KeyError:
+            pass
+        prefix = node.prefix.lower()  # type: ignore[attr-defined]
         if "b" in prefix or "f" in prefix:
-            return None
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.ConcatenatedString):
+            found = None
+        else:
+            value = node.evaluated_value  # type: ignore[attr-defined]
+            found = value if isinstance(value, str) else None
+        if len(_STRING_VALUES) >= _STRING_VALUES_KEPT:
+            _STRING_VALUES.clear()
+        _STRING_VALUES[written] = found
+        return found
+    if kind is cst.ConcatenatedString:
         left, right = string_value(node.left), string_value(node.right)
         if left is None or right is None:
             return None

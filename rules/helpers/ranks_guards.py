@@ -25,21 +25,25 @@ Polarity = Callable[[cst.BaseExpression], Optional[bool]]
 Region = tuple[cst.BaseExpression, list[cst.CSTNode]]
 
 
+# Exact types below (``type(x) is``): LibCST's concrete node classes have no subclasses
+# (tests/rewrite/test_traversal.py), and these run for every test of a module, twice.
+
+
 def _flatten(node: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
-    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, operator) and not node.lpar:
+    if type(node) is cst.BooleanOperation and type(node.operator) is operator and not node.lpar:
         return _flatten(node.left, operator) + _flatten(node.right, operator)
     return [node]
 
 
 def _terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The terms of a test split on every ``and`` / ``or`` (``not`` kept on its term)."""
-    if isinstance(node, cst.BooleanOperation) and not node.lpar:
+    if type(node) is cst.BooleanOperation and not node.lpar:
         return _terms(node.left) + _terms(node.right)
     return [node]
 
 
 def _polarity(node: cst.BaseExpression, polarity: Polarity) -> Optional[bool]:
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
         inner = _polarity(node.expression, polarity)
         return None if inner is None else not inner
     return polarity(node)
@@ -54,18 +58,21 @@ def _asserting(test: cst.BaseExpression, polarity: Polarity, when: bool) -> list
 
 def _atom(node: cst.BaseExpression) -> cst.BaseExpression:
     """``x.is_cuda`` for ``not not x.is_cuda`` / ``not x.is_cuda``: the test itself, without ``not``."""
-    while isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+    while type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
         node = node.expression
     return node
 
 
 def _exits(block: cst.BaseSuite) -> bool:
-    body = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    body = block.body if type(block) is cst.IndentedBlock or type(block) is cst.SimpleStatementSuite else ()
     if not body:
         return False
     last = body[-1]
-    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else [last]
-    return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in smalls)
+    smalls = last.body if type(last) is cst.SimpleStatementLine else [last]
+    return any(type(s) in _EXITS for s in smalls)
+
+
+_EXITS = frozenset((cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 
 # torch's own asserts (torch/__init__.py): ``torch._check(cond, message)``; _check_with takes the error
@@ -81,13 +88,13 @@ class _Check(NamedTuple):
 
 def _asserts(statement: cst.CSTNode) -> list[_Check]:
     """The preconditions a statement line states: ``assert`` and ``torch._check``-style calls."""
-    if not isinstance(statement, cst.SimpleStatementLine):
+    if type(statement) is not cst.SimpleStatementLine:
         return []
     found = []
     for small in statement.body:
-        if isinstance(small, cst.Assert):
+        if type(small) is cst.Assert:
             found.append(_Check(small.test, small if small.msg is not None else None))
-        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        elif type(small) is cst.Expr and type(small.value) is cst.Call:
             index = TORCH_CHECKS.get(dotted_name(small.value.func) or "")
             args = small.value.args
             if index is not None and len(args) > index and args[index].keyword is None:
@@ -126,12 +133,13 @@ def regions_either_way(nodes, polarity: Polarity) -> Iterator[tuple[cst.BaseExpr
             yield atom, region, "holds"
         for atom, region in _node_regions(node, negated):
             yield atom, region, "fails"
-        if isinstance(node, (cst.If, cst.IfExp)) and any(
+        kind = type(node)
+        if (kind is cst.If or kind is cst.IfExp) and any(
                 _polarity(t, polarity) is not None for t in _terms(node.test)):
-            orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else node.orelse
+            orelse = node.orelse.body if type(node.orelse) is cst.Else else node.orelse
             for atom in (_atom(t) for t in _terms(node.test) if _polarity(t, polarity) is not None):
                 yield atom, [node.body] + ([orelse] if orelse is not None else []), "depends"
-        if isinstance(node, cst.BooleanOperation):
+        if kind is cst.BooleanOperation:
             terms = _flatten(node, type(node.operator))
             for term in terms:
                 if _polarity(term, polarity) is not None:
@@ -146,7 +154,7 @@ def _node_regions(node: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
     kind = type(node)  # exact types: this runs for every region-type node of the module, twice
     if kind is cst.If or kind is cst.IfExp:
         orelse = node.orelse
-        if isinstance(orelse, cst.Else):
+        if type(orelse) is cst.Else:
             orelse = orelse.body
         for atom in _asserting(node.test, polarity, True):
             yield atom, [node.body]
@@ -154,13 +162,13 @@ def _node_regions(node: cst.CSTNode, polarity: Polarity) -> Iterator[Region]:
             for atom in _asserting(node.test, polarity, False):
                 yield atom, [orelse]
     elif kind is cst.BooleanOperation:
-        when = isinstance(node.operator, cst.And)
+        when = type(node.operator) is cst.And
         for atom in _asserting(node.left, polarity, when):
             yield atom, [node.right]
     if kind is cst.Module or kind is cst.IndentedBlock:
         body = list(node.body)
         for i, statement in enumerate(body):
-            if isinstance(statement, cst.If) and statement.orelse is None and _exits(statement.body):
+            if type(statement) is cst.If and statement.orelse is None and _exits(statement.body):
                 for atom in _asserting(statement.test, polarity, False):  # `if not x.is_cuda: return ...`
                     yield atom, body[i + 1:]
             for check in _asserts(statement):  # `assert x.is_cuda`: a precondition of the rest of the block

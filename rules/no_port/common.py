@@ -9,10 +9,8 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from neuron_port.rewrite.traversal import LEAF_TYPES
 from neuron_port.rules.helpers.guards import GuardedBlocks
-from neuron_port.rules.helpers.names import dotted_name, is_none, last_segment, walk
-from neuron_port.rules.helpers.nodes import children
+from neuron_port.rules.helpers.names import code_children, dotted_name, is_none, last_segment, walk, walk_all
 from neuron_port.rules.helpers.table_rule import QualifiedNameRule, covering_key
 from neuron_port.rules.no_port.tables import AVAILABILITY_CALL_RE, AVAILABILITY_FLAG_RE, GUARD_EXCEPTIONS, Advice
 
@@ -46,17 +44,17 @@ class GuardedRule(GuardedBlocks, QualifiedNameRule[str]):
         self._guard_depth = 0
 
     def _is_availability_test(self, test: cst.BaseExpression) -> bool:
-        # exact types (LibCST's node classes have no subclasses); whitespace and operator tokens hold no
-        # expression, so they are not entered (the answer does not depend on the order of the search)
+        # exact types (LibCST's node classes have no subclasses); whitespace, comments and operator
+        # tokens hold no expression, so they are not entered (the answer does not depend on the order of
+        # the search: any node below the test, but inside none of torch's, decides)
         stack: list[cst.CSTNode] = [test]
-        leaves = LEAF_TYPES
         while stack:
             node = stack.pop()
             kind = type(node)
             if kind is cst.Call or kind is cst.Name or kind is cst.Attribute:
                 if (self.context.qualname(node.func if kind is cst.Call else node) or "").startswith("torch."):
                     continue  # torch.cuda.is_available() is a device test (NP2xx), not a package check
-            stack.extend(child for child in children(node) if type(child) not in leaves)
+            stack.extend(code_children(node))
             if kind is cst.Call:
                 last = last_segment(node.func)
                 if last is not None and AVAILABILITY_CALL_RE.match(last):
@@ -77,9 +75,10 @@ class GuardedRule(GuardedBlocks, QualifiedNameRule[str]):
         memo = self.context.shared.setdefault(_TEST_FACTS, {})
         facts = memo.get(test)
         if facts is None:
-            compares_none = any(isinstance(n, cst.Comparison) and any(is_none(c.comparator) for c in n.comparisons)
-                                for n in walk(test))
-            names = tuple(n for n in walk(test) if isinstance(n, (cst.Name, cst.Attribute))) if compares_none else ()
+            nodes = walk_all(test)  # exact types below: LibCST's node classes have no subclasses
+            compares_none = any(type(n) is cst.Comparison and any(is_none(c.comparator) for c in n.comparisons)
+                                for n in nodes)
+            names = tuple(n for n in nodes if type(n) is cst.Name or type(n) is cst.Attribute) if compares_none else ()
             facts = memo[test] = (self._is_availability_test(test), names)
         return facts
 

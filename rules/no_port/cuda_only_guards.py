@@ -50,8 +50,9 @@ def _cuda_module_name(name: str) -> bool:
 
 
 def _is_cuda_literal(node: cst.CSTNode) -> bool:
-    if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
-        return any(isinstance(e, cst.Element) and string_value(e.value) == "cuda" for e in node.elements)
+    kind = type(node)  # exact types: LibCST's node classes have no subclasses
+    if kind is cst.List or kind is cst.Tuple or kind is cst.Set:
+        return any(type(e) is cst.Element and string_value(e.value) == "cuda" for e in node.elements)
     return string_value(node) == "cuda"
 
 

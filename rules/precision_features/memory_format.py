@@ -153,7 +153,7 @@ class ChannelsLast(PythonRule):
             self.report(node, self._message(arg), replacement=remove_arg(node, arg))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node in self._handled or node.attr.value not in ("channels_last", "channels_last_3d"):
+        if node.attr.value not in ("channels_last", "channels_last_3d") or node in self._handled:
             return
         qualname = self.context.qualname(node)
         if qualname in CHANNELS_LAST:

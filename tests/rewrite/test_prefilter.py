@@ -111,7 +111,7 @@ def test_cli_on_a_file_without_cuda_idioms_loads_neither_libcst_nor_rules(tmp_pa
     proc, modules = _imported_modules(cli, tmp_path, "plain.py")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 file(s) scanned, 0 would be rewritten" in proc.stdout
-    assert "neuron_port.cli" in modules  # the import log is what we think it is
+    assert "neuron_port.commands.entry" in modules  # the import log is what we think it is
     assert not {m for m in modules if m == "libcst" or m.startswith("libcst.")}
     families = {m for m in modules if m.startswith("neuron_port.rules.") and m.count(".") >= 2
                 and m.split(".")[2] not in ("registry", "families", "vocabulary", "instances", "triggers_generated")}
@@ -190,3 +190,83 @@ def test_may_occur_is_false_only_without_any_prefix():
     assert not may_occur("x = 1\n", [r"\.cuda\b", "nccl"], {})
     assert may_occur("x.cuda()\n", [r"\.cuda\b", "nccl"], {})
     assert may_occur("anything\n", ["a*"], {})  # an empty prefix proves nothing
+
+
+def test_every_match_of_a_trigger_contains_what_it_requires():
+    """may_occur skips a rule when, for each trigger, a text every match contains (or every one of a
+    group of alternatives) is missing: exact only while every match does contain them."""
+    from neuron_port.rewrite.prefilter import literal_prefix, required_texts
+
+    triggers = sorted({t for entry in rule_index() for t in entry.triggers})
+    texts = list(_texts())
+    matched = 0
+    for trigger in triggers:
+        groups = required_texts(trigger)
+        prefix = literal_prefix(trigger)
+        assert prefix == "" or any(prefix in text for group in groups for text in group if len(group) == 1)
+        for text in texts:
+            for found in re.finditer(trigger, text, re.MULTILINE):
+                assert all(any(t in found.group() for t in group) for group in groups), (trigger, groups, found)
+                matched += 1
+    assert matched > 1000
+    assert required_texts(r"\.[ \t]*(?:to_)?sparse") == (("sparse",), (".",))
+    assert required_texts(r"import\b[^\n]*\b(?:compile)\b") == (("compile",), ("import",))
+    assert required_texts("cuda.amp") == (("cuda",), ("amp",))  # `.` is any character
+    assert required_texts(r"\.[ \t]*(?:send|recv|isend)\b") == (("send", "recv", "isend"), (".",))
+    assert required_texts("fp(16|32)") == (("fp",), ("16", "32")) and required_texts("a(?:b|c)d") == (("a",), ("d",))
+    assert required_texts("x(?:ab|)y") == (("x",), ("y",))  # an empty alternative needs nothing
+    assert required_texts("(?i)cuda") == ()  # inline flags: only the literal prefix (none here)
+    assert required_texts("x(?i:abc)") == (("x",),) and required_texts("a*") == ()
+
+
+def test_may_occur_needs_every_required_literal_of_one_trigger():
+    from neuron_port.rewrite.prefilter import may_occur
+
+    assert not may_occur("import torch\nx = 1\n", [r"import\b[^\n]*\bsparse"], {})
+    assert may_occur("from torch import sparse\n", [r"import\b[^\n]*\bsparse"], {})
+    assert not may_occur("x.y\n", [r"\.[ \t]*(?:to_)?sparse", "nccl"], {})
+    assert may_occur("nccl\n", [r"\.[ \t]*(?:to_)?sparse", "nccl"], {})
+    assert not may_occur("x.y = send\n", [r"\.[ \t]*(?:recv|isend)\b"], {})
+    assert may_occur("x.y = isend\n", [r"\.[ \t]*(?:recv|isend)\b"], {})
+
+
+def test_rule_refs_load_the_registry_classes_one_module_at_a_time():
+    """registry.RuleRef.load() imports the rule's module alone and gives the class rule_by_code gives."""
+    script = (
+        "import sys\n"
+        "from neuron_port.rules import registry\n"
+        "codes = [e.code for e in registry.rule_index()]\n"
+        "refs = registry.rule_refs(codes)\n"
+        "assert refs is not None and [r.CODE for r in refs] == codes\n"
+        "first = refs[0].load()\n"
+        "defining = {'neuron_port.rules.' + m for m in registry.index_table('RULE_MODULES').values()}\n"
+        "imported = defining & set(sys.modules)\n"
+        "assert first.__module__ in imported and len(imported) < len(defining) // 4, imported\n"
+        "loaded = [r.load() for r in refs]\n"
+        "assert registry.all_rules.cache_info().currsize == 0\n"
+        "assert loaded == [registry.rule_by_code(c) for c in codes]\n"
+        "assert all((r.KIND, tuple(r.TRIGGERS)) == (c.KIND, tuple(getattr(c, 'TRIGGERS', ()))) "
+        "for r, c in zip(refs, loaded))\n"
+        "print('ok', len(codes))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
+
+
+def test_cli_imports_only_the_rule_modules_a_file_can_trigger(tmp_path):
+    # sys.modules at exit (-X importtime does not log imports made through importlib.import_module)
+    (tmp_path / "train.py").write_text(PLAIN + "model = model.cuda()\n")
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: open('modules.txt', 'w').write('\\n'.join(sorted(sys.modules))))\n"
+              "sys.argv = ['neuron-port', 'rewrite', '--check', 'train.py']\n"
+              "from neuron_port.commands.entry import main\n"
+              "main()\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert f"train.py:{len(PLAIN.splitlines()) + 1}:9 NP103" in proc.stdout
+    from neuron_port.rules import registry
+
+    modules = set((tmp_path / "modules.txt").read_text().splitlines())
+    defining = {f"neuron_port.rules.{m}" for m in registry.index_table("RULE_MODULES").values()}
+    imported = defining & modules
+    assert "neuron_port.rules.device_placement.method_calls" in imported  # NP103's module
+    assert len(imported) < len(defining) // 4, sorted(imported)

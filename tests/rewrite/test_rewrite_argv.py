@@ -1,18 +1,22 @@
-"""The plain `rewrite` command lines read without typer's dispatch (neuron_port/commands/rewrite_argv.py)
-give the command exactly the arguments typer gives it, and every other line is left to typer."""
+"""The plain `rewrite` command lines read without typer (neuron_port/commands/rewrite_argv.py) give the
+command exactly the arguments typer gives it, and every other line is left to typer."""
 
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import subprocess
 import sys
+import typing
 
 import pytest
 import typer
 
 from neuron_port import cli
 from neuron_port.commands.option_paths import PathsAfterDashes
+from neuron_port.commands.option_specs import REWRITE_PARAMETERS
+from neuron_port.commands.options import declared
 from neuron_port.commands.rewrite_argv import direct_arguments
 
 
@@ -67,7 +71,7 @@ def _lines() -> list[list[str]]:
 @pytest.mark.parametrize("args", _lines(), ids=" ".join)
 def test_a_plain_line_gets_the_arguments_typer_gives(args, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no word names a file here (an option-looking file name is typer's case)
-    direct = direct_arguments(["rewrite", *args], cli.rewrite)
+    direct = direct_arguments(["rewrite", *args])
     assert direct is not None
     expected = _typer_arguments(args)
     assert direct == expected
@@ -84,21 +88,35 @@ def test_a_plain_line_gets_the_arguments_typer_gives(args, tmp_path, monkeypatch
     ["--select", "", "a.py"], ["--version"],
 ])
 def test_any_other_line_is_left_to_typer(args):
-    assert direct_arguments(["rewrite", *args], cli.rewrite) is None
+    assert direct_arguments(["rewrite", *args]) is None
 
 
 def test_other_commands_and_completion_are_left_to_typer(monkeypatch):
-    assert direct_arguments(["check", "."], cli.rewrite) is None
-    assert direct_arguments(["--version"], cli.rewrite) is None
+    assert direct_arguments(["check", "."]) is None
+    assert direct_arguments(["--version"]) is None
     monkeypatch.setenv("_NEURON_PORT_COMPLETE", "bash_complete")
-    assert direct_arguments(["rewrite", "a.py"], cli.rewrite) is None
+    assert direct_arguments(["rewrite", "a.py"]) is None
 
 
 def test_an_option_named_file_before_dashes_is_left_to_typer(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "--check").write_text("x = 1\n")
-    assert direct_arguments(["rewrite", "--check", "a.py"], cli.rewrite) is None
-    assert direct_arguments(["rewrite", "a.py", "--", "--check"], cli.rewrite) is not None
+    assert direct_arguments(["rewrite", "--check", "a.py"]) is None
+    assert direct_arguments(["rewrite", "a.py", "--", "--check"]) is not None
+
+
+def test_cli_declares_rewrite_from_the_plain_data():
+    """cli.py's `rewrite` has option_specs' parameters, in its order, with its defaults, each declared as
+    options.declared makes it from the data (so typer and the plain reader read the same options)."""
+    hints = typing.get_type_hints(cli.rewrite, include_extras=True)
+    parameters = list(inspect.signature(cli.rewrite).parameters.values())
+    assert [p.name for p in parameters] == [name for name, _, _ in REWRITE_PARAMETERS]
+    for parameter, (name, option, default) in zip(parameters, REWRITE_PARAMETERS):
+        expected = declared(option)
+        assert typing.get_args(hints[name])[0] == typing.get_args(expected)[0], name
+        info, made = typing.get_args(hints[name])[1], typing.get_args(expected)[1]
+        assert type(info) is type(made) and vars(info) == vars(made), name
+        assert parameter.default == (inspect.Parameter.empty if option.argument else default), name
 
 
 def test_the_hook_line_does_not_import_pydantic(tmp_path):
@@ -109,5 +127,6 @@ def test_the_hook_line_does_not_import_pydantic(tmp_path):
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert proc.stdout.startswith("--- a/train.py")
     modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "neuron_port.cli" in modules
-    assert not {m for m in modules if m.split(".")[0] == "pydantic"}
+    assert "neuron_port.commands.entry" in modules and "neuron_port.api" in modules
+    assert not {m for m in modules if m.split(".")[0] in ("pydantic", "typer", "click")}
+    assert "neuron_port.cli" not in modules

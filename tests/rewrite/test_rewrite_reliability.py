@@ -280,11 +280,12 @@ def _owner_case(tmp_path: Path, cli) -> None:
     warm.mkdir()
     (warm / "w.py").write_text(CUDA)
     # the same CLI as user 4242, who owns mine.py but not other.py; everything is imported first, as root
-    # (this interpreter's files may not be readable by that user)
+    # (this interpreter's files may not be readable by that user), by a run that writes as the second
+    # one does (a --check run does not import what only a write needs)
     as_user = subprocess.run(
-        [sys.executable, "-c", "import contextlib, io, os, sys; from neuron_port.cli import main\n"
+        [sys.executable, "-c", "import contextlib, io, os, sys; from neuron_port.commands.entry import main\n"
          "args = ['neuron-port', 'rewrite', '-j', '1', '--no-cache', '--output-format', 'json']\n"
-         f"sys.argv = args + ['--check', {str(warm)!r}]\n"
+         f"sys.argv = args + [{str(warm)!r}]\n"
          "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()): main()\n"
          "os.setgroups([]); os.setgid(4242); os.setuid(4242)\n"
          "sys.argv = args + ['.']; main()"],

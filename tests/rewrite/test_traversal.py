@@ -226,5 +226,35 @@ def test_node_classes_tested_by_exact_type_have_no_subclasses():
 
     registry.all_rules()
     for kind in (cst.Name, cst.Attribute, cst.Call, cst.Comparison, cst.Assign, cst.AugAssign, cst.AnnAssign,
+                 cst.SimpleString, cst.ConcatenatedString, cst.Return, cst.Yield, cst.BooleanOperation,
+                 cst.UnaryOperation, cst.Not, cst.List, cst.Tuple, cst.Set, cst.Element, cst.And, cst.Or,
+                 cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine, cst.Raise, cst.Continue,
+                 cst.Break, cst.Assert, cst.Expr, cst.Else,
                  cst.FunctionDef, cst.ClassDef, cst.ImportFrom, *ranks_guards._REGION_TYPES):
         assert kind.__subclasses__() == [], kind
+
+
+def test_walk_all_is_the_walk_as_a_list():
+    from neuron_port.rules.helpers.names import walk, walk_all
+
+    count = 0
+    for text in _texts_for_walk():
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError:  # an example of a file that does not parse
+            continue
+        expected, found = list(walk(module)), walk_all(module)
+        assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected))
+        count += len(found)
+    assert count > 10_000
+
+
+def _texts_for_walk():
+    from conftest import FIXTURES
+    import neuron_port.rules.registry as registry
+
+    for path in sorted(FIXTURES.rglob("*.py")):
+        yield path.read_text(encoding="utf-8")
+    for rule in registry.all_rules():
+        for example in list(getattr(rule, "VALID", ())) + list(getattr(rule, "INVALID", ())):
+            yield example if isinstance(example, str) else example.source()

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import Counter
 
 from rich.console import Console
-from rich.table import Table
 
 from neuron_port.reporters.protocol import RenderContext, Streams
 from neuron_port.results import Finding
@@ -61,6 +60,8 @@ def render_summary(console: Console, report: Report, mode: str, verbose: bool = 
         by_sev = Counter(f.severity for f in remaining)
         parts = [f"{by_sev[s]} {s}" for s in ("error", "warning", "info") if by_sev[s]]
         console.print(f"{len(remaining)} finding(s) left: {', '.join(parts)}", highlight=False)
+        from rich.table import Table  # a table only for the summary (not under --quiet)
+
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("code")
         table.add_column("name")
@@ -96,6 +97,8 @@ def render_statistics(console: Console, report: Report, mode: str, verbose: bool
     rows = [(path, stats) for path, stats in rows if stats.found]
     if len(rows) < 2 and not verbose:
         return
+    from rich.table import Table
+
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for column, justify in (("file", "left"), ("found", "right"), (verb, "right"), ("share", "right"),
                             ("fixable", "right"), ("manual", "right")):
