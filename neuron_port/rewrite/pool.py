@@ -18,6 +18,7 @@ from neuron_port.rewrite.discovery import SourceFile
 from neuron_port.rewrite.file_work import process_file
 from neuron_port.rewrite.memory import is_large, memory_estimate
 from neuron_port.rewrite.options import RunOptions
+from neuron_port.rewrite.signals import release_held, signals_held
 
 
 def work(args: tuple[SourceFile, RunOptions, Optional[bytes], bool]) -> tuple[FileResult, Optional[bytes]]:
@@ -39,6 +40,15 @@ def _worker_init() -> None:
     # the terminal sends Ctrl-C to the whole process group: only the main process answers it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    release_held()  # forked while the main process held them (_submit)
+
+
+def _submit(executor: ProcessPoolExecutor, item: Item) -> Future:
+    """``executor.submit``, which forks the pool's workers on its first call, with SIGINT and SIGTERM held: a
+    Ctrl-C between a fork and the executor's record of the new process left a worker that ``stop()`` did not
+    know, alive after the run, waiting for work for good and holding the terminal's output open."""
+    with signals_held():
+        return executor.submit(_work_indexed, item)
 
 
 def _work_indexed(item: Item):
@@ -111,14 +121,14 @@ class Workers:
         if is_large(_estimate(item), self.budget):  # in a process of its own, which ends with it (memory.py)
             self.started = True
             executor = ProcessPoolExecutor(max_workers=1, mp_context=_pool_context(), initializer=_worker_init)
-            future = executor.submit(_work_indexed, item)
+            future = _submit(executor, item)
             self.solo[future] = executor
             self.running[future] = item
             self.in_flight += _estimate(item)
             return
         executor = self.executor or self._start(self.jobs)
         try:
-            self.running[executor.submit(_work_indexed, item)] = item
+            self.running[_submit(executor, item)] = item
             self.in_flight += _estimate(item)
         except BrokenProcessPool:
             self._broken([item])
@@ -167,7 +177,7 @@ class Workers:
         for item in suspects:  # one file per worker at a time: a death names its file
             executor = self.executor or self._start(1)
             try:
-                self.done(*executor.submit(_work_indexed, item).result())
+                self.done(*_submit(executor, item).result())
             except BrokenProcessPool:
                 self.stop()
                 self.done(item[0], None, _died(item), None)
@@ -176,28 +186,41 @@ class Workers:
         """End the workers now (a broken pool, or an interrupt): cancel what has not started and kill
         the workers that are busy, instead of waiting for them. ``solo``: the large files' own processes too."""
         executor, self.executor = self.executor, None
-        if executor is not None:
-            _end(executor)
+        ending = [executor] if executor is not None else []
         if solo:
-            for future, own in list(self.solo.items()):
-                _end(own)
+            ending += self.solo.values()
+            for future in self.solo:
                 self.running.pop(future, None)
             self.solo.clear()
+        _end(*ending)
 
 
-def _end(executor: ProcessPoolExecutor) -> None:
-    """Shut ``executor`` down now, killing its busy processes."""
-    # the executor's own processes: they ignore SIGINT and may be busy for seconds on a big file
-    processes = list((getattr(executor, "_processes", None) or {}).values())
-    # shutdown(wait=False) forgets the manager thread, so a later shutdown(wait=True) joins nothing: keep it
-    manager = getattr(executor, "_executor_manager_thread", None)
-    executor.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-    for process in processes:
-        process.join()
-    # now that its workers are gone, wait for the executor's manager thread: left running, it closes
-    # its wake-up pipe while the interpreter's exit hook writes to it (a traceback at exit)
-    if manager is not None:
-        manager.join(timeout=30)
+def _end(*executors: ProcessPoolExecutor) -> None:
+    """Shut the executors down now, killing their busy processes (all of them before any wait: a worker of
+    one holds the pipes of the pools made before it)."""
+    ending = []
+    for executor in executors:
+        # the executor's own processes: they ignore SIGINT and may be busy for seconds on a big file
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        # shutdown(wait=False) forgets the manager thread and the result queue: keep them
+        manager = getattr(executor, "_executor_manager_thread", None)
+        results = getattr(executor, "_result_queue", None)
+        executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        ending.append((results, processes, manager))
+    for _results, processes, _manager in ending:
+        for process in processes:
+            process.join()
+    for results, _processes, manager in ending:
+        # a worker killed while it wrote a result leaves the manager thread reading the rest of it for good:
+        # this process holds the result pipe's other end. Closed, the read ends (the pool is broken); else
+        # the interpreter's exit waited for that thread forever after a Ctrl-C
+        writer = getattr(results, "_writer", None)
+        if writer is not None:
+            writer.close()
+        # now that its workers are gone, wait for the executor's manager thread: left running, it closes
+        # its wake-up pipe while the interpreter's exit hook writes to it (a traceback at exit)
+        if manager is not None:
+            manager.join(timeout=30)

@@ -19,17 +19,15 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import signal
 import stat
-import threading
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from neuron_port.atomic import atomic_write, remove_orphaned_temp_files, remove_stale_temp_files
 from neuron_port.results import FileError, FileResult
 from neuron_port.rewrite.discovery import seen_temp_files
+from neuron_port.rewrite.signals import signals_held
 from neuron_port.rewrite.sources import SourceError, read_regular_bytes
 
 # real path -> sha256 of the bytes the latest scan computed its rewrite from (main process only)
@@ -62,21 +60,6 @@ def unified_diff(old: str, new: str, path: str) -> str:
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
-
-
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the file being written is complete (the write and the rename are
-    one step for the user); they are delivered, and act, when this block ends."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _check_unchanged(result: FileResult) -> None:
@@ -112,7 +95,7 @@ def write_results(results: Sequence[FileResult]) -> tuple[list[FileResult], list
             continue
         path = Path(result.real_path)
         try:
-            with _signals_held():
+            with signals_held():
                 check_writable(path, result.path)
                 _check_owner(path, result.path)
                 _check_unchanged(result)

@@ -15,8 +15,17 @@ from .conftest import torchrun
 pytestmark = pytest.mark.slow
 
 FSDP_STEPS = """
-import json, torch, torch.nn as nn, torch.distributed as dist
+import json, time, torch, torch.nn as nn, torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+
+
+def settled():
+    # the memory once gloo's worker let go of the finished collectives: the simulator lets go of their CPU
+    # aliases when a later collective starts (the same number of barriers on every rank)
+    for _ in range(10):
+        time.sleep(0.02)
+        dist.barrier()
+    return torch.neuron.memory_allocated()
 
 dist.init_process_group(backend="neuron")
 rank = dist.get_rank()
@@ -33,17 +42,15 @@ for step in range(5):
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
-    dist.barrier()
-    between_steps.append(torch.neuron.memory_allocated())
+    between_steps.append(settled())
 
 held = torch.empty(1 << 20, device="neuron")  # 4 MiB, gathered from every rank
-before = torch.neuron.memory_allocated()
+before = settled()
 gathered = torch.empty(2 << 20, device="neuron")
 dist.all_gather_into_tensor(gathered, held)
 del gathered
-dist.barrier()  # the simulator lets go of a finished collective's CPU aliases when the next one starts
-after = torch.neuron.memory_allocated()
-print("RESULT:" + json.dumps({"rank": rank, "between_steps": between_steps, "before": before, "after": after}))
+after = settled()
+print("\\nRESULT:" + json.dumps({"rank": rank, "between_steps": between_steps, "before": before, "after": after}), flush=True)
 dist.destroy_process_group()
 """
 
