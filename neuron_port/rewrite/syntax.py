@@ -89,7 +89,7 @@ def parse_unvalidated(text: str) -> cst.Module:
     wrong, which the parser's output meets by construction (its grammar is what they check), and about an
     eighth of the parse. Switched off only for the parse itself (the engine waits for the parse thread;
     nodes the rules build are still validated) and only while ``CSTNode.__post_init__`` is the method
-    this was written against (tests/rewrite/test_syntax.py compares the trees with validated parses)."""
+    this was written against (tests/rewrite/test_parse_unvalidated.py compares the trees with validated parses)."""
     if CSTNode.__post_init__ is not _VALIDATE_NODE:
         return cst.parse_module(text)
     CSTNode.__post_init__ = _no_validation  # type: ignore[method-assign]
