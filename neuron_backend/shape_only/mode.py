@@ -102,19 +102,6 @@ def _kind_of_call(args, kwargs) -> int:
     return kind
 
 
-def _is_wrapper(a) -> bool:
-    """A tensor subclass of its own dispatch (DTensor), not a fake tensor."""
-    return isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor) and \
-        type(a).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
-
-
-def _wrapped(args) -> bool:
-    for a in args:
-        if _is_wrapper(a) or (isinstance(a, (list, tuple)) and any(_is_wrapper(e) for e in a)):
-            return True
-    return False
-
-
 def _all_fake(out) -> bool:
     if isinstance(out, torch.Tensor):
         return isinstance(out, FakeTensor)
@@ -139,7 +126,7 @@ class RecordingMode(TorchDispatchMode):
         return True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if any(not issubclass(t, FakeTensor) for t in types) or _wrapped(args):
+        if any(not issubclass(t, FakeTensor) for t in types):
             # another tensor subclass (DTensor: FSDP2's sharded parameters) unwraps to its local tensors
             # first and calls the op again on them, as in a real run: count that call, not this one
             return NotImplemented
