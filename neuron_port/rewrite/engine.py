@@ -15,7 +15,7 @@ import libcst as cst
 
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.errors import RewriteError  # noqa: F401 (raised here; callers import it from here too)
-from neuron_port.rewrite.positions import node_positions  # noqa: F401 (tests and bench/ reach it here too)
+from neuron_port.rewrite.positions import node_positions
 from neuron_port.rewrite.prefilter import could_match, may_occur, rule_pattern
 from neuron_port.rewrite.syntax import (
     RUNNING,
