@@ -1,7 +1,7 @@
 """Reporters: one module or package per output format, two kinds of format, one dispatch.
 
-STREAM formats (``REPORTERS``, the choices of --output-format: text, json, sarif, github) are
-``emit(report, context, streams)``: each formats a Report (neuron_port.results) onto the streams it is
+STREAM formats (``REPORTERS``, the choices of --output-format: text, json, sarif, github; each module is
+imported when its format is asked for) are ``emit(report, context, streams)``: each formats a Report (neuron_port.results) onto the streams it is
 given and decides nothing else (the CLI owns the streams and the exit code, which reaches the reporters
 only to be shown, as SARIF's ``exitCode``). Machine formats write one document to ``streams.out``; the
 text reporter (``text/``) also writes errors to ``streams.err``. ``render_report`` is the dispatch of the
@@ -18,19 +18,19 @@ The rule pages (`rules`, `explain`, docs/rules/) are not a report: the registry 
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
 from neuron_port.report import Report
-from neuron_port.reporters import github, json_report, sarif
 from neuron_port.reporters.protocol import FileReporter, RenderContext, Reporter, Streams
-from neuron_port.reporters.text import findings
-from neuron_port.reporters.text.statistics import render as render_statistics
 
 __all__ = ["FILE_FORMATS", "FORMATS", "FileReporter", "RenderContext", "Reporter", "Streams", "file_reporter",
            "render_report", "reporter"]
 
-REPORTERS: dict[str, Reporter] = {"text": findings.emit, "json": json_report.emit, "sarif": sarif.emit,
-                                  "github": github.emit}
+# Each format's module, imported when the format is asked for: a run prints one format (the pre-commit
+# hook, text, does not pay for SARIF's and GitHub's modules).
+REPORTERS: dict[str, str] = {"text": "neuron_port.reporters.text.findings", "json": "neuron_port.reporters.json_report",
+                             "sarif": "neuron_port.reporters.sarif", "github": "neuron_port.reporters.github"}
 FORMATS = tuple(REPORTERS)
 
 
@@ -46,8 +46,9 @@ FILE_FORMATS = tuple(FILE_REPORTERS)
 
 
 def reporter(name: str) -> Reporter:
-    """The reporter for an --output-format name (text, json, sarif, github)."""
-    return REPORTERS[name]
+    """The reporter for an --output-format name (text, json, sarif, github): its module's ``emit``."""
+    emit: Reporter = import_module(REPORTERS[name]).emit
+    return emit
 
 
 def file_reporter(name: str) -> FileReporter:
@@ -61,6 +62,8 @@ def render_report(report: Report, output_format: str, context: RenderContext, st
     files that could not be processed)."""
     if not statistics:
         return reporter(output_format)(report, context, streams)
+    from neuron_port.reporters.text.statistics import render as render_statistics
+
     streams.out.file.write(render_statistics(report, output_format, context.unsafe_fixes))
     for error in report.errors:
         streams.err.print(error.message, markup=False, highlight=False)
