@@ -110,8 +110,11 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes],
         if kind == "python" and not passed and not could_match(decoded.text, triggers):
             result.skipped = True
             return result, None
-        from neuron_port.rewrite.engine import EngineOptions, transform_source
-        from neuron_port.rewrite.notebooks import transform_notebook
+        from neuron_port.rewrite.dataclass_code import compiled_once
+
+        with compiled_once():  # the engine imports LibCST: its dataclasses' methods compiled once per install
+            from neuron_port.rewrite.engine import EngineOptions, transform_source
+            from neuron_port.rewrite.notebooks import transform_notebook
 
         outcome = (transform_notebook if kind == "notebook" else transform_source)(
             decoded.text,
