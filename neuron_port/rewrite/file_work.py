@@ -155,9 +155,12 @@ def _read_digest(result: FileResult, decoded: DecodedSource, raw: Optional[bytes
 
 def import_engines(codes: tuple[str, ...]) -> None:
     """Import the engines and the selected rules (LibCST with them) in this process."""
-    import neuron_port.rewrite.engine  # noqa: F401
-    import neuron_port.rewrite.line_files  # noqa: F401
-    import neuron_port.rewrite.notebooks  # noqa: F401
+    from neuron_port.rewrite.dataclass_code import compiled_once
+
+    with compiled_once():
+        import neuron_port.rewrite.engine  # noqa: F401
+        import neuron_port.rewrite.line_files  # noqa: F401
+        import neuron_port.rewrite.notebooks  # noqa: F401
 
     _rules_for(codes)
 
