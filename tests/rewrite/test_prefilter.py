@@ -98,12 +98,21 @@ def double(x):
 '''
 
 
+# `python -m neuron_port ARGS`, then the names in sys.modules at exit on stderr's last line. (`-X importtime`
+# does not log what importlib.import_module imports, which is how the registry loads rule modules.)
+_RUN_AND_LIST_MODULES = """
+import atexit, runpy, sys
+atexit.register(lambda: sys.__stderr__.write("\\nMODULES " + " ".join(sorted(sys.modules)) + "\\n"))
+runpy.run_module("neuron_port", run_name="__main__", alter_sys=True)
+"""
+
+
 def _imported_modules(cli, folder: Path, name: str) -> tuple[subprocess.CompletedProcess, set[str]]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "neuron_port", "rewrite", "--check", name],
+    proc = subprocess.run([sys.executable, "-c", _RUN_AND_LIST_MODULES, "rewrite", "--check", name],
                           cwd=folder, capture_output=True, text=True, timeout=600)
-    modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
-               if line.startswith("import time:") and "|" in line}
-    return proc, modules
+    listed = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
+    assert listed, proc.stderr[-3000:]
+    return proc, set(listed[-1].split()[1:])
 
 
 def test_cli_on_a_file_without_cuda_idioms_loads_neither_libcst_nor_rules(tmp_path, cli):
@@ -125,6 +134,7 @@ def test_cli_on_a_file_with_a_cuda_idiom_still_finds_it(tmp_path, cli):
     assert proc.returncode == 1
     assert f"train.py:{len(PLAIN.splitlines()) + 1}:9 NP103" in proc.stdout
     assert "libcst" in modules
+    assert "neuron_port.rules.device_placement" in modules  # the list has the modules the registry imports
 
 
 def test_matches_on_doctest_lines_do_not_count():
