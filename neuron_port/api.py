@@ -83,12 +83,12 @@ def rewrite_source(
     ``.json`` / ``.toml`` launch files; a name without a suffix goes by the text's shebang
     (``#!/bin/bash``: a shell script). Raises RewriteError (neuron_port.rewrite.engine) for text that
     does not parse, UsageError for bad settings."""
-    from neuron_port.rewrite.dataclass_code import compiled_once
+    from neuron_port.rewrite.file_work import load_engines
 
-    with compiled_once():  # LibCST's dataclasses' methods compiled once per install
-        from neuron_port.rewrite.engine import EngineOptions, transform_source
-        from neuron_port.rewrite.notebooks import transform_notebook
+    load_engines()
+    from neuron_port.rewrite.engine import EngineOptions, transform_source
     from neuron_port.rewrite.line_files import line_rules, transform_text
+    from neuron_port.rewrite.notebooks import transform_notebook
     from neuron_port.rewrite.sources import SHEBANG_BYTES, file_kind, keep_final_cr
     from neuron_port.rules.instances import describe_cores
     from neuron_port.rules.registry import rule_by_code

@@ -82,13 +82,15 @@ def compiled_once() -> Iterator[None]:
     if path is None or dataclasses.__dict__.get("exec") is not None:  # no bytecode here, or already inside
         yield
         return
-    known = _load(path)
+    loaded: list[dict[str, Any]] = []  # the file, read at the first class made: an import of nothing new reads nothing
     used: dict[str, CodeType] = {}
     compiled: list[str] = []
 
     def exec_known(source: Any, globals: Any = None, locals: Any = None) -> None:
         if type(source) is str:
-            code = known.get(source)
+            if not loaded:
+                loaded.append(_load(path))
+            code = loaded[0].get(source)
             if type(code) is not CodeType:
                 # what exec() compiles: the flags of dataclasses.py (no __future__ imports), not this module's
                 code = compile(source, "<string>", "exec", dont_inherit=True)
@@ -103,5 +105,5 @@ def compiled_once() -> Iterator[None]:
     finally:
         del dataclasses.exec  # type: ignore[attr-defined]
     if compiled and not sys.dont_write_bytecode:
-        merged = {text: code for text, code in known.items() if type(code) is CodeType} | used
+        merged = {text: code for text, code in loaded[0].items() if type(code) is CodeType} | used
         _write(path, merged if len(merged) <= _MAX_TEXTS else used)

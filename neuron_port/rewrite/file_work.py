@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import traceback
 from typing import Optional
 
@@ -110,11 +111,9 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes],
         if kind == "python" and not passed and not could_match(decoded.text, triggers):
             result.skipped = True
             return result, None
-        from neuron_port.rewrite.dataclass_code import compiled_once
-
-        with compiled_once():  # the engine imports LibCST: its dataclasses' methods compiled once per install
-            from neuron_port.rewrite.engine import EngineOptions, transform_source
-            from neuron_port.rewrite.notebooks import transform_notebook
+        load_engines()
+        from neuron_port.rewrite.engine import EngineOptions, transform_source
+        from neuron_port.rewrite.notebooks import transform_notebook
 
         outcome = (transform_notebook if kind == "notebook" else transform_source)(
             decoded.text,
@@ -153,14 +152,22 @@ def _read_digest(result: FileResult, decoded: DecodedSource, raw: Optional[bytes
     return digest(raw if raw is not None else decoded.text.encode(decoded.encoding))
 
 
-def import_engines(codes: tuple[str, ...]) -> None:
-    """Import the engines and the selected rules (LibCST with them) in this process."""
+def load_engines() -> None:
+    """Import the Python and notebook engines (LibCST with them) in this process. The first import runs
+    inside dataclass_code.compiled_once: LibCST's dataclass methods compiled once per install."""
+    if "neuron_port.rewrite.notebooks" in sys.modules:  # imported last below
+        return
     from neuron_port.rewrite.dataclass_code import compiled_once
 
     with compiled_once():
         import neuron_port.rewrite.engine  # noqa: F401
-        import neuron_port.rewrite.line_files  # noqa: F401
         import neuron_port.rewrite.notebooks  # noqa: F401
+
+
+def import_engines(codes: tuple[str, ...]) -> None:
+    """Import the engines and the selected rules (LibCST with them) in this process."""
+    load_engines()
+    import neuron_port.rewrite.line_files  # noqa: F401
 
     _rules_for(codes)
 

@@ -154,3 +154,23 @@ def test_the_hook_writes_the_file_once(prefix, tmp_path):
     assert (second.returncode, second.stdout, second.stderr) == (first.returncode, first.stdout, first.stderr)
     again = path.stat()
     assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+# `python -m neuron_port ARGS`, counting the opens of the compiled-methods file (an audit hook).
+COUNT_OPENS = r'''
+import atexit, runpy, sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(1) if event == "open" and "dataclass-code." in str(args[0]) else None)
+atexit.register(lambda: sys.__stderr__.write(f"\nOPENS {len(opened)}\n"))
+runpy.run_module("neuron_port", run_name="__main__", alter_sys=True)
+'''
+
+
+def test_a_run_over_many_files_reads_the_file_once(prefix, tmp_path):
+    _probe(prefix)  # the file is there
+    for i in range(5):
+        (tmp_path / f"train{i}.py").write_text("import torch\n\nmodel = torch.nn.Linear(2, 2).cuda()\n")
+    run = subprocess.run([sys.executable, "-c", COUNT_OPENS, "rewrite", "--check", "-q", "--no-cache", "-j", "1", "."],
+                         cwd=tmp_path, env=_env(prefix), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and run.stdout.count("NP") == 5, run.stderr
+    assert run.stderr.splitlines()[-1] == "OPENS 1"  # not once per file: the engine is imported once
