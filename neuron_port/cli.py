@@ -31,9 +31,11 @@ from neuron_port.commands.options import (
     CacheOption, CheckExitZeroOption, CheckOption, CheckQuietOption, ConfigOption, DiffOption, ExcludeOption,
     ExitZeroOption, ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption,
     IgnoreOption, InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption,
-    OutputFormat, OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
+    OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
     ShapeOnlyOption, SizeRuleOption, StatisticsOption, WorldSizeOption, StdinFilenameOption, TargetOption,
-    TimeoutOption, UnsafeFixesOption, VerboseOption, exit_code, fail_usage)
+    TimeoutOption, UnsafeFixesOption, VerboseOption, fail_usage)
+from neuron_port.commands.exit_codes import exit_code
+from neuron_port.commands.option_specs import OutputFormat
 from neuron_port.commands.rewrite_run import command_settings, run_rewrite
 from neuron_port.config import Settings
 from neuron_port.errors import UsageError

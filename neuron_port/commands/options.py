@@ -19,8 +19,6 @@ from typing_extensions import Annotated
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.commands import option_specs as spec
 from neuron_port.commands.console import print_usage_error
-from neuron_port.commands.exit_codes import exit_code  # noqa: F401 (cli.py and the commands import it from here)
-from neuron_port.commands.option_specs import FailOn, OutputFormat, TargetChoice  # noqa: F401 (likewise)
 
 
 def declared(option: spec.OptionSpec) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from neuron_port import api
 from neuron_port.commands.console import err, out, print_usage_error, scan_progress
@@ -26,8 +26,18 @@ def command_settings(start: Path, config: Optional[Path], **cli) -> Settings:
     return load_settings(start, explicit=config).merged(**cli)
 
 
-def run_rewrite(
-    paths: list[Path], diff: bool = False, check: bool = False, fix: bool = False,
+def run_rewrite(paths: list[Path], **options: Any) -> int:
+    """`rewrite` with cli.py's parameters (by keyword: ``_rewrite``'s, option_specs.REWRITE_PARAMETERS);
+    returns the exit code, 2 with the message for a usage error."""
+    try:
+        return _rewrite(paths, **options)
+    except UsageError as exc:
+        print_usage_error(str(exc))
+        return 2
+
+
+def _rewrite(
+    paths: list[Path], *, diff: bool = False, check: bool = False, fix: bool = False,
     stdin_filename: Optional[str] = None, unsafe_fixes: Optional[bool] = None,
     select: Optional[list[str]] = None, ignore: Optional[list[str]] = None,
     extend_select: Optional[list[str]] = None, extend_ignore: Optional[list[str]] = None,
@@ -37,20 +47,7 @@ def run_rewrite(
     config: Optional[Path] = None, quiet: bool = False, verbose: bool = False, instance: Optional[str] = None,
     neuron_cores: Optional[int] = None, cache: Optional[bool] = None,
 ) -> int:
-    """`rewrite` with cli.py's parameters; returns the exit code (cli.py's docstring of `rewrite` says what
-    each one does)."""
-    try:
-        return _rewrite(paths, diff, check, fix, stdin_filename, unsafe_fixes, select, ignore, extend_select,
-                        extend_ignore, target, output_format, statistics, exit_zero, jobs, exclude, fail_on,
-                        max_file_size, config, quiet, verbose, instance, neuron_cores, cache)
-    except UsageError as exc:
-        print_usage_error(str(exc))
-        return 2
-
-
-def _rewrite(paths, diff, check, fix, stdin_filename, unsafe_fixes, select, ignore, extend_select, extend_ignore,
-             target, output_format, statistics, exit_zero, jobs, exclude, fail_on, max_file_size, config, quiet,
-             verbose, instance, neuron_cores, cache) -> int:
+    """cli.py's docstring of `rewrite` says what each parameter does; raises UsageError."""
     stdin = [str(p) for p in paths] == ["-"]
     if fix and (diff or check):
         raise UsageError("--fix cannot be combined with --diff or --check")

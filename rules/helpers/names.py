@@ -115,16 +115,12 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(_code_children(current))
+        stack.extend(code_children(current))
 
 
-def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The children ``walk`` enters from ``node`` (no whitespace, comments or blank lines), last first."""
-    return _code_children(node)
-
-
-def _code_children(current: cst.CSTNode) -> list[cst.CSTNode]:
-    """The code children of ``current``, last first (the order a stack pops them in document order)."""
+def code_children(current: cst.CSTNode) -> list[cst.CSTNode]:
+    """The children ``walk`` enters from ``current`` (no whitespace, comments or blank lines), last first
+    (the order a stack pops them in document order)."""
     names = _FIELDS.get(type(current))
     if names is None:
         names = _FIELDS[type(current)] = _code_fields(type(current))
