@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Creates .venv (if missing) and installs neuron-port with the simulator, test, zoo and html extras (zoo:
 # the pinned transformers of the model-zoo sweep, whose 5-architecture subset runs in the test suite; html:
-# matplotlib for `check --html`). As root with apt-get, it also installs Debian's chromium, the headless
-# browser the HTML report's test opens the page in (tests/reporters/html/test_html_report.py);
-# NEURON_PORT_NO_APT=1 skips that.
+# matplotlib for `check --html`). The headless browser of the HTML report's test is the test set-up's
+# (scripts/setup_browser.sh, run by scripts/test.sh), not the demo's. Each step says what it installs and, when
+# it ends, how long it took; a long step prints a line every 30 s. Two set-ups of one clone at once (the demo
+# and the tests side by side) take turns (flock on .venv.lock) instead of installing into one venv together.
 #
 # torch is the CPU build, pinned: from the public index alone, a Linux torch==2.13.0 is the CUDA build with
 # its nvidia-* and triton packages (several GB) that the simulator does not use. So on Linux torch is
@@ -18,16 +19,29 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 TORCH_VERSION=2.13.0
 TORCH_INDEX="${NEURON_PORT_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
+if command -v flock >/dev/null 2>&1; then
+  exec 9>.venv.lock
+  if ! flock -n 9; then
+    echo "neuron-port: another set-up of this clone is running; waiting for it to finish..." >&2
+    flock 9
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "neuron-port: creating .venv" >&2
   "$PYTHON" -m venv .venv
 fi
-pip_install() {  # quiet pip; its output (but one harmless notice) shown, its exit status kept
-  local log status=0
+pip_install() {  # quiet pip; its output (but one harmless notice) shown, its exit status kept; a line every 30 s
+  local log status=0 start ticker
   log="$(mktemp)"
+  start=$SECONDS
+  ( while sleep 30 >/dev/null 2>&1; do echo "neuron-port:   ... still installing ($((SECONDS - start)) s)" >&2; done ) &
+  ticker=$!
   .venv/bin/python -m pip install -q --disable-pip-version-check "$@" >"$log" 2>&1 || status=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
   grep -v "is ignored: it is neither a file nor a directory" "$log" >&2 || true
   rm -f "$log"
+  [ "$status" = 0 ] && echo "neuron-port:   done in $((SECONDS - start)) s" >&2
   return "$status"
 }
 # Quiet unless something goes wrong; the stamp skips pip when nothing changed since the last install.
@@ -44,19 +58,20 @@ EOF
   then reachable=yes
   fi
   if [ "$reachable" = yes ]; then
-    echo "neuron-port: installing $torch_spec (CPU build) from PyTorch's CPU wheel index ($TORCH_INDEX)" >&2
+    echo "neuron-port: [1/2] installing $torch_spec (CPU build, ~200 MB; 1-5 min) from PyTorch's CPU wheel index ($TORCH_INDEX)" >&2
     pip_install --index-url "$TORCH_INDEX" "$torch_spec"
   else
     sources="$(.venv/bin/python -m pip config list 2>/dev/null | grep -E 'index-url|find-links' | tr '\n' ' ' || true)"
-    echo "neuron-port: PyTorch's CPU wheel index (${TORCH_INDEX:-not tried}) is not reachable; installing" \
-         "$torch_spec (CPU build) from pip's own configuration (${sources:-its default index})" >&2
+    echo "neuron-port: [1/2] PyTorch's CPU wheel index (${TORCH_INDEX:-not tried}) is not reachable; installing" \
+         "$torch_spec (CPU build, ~200 MB; 1-5 min) from pip's own configuration (${sources:-its default index})" >&2
     if ! pip_install "$torch_spec"; then
       echo "neuron-port: error: $torch_spec is in neither place; make PyTorch's CPU wheel index reachable, or" \
            "put the CPU wheel where pip finds it (pip install --find-links FOLDER), then run this again" >&2
       exit 1
     fi
   fi
-  echo "neuron-port: installing neuron-port[sim,dev,zoo,html] into .venv (the rest from pip's configured index)" >&2
+  echo "neuron-port: [2/2] installing neuron-port[sim,dev,zoo,html] into .venv (transformers, matplotlib, ...;" \
+       "1-5 min; the rest from pip's configured index)" >&2
   pip_install -e ".[sim,dev,zoo,html]"
   .venv/bin/python -c "import torch, libcst, typer, rich, transformers, matplotlib" # fail loudly if the install did not work
   .venv/bin/python - "$TORCH_VERSION" <<'EOF'
@@ -72,11 +87,4 @@ assert not nvidia, f"CUDA packages were installed: {', '.join(nvidia)}"
 print(f"neuron-port: torch {torch.__version__} (CPU build, no CUDA packages)", file=sys.stderr)
 EOF
   touch "$stamp"
-fi
-# The browser of the HTML report's test: Debian's package (never a browser download).
-if ! command -v chromium >/dev/null 2>&1 && [ -z "${NEURON_PORT_NO_APT:-}" ] && [ "$(id -u)" = 0 ] \
-    && command -v apt-get >/dev/null 2>&1; then
-  echo "neuron-port: installing chromium (Debian) for the HTML report's browser test" >&2
-  { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-    || echo "neuron-port: warning: chromium could not be installed; the HTML report's browser test needs it" >&2
 fi

@@ -1,6 +1,6 @@
 """A real headless Chromium for the tests, driven over the DevTools protocol (CDP).
 
-The browser is Debian's `chromium` (scripts/setup.sh installs it); nothing here downloads one. CDP runs over
+The browser is Debian's `chromium` (scripts/setup_browser.sh, the test set-up's step, installs it); nothing here downloads one. CDP runs over
 `--remote-debugging-pipe`: Chromium reads commands from fd 3 and writes answers and events to fd 4, each
 message JSON ended by a NUL byte, so no port is opened and no client library is needed.
 
