@@ -1,6 +1,14 @@
 // Convolutions on PrivateUse1 go through convolution_overrideable / convolution_backward_overrideable.
 // They run through the accounting fallback with a runner (like SDPA): each call is counted per signature
 // (its shapes feed the cost model and the NEFF count), the CPU convolution runs on zero-copy aliases.
+//
+// Results are contiguous, whatever the input's layout: that is what PyTorch's fake kernel declares for a
+// PrivateUse1 convolution (torch/_subclasses/fake_impls.py conv: ConvBackend::Overrideable, and
+// _determine_backend_memory_format gives channels_last to XPU tensors only), and a compiled graph reads
+// every intermediate with its traced strides. The CPU kernel would return channels_last for a
+// channels_last input: a saved activation and its gradient then disagree with the graph's metadata, the
+// backward skips a `.contiguous()` the trace found unnecessary, and a CPU kernel that requires equal
+// layouts (native_group_norm_backward) reads the gradient with the wrong strides (issue 39).
 #include "accounting/accounting.h"
 #include "accounting/alias.h"
 
@@ -25,7 +33,7 @@ static void convolution_runner(torch::jit::Stack* s) {
   auto out = at::convolution(a[0].toTensor(), a[1].toTensor(), bias, a[3].toIntVector(), a[4].toIntVector(),
                              a[5].toIntVector(), a[6].toBool(), a[7].toIntVector(), a[8].toInt());
   torch::jit::drop(*s, 9);
-  torch::jit::push(*s, out);
+  torch::jit::push(*s, out.contiguous());
 }
 
 // convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed,
@@ -43,7 +51,9 @@ static void convolution_backward_runner(torch::jit::Stack* s) {
                                       a[4].toIntVector(), a[5].toIntVector(), transposed, a[7].toIntVector(), groups,
                                       mask);
   torch::jit::drop(*s, 10);
-  torch::jit::push(*s, std::get<0>(res), std::get<1>(res), std::get<2>(res));
+  // grad_input and grad_weight in the fake kernel's layout (contiguous, like the forward); grad_bias is 1-D
+  auto dense = [](const at::Tensor& t) { return t.defined() ? t.contiguous() : t; };
+  torch::jit::push(*s, dense(std::get<0>(res)), dense(std::get<1>(res)), std::get<2>(res));
 }
 
 static void convolution_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
