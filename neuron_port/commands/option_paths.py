@@ -13,7 +13,7 @@ from typing import Any
 
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.options import fail_usage
-from neuron_port.commands.rewrite_argv import option_named_files
+from neuron_port.commands.rewrite_argv import dash_named_files, option_named_files
 
 
 class PathsAfterDashes(PlainHelpCommand):
@@ -25,4 +25,4 @@ class PathsAfterDashes(PlainHelpCommand):
             raise fail_usage(f"{clashes[0]!r} reads as an option but is also a file here; put file names after "
                              "`--` (neuron-port rewrite [OPTIONS] -- PATH...), so that every word after it is "
                              "a path")
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, dash_named_files(list(args)))

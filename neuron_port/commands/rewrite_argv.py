@@ -7,7 +7,7 @@ click costs another ~0.015 s. The words are read here from the plain data both r
 (option_specs.py: the options of `rewrite`, in cli.py's order, with their defaults), and only in the
 forms whose meaning is plain: flags, ``--x/--no-x`` switches, short flags alone (``-q``), an option's
 value as the next word (a value that starts with ``-``, or that is not plainly valid for its type, is
-typer's to judge), paths, and ``--`` (every word after it is a path). Help, ``--opt=value``, ``-j4``,
+typer's to judge), paths, and ``--`` (every word after it is a path, `-` too: dash_named_files). Help, ``--opt=value``, ``-j4``,
 bundled short flags, an unknown or repeated option, no path, an option-looking word that names a file
 (``option_named_files``) and shell completion return None: typer then answers exactly as it always did,
 error messages included. tests/rewrite/test_rewrite_argv.py holds the values equal to those typer
@@ -35,6 +35,16 @@ def option_named_files(args: list[str]) -> list[str]:
     (option_paths.py refuses them on typer's path)."""
     before = args[:args.index("--")] if "--" in args else args
     return [word for word in before if word.startswith("-") and word != "-" and os.path.lexists(word)]
+
+
+def dash_named_files(words: list[str]) -> list[str]:
+    """``words`` with each `-` after `--` spelled as the file `-` of the working folder (an absolute path,
+    which the report still shows as `-`): after `--` every word is a path, and the hooks' entry ends with
+    `--`, so a committed file named `-` must be read, not stdin (issue 33). `-` before `--` is stdin."""
+    if "--" not in words:
+        return words
+    after = words.index("--") + 1
+    return words[:after] + [os.path.join(os.getcwd(), word) if word == "-" else word for word in words[after:]]
 
 
 class _Parameter:
@@ -80,7 +90,7 @@ def direct_arguments(args: list[str]) -> Optional[dict[str, Any]]:
     ``args[1:]``, or None when ``args`` is not such a plain command line (typer then dispatches it)."""
     if not args or args[0] != "rewrite" or os.environ.get(_COMPLETION_VARIABLE):
         return None
-    words = args[1:]
+    words = dash_named_files(args[1:])
     if option_named_files(words):
         return None
     options, argument = _declarations()

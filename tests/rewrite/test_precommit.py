@@ -352,3 +352,22 @@ def test_try_repo_reports_findings(tmp_path, hook_repo):
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     assert "NP101" in out and '+device = "neuron"' in out
+
+
+# -- a file named `-` (issue 33, item 3) ----------------------------------------------------------------
+def test_a_committed_file_named_dash_is_checked(tmp_path, hook_repo, pre_commit_home):
+    """identify tags an executable `-` with a python shebang as Python, and pre-commit hands it over after
+    the entry's `--`: the hook reads the file (not stdin, which is empty there) and fails on its CUDA code,
+    with --all-files and with the file staged alone."""
+    project = _project(tmp_path, {"-": "#!/usr/bin/env python3\n" + CUDA_FILE, "model.py": CLEAN_FILE}, hook_repo)
+    (project / "-").chmod(0o755)
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "executable")
+    every = _pre_commit(project, pre_commit_home, "run", "neuron-port", "--all-files", "--verbose")
+    out = every.stdout + every.stderr
+    assert every.returncode == 1, out
+    assert "-:5:" in out and "NP103" in out and "2 file(s) scanned" in out, out
+    alone = _pre_commit(project, pre_commit_home, "run", "neuron-port", "--files", "-", "--verbose")
+    out = alone.stdout + alone.stderr
+    assert alone.returncode == 1 and "-:5:" in out and "1 file(s) scanned" in out, out
+    assert (project / "-").read_text() == "#!/usr/bin/env python3\n" + CUDA_FILE

@@ -45,7 +45,7 @@ WITH_VALUES = [["--select", "NP1"], ["--select", "NP101,NP2", "--select", "ALL"]
                ["--fail-on", "never"], ["--fail-on", "warning"], ["--max-file-size", "0"],
                ["--max-file-size", "2.5"], ["--max-file-size", "10"], ["--config", "conf/pyproject.toml"],
                ["--instance", "trn1.32xlarge"], ["--neuron-cores", "8"], ["--stdin-filename", "x.py"]]
-PATHS = [["a.py"], ["src", "b.py"], ["-"], ["--", "a.py", "--exclude=*.py"], ["a.py", "--", "-q"]]
+PATHS = [["a.py"], ["src", "b.py"], ["-"], ["--", "a.py", "--exclude=*.py"], ["a.py", "--", "-q"], ["--", "-", "a.py"]]
 
 
 SAME = {"-q": "--quiet", "-v": "--verbose", "-j": "--jobs", "--no-cache": "--cache",
