@@ -117,6 +117,7 @@ def estimate(
     """Recompute the estimate of a saved `check` report with other prices, core counts or tokens per step,
     without running the project again. Options not given keep the report's values."""
     from neuron_port.check.estimate import TokensError, recompute
+    from neuron_port.check.estimate.saved import DamagedSection
     from neuron_port.reporters.text.estimate import render_estimate
 
     # --output-format, as every command spells it; --format (its first name) still works
@@ -132,17 +133,27 @@ def estimate(
         raise _fail(f"{report}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise _fail(f"{report}: not a JSON report: {exc}") from None
+    except RecursionError:  # the reader recurses per level of nesting
+        raise _fail(f"{report}: not a JSON report: nested too deeply") from None
     section = document.get("estimate") if isinstance(document, dict) else None
     if not isinstance(section, dict) or not isinstance(section.get("work"), dict):
         raise _fail(f"{report}: no `estimate` section with its per-step work (a `neuron-port check` JSON report "
                     "of a run that reached the neuron device)")
+    options = flag_options(price, cores, tokens_per_step, instance)
     try:
-        result = recompute(section, flag_options(price, cores, tokens_per_step, instance))
+        result = recompute(section, options)
     except TokensError as exc:
         raise _fail(f"{report}: {exc}") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except DamagedSection as exc:  # names the key: estimate.work.work[0].calls: expected a finite number ...
+        raise _fail(f"{report}: the `estimate` section is damaged: {exc}") from None
+    except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise _fail(f"{report}: the `estimate` section is damaged: {type(exc).__name__}: {exc}") from None
+    try:  # JSON has no NaN or Infinity: finite values near the float maximum can still overflow on the way
+        text = json.dumps(result, indent=2, allow_nan=False)
+    except ValueError:
+        raise _fail(f"{report}: the `estimate` section is damaged: its numbers are too large to estimate from "
+                    "(the estimate overflows to Infinity)") from None
     if output_format == "json":
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        sys.stdout.write(text + "\n")
     else:
         render_estimate(out(), result)

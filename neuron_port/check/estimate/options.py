@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
+from neuron_port.check.estimate import saved
 from neuron_port.check.estimate.assumptions import DEFAULTS
 from neuron_port.check.estimate.devices import load_devices
 from neuron_port.check.estimate.sizing import parse_instances
@@ -54,23 +55,32 @@ class EstimateOptions:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> EstimateOptions:
-        """The options a saved ``estimate`` section was made with."""
+        """The options a saved ``estimate`` section was made with; ``saved.DamagedSection`` names the key of
+        a value no flag or pyproject.toml could have set (NaN, Infinity, a negative or zero price)."""
+        where = "estimate"
         prices = {}
-        for row in section.get("per_device", []):
-            price = row.get("price", {})
+        for at, row in saved.objects(section, "per_device", where):
+            price = row.get("price") or {}
             if price.get("source") == "user" and price.get("per_chip_hour_usd") is not None:
                 device = next((d for d in section.get("devices", []) if d.get("id") == row.get("device")), {})
-                prices[device.get("price_device", row.get("device"))] = float(price["per_chip_hour_usd"])
+                prices[device.get("price_device", row.get("device"))] = saved.amount(
+                    price, "per_chip_hour_usd", f"{at}.price", positive=True)
         steps = section.get("steps", {})
         spec = (steps.get("tokens_from") or {}).get("spec")  # re-resolved: the same lookups, the same number
-        return cls(cores=section.get("cores"), tokens_per_step=spec or steps.get("tokens_per_step"),
-                   prices=prices, assumptions={a["name"]: float(a["value"]) for a in section.get("assumptions", [])},
-                   instances=tuple(str(i["spec"]) for i in section.get("instances", [])))
+        tokens = spec if isinstance(spec, str) and spec else steps.get("tokens_per_step")
+        if tokens is not None and not isinstance(tokens, str):
+            tokens = saved.amount(steps, "tokens_per_step", f"{where}.steps", positive=True)
+        return cls(cores=saved.count(section, "cores", where, None, least=1), tokens_per_step=tokens, prices=prices,
+                   assumptions={str(a["name"]): saved.amount(a, "value", at, positive=True)
+                                for at, a in saved.objects(section, "assumptions", where)},
+                   instances=tuple(str(i["spec"]) for _, i in saved.objects(section, "instances", where)))
 
 
 def positive(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{what}: expected a positive number, got {value!r}")
+    """``value`` as a float when it is a finite number > 0 (``inf`` too is refused: a price or an assumption of
+    Infinity makes every time or dollar figure inf or NaN); ValueError naming ``what`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{what}: expected a finite number > 0, got {value!r}")
     return float(value)
 
 

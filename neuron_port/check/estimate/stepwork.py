@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
+from neuron_port.check.estimate import saved
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,11 @@ class WorkItem:
                 **({"gemm": list(self.gemm)} if self.gemm else {})}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> WorkItem:
+    def from_json(cls, data: dict[str, Any], where: str = "work") -> WorkItem:
         return cls(op=str(data["op"]), family=str(data["family"]), dtype=str(data["dtype"]),
-                   calls=float(data["calls"]), flops=float(data["flops"]), bytes=float(data["bytes"]),
-                   compiled=bool(data.get("compiled", False)),
-                   gemm=tuple(int(v) for v in data["gemm"]) if data.get("gemm") else None)  # type: ignore[arg-type]
+                   calls=saved.amount(data, "calls", where), flops=saved.amount(data, "flops", where),
+                   bytes=saved.amount(data, "bytes", where), compiled=bool(data.get("compiled", False)),
+                   gemm=saved.counts(data, "gemm", where))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,10 @@ class TokenSource:
         return {"op": self.op, "site": self.site, "module": self.module, "per_step": self.per_step}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TokenSource:
+    def from_json(cls, data: dict[str, Any], where: str = "token_sources") -> TokenSource:
         module = data.get("module")
         return cls(op=str(data["op"]), site=str(data["site"]), module=None if module is None else str(module),
-                   per_step=float(data["per_step"]))
+                   per_step=saved.amount(data, "per_step", where))
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,9 @@ class CollectiveWork:
         return {"op": self.op, "group_size": self.group_size, "calls": self.calls, "bytes": self.bytes}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CollectiveWork:
-        return cls(op=str(data["op"]), group_size=int(data["group_size"]), calls=float(data["calls"]),
-                   bytes=float(data["bytes"]))
+    def from_json(cls, data: dict[str, Any], where: str = "collectives") -> CollectiveWork:
+        return cls(op=str(data["op"]), group_size=saved.count(data, "group_size", where, least=1),
+                   calls=saved.amount(data, "calls", where), bytes=saved.amount(data, "bytes", where))
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,9 @@ class PhaseWork:
         return {"kind": self.kind, "calls": self.calls, "flops": self.flops, "bytes": self.bytes}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PhaseWork:
-        return cls(kind=str(data["kind"]), calls=float(data["calls"]), flops=float(data["flops"]),
-                   bytes=float(data["bytes"]))
+    def from_json(cls, data: dict[str, Any], where: str = "outside_phases") -> PhaseWork:
+        return cls(kind=str(data["kind"]), calls=saved.amount(data, "calls", where),
+                   flops=saved.amount(data, "flops", where), bytes=saved.amount(data, "bytes", where))
 
 
 @dataclass
@@ -145,26 +146,30 @@ class StepWork:
                 "outside_phases": [o.to_json() for o in self.outside_phases]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StepWork:
-        host = data.get("fallback_host_seconds")
-        peak = data.get("peak_bytes")
-        return cls(clock=str(data["clock"]), measured=int(data["measured"]), warmup=int(data["warmup"]),
-                   processes=int(data["processes"]), items=[WorkItem.from_json(w) for w in data["work"]],
-                   fallback_calls=float(data["fallback_calls"]),
-                   fallback_host_seconds=None if host is None else float(host),
-                   fallback_copy_bytes=float(data.get("fallback_copy_bytes", 0.0)),
-                   fallback_modeled_flops=float(data.get("fallback_modeled_flops", 0.0)),
-                   fallback_modeled_bytes=float(data.get("fallback_modeled_bytes", 0.0)),
-                   fallback_flops=float(data.get("fallback_flops", 0.0)),
-                   outside_steps_calls=int(data.get("outside_steps_calls", 0)),
-                   eager_neffs=int(data["eager_neffs"]), graphs=int(data["graphs"]),
-                   peak_bytes=None if peak is None else int(peak),
-                   token_sources=[TokenSource.from_json(t) for t in data.get("token_sources", [])],
-                   parameter_bytes=float(data.get("parameter_bytes", 0.0)),
-                   float32_matmul_precision=data.get("float32_matmul_precision"),
-                   world_size=int(data.get("world_size", 0)),
-                   collectives=[CollectiveWork.from_json(c) for c in data.get("collectives", [])],
-                   outside_phases=[PhaseWork.from_json(o) for o in data.get("outside_phases", [])])
+    def from_json(cls, data: dict[str, Any], where: str = "estimate.work") -> StepWork:
+        """The work a saved report kept; ``saved.DamagedSection`` names the key of a value the cost model
+        cannot take (NaN, Infinity, a negative count, an integer beyond int64)."""
+        amount, count = saved.amount, saved.count
+        return cls(clock=str(data["clock"]), measured=count(data, "measured", where),
+                   warmup=count(data, "warmup", where), processes=count(data, "processes", where),
+                   items=[WorkItem.from_json(w, at) for at, w in saved.objects(data, "work", where, required=True)],
+                   fallback_calls=amount(data, "fallback_calls", where),
+                   fallback_host_seconds=amount(data, "fallback_host_seconds", where, None),
+                   fallback_copy_bytes=amount(data, "fallback_copy_bytes", where, 0.0),
+                   fallback_modeled_flops=amount(data, "fallback_modeled_flops", where, 0.0),
+                   fallback_modeled_bytes=amount(data, "fallback_modeled_bytes", where, 0.0),
+                   fallback_flops=amount(data, "fallback_flops", where, 0.0),
+                   outside_steps_calls=count(data, "outside_steps_calls", where, 0),
+                   eager_neffs=count(data, "eager_neffs", where), graphs=count(data, "graphs", where),
+                   peak_bytes=count(data, "peak_bytes", where, None),
+                   token_sources=[TokenSource.from_json(t, at)
+                                  for at, t in saved.objects(data, "token_sources", where)],
+                   parameter_bytes=amount(data, "parameter_bytes", where, 0.0),
+                   float32_matmul_precision=saved.text(data, "float32_matmul_precision", where, None),
+                   world_size=count(data, "world_size", where, 0),
+                   collectives=[CollectiveWork.from_json(c, at) for at, c in saved.objects(data, "collectives", where)],
+                   outside_phases=[PhaseWork.from_json(o, at)
+                                   for at, o in saved.objects(data, "outside_phases", where)])
 
     @property
     def world(self) -> int:
