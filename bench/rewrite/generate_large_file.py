@@ -10,9 +10,13 @@ Two shapes, both generated here from templates with seeded random names (nothing
             of code without any (docstrings, comments, arithmetic, logging).
   one-line  a small script whose one statement holds N ``.cuda()`` calls on one line (default 20,000):
             ``batch = [x_0.cuda(), x_1.cuda(), ...]``.
+  flat      a script of ``--lines`` top-level statements (no def or class: a notebook exported as one
+            script, a generated experiment), the same statements as ``functions`` (issue 33).
+  functions the lines of ``flat`` (same seed) cut into functions of 20 statements each.
 
     .venv/bin/python bench/rewrite/generate_large_file.py OUT.py [--lines 60000] [--seed 0]
     .venv/bin/python bench/rewrite/generate_large_file.py OUT.py --one-line 20000
+    .venv/bin/python bench/rewrite/generate_large_file.py OUT.py --lines 30000 --shape flat|functions
 
 The same arguments give the same bytes. The module ends as soon as it has ``--lines`` lines, at a
 statement boundary (a complete function or class), so the file always parses.
@@ -217,6 +221,38 @@ class Writer:
         return "\n".join(out) + "\n"
 
 
+    def statement(self) -> str:
+        """One top-level line of a flat script: CUDA moves and calls among plain arithmetic and logging."""
+        a, b, n = self.snake(), self.word(), self.n
+        return self.r.choice((
+            f"{a} = torch.randn({self.dim()}, {self.dim()}).cuda()",
+            f"{a} = {b}_{n - 1} * {self.r.randint(2, 9)} + 1",
+            f"{a} = F.relu({b}_{n - 2}).to(\"cuda:{self.r.randint(0, 7)}\")",
+            f"print(\"{b}\", {n}, float({b}_{n - 1}.mean()))",
+            f"{a} = math.sqrt({self.r.randint(1, 999)}) / {self.r.randint(1, 9)}",
+            "torch.cuda.synchronize()",
+        ))
+
+    def flat(self, lines: int) -> list[str]:
+        return [self.statement() for _ in range(lines)]
+
+
+FLAT_HEADER = "import math\n\nimport torch\nimport torch.nn.functional as F\n\n"
+
+
+def flat(lines: int, seed: int) -> str:
+    return FLAT_HEADER + "".join(f"{line}\n" for line in Writer(seed).flat(lines))
+
+
+def functions(lines: int, seed: int, per_function: int = 20) -> str:
+    body = Writer(seed).flat(lines)
+    parts = [FLAT_HEADER]
+    for start in range(0, len(body), per_function):
+        parts.append(f"\ndef part_{start // per_function}():\n")
+        parts.extend(f"    {line}\n" for line in body[start:start + per_function])
+    return "".join(parts)
+
+
 def one_line(calls: int) -> str:
     inputs = ", ".join(f"x_{i}" for i in range(8))
     moved = ", ".join(f"x_{i % 8}.cuda()" for i in range(calls))
@@ -235,8 +271,14 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=60_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--one-line", type=int, metavar="N", help="one line of N .cuda() calls instead")
+    parser.add_argument("--shape", choices=("module", "flat", "functions"), default="module")
     args = parser.parse_args()
-    text = one_line(args.one_line) if args.one_line else Writer(args.seed).module(args.lines)
+    if args.one_line:
+        text = one_line(args.one_line)
+    elif args.shape == "module":
+        text = Writer(args.seed).module(args.lines)
+    else:
+        text = (flat if args.shape == "flat" else functions)(args.lines, args.seed)
     args.out.write_text(text, encoding="utf-8")
     print(f"{args.out}: {text.count(chr(10))} lines, {len(text.encode())} bytes")
 

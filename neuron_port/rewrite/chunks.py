@@ -6,11 +6,13 @@ tree is about 2 KB per line. CPython's ``ast.parse`` of such a file peaks near 2
 on runs of whole top-level statements of at most about CHUNK_CHARS characters instead, and the pieces are
 joined into the one tree (or verdict) the whole text gives:
 
-- a piece starts at a top-level ``def``, ``class``, ``async def`` or decorator line, together with the
-  blank lines and column-0 comments just above it (the whole-text parse makes them that statement's
-  ``leading_lines``; a piece's parse makes them its module header, so they are moved back). A place where
-  an indented comment or a whitespace-only line stands in that gap is not a split point: LibCST gives such
-  lines to the previous block's footer;
+- a piece starts at a column-0 line that may begin a top-level statement (a ``def``, ``class``, decorator,
+  or any simple or compound statement: a flat script is cut as a module of functions is; not ``else``,
+  ``elif``, ``except`` or ``finally``, which continue the statement above and are the one case where the
+  text above a wrong cut would still parse), together with the blank lines and column-0 comments just
+  above it (the whole-text parse makes them that statement's ``leading_lines``; a piece's parse makes them
+  its module header, so they are moved back). A place where an indented comment or a whitespace-only line
+  stands in that gap is not a split point: LibCST gives such lines to the previous block's footer;
 - a top-level statement start can only be told from a string's or a bracket's content by tokenizing: a
   candidate inside a multi-line string or bracket gives a piece that does not parse; it is joined with
   the next piece and parsed again (after MAX_MERGES such joins the whole text is parsed as before), so a
@@ -27,6 +29,7 @@ rendered code) on the fixtures, the rule examples and texts made to fall on each
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Callable, Optional, TypeVar
 
 import libcst as cst
@@ -39,22 +42,32 @@ CHUNK_CHARS = 16_000
 # (then the whole text is parsed): a wrong split point costs a re-parse of two pieces.
 MAX_MERGES = 16
 
+# CPython's verdict is taken per segment, and a rewritten text's unchanged segments are not parsed again:
+# segments are cut at every definition, and between other statements where the line's hash says so (cuts
+# chosen by content alone, so an edit moves no cut elsewhere), or at this size, whichever comes first.
+SEGMENT_EVERY = 32
+SEGMENT_CHARS = 4_000
+
 _T = TypeVar("_T")
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # Python's newlines only (not str.splitlines')
-_STARTS = ("def ", "class ", "async def ", "@")
+_DEFINITIONS = ("def ", "class ", "async def ", "@")
+# what a column-0 line that begins a statement cannot start with: indentation, a comment, a line end, a
+# closing bracket (a continuation), or a clause of the compound statement above
+_NOT_A_START = re.compile(r"[ \t\f\r\n#)\]}\\]|(?:else|elif|except|finally)\b")
 
 
-def split_points(code: str) -> list[int]:
-    """Offsets where a piece may start: the first line of the blank lines and column-0 comments above a
-    column-0 ``def``/``class``/``async def``/decorator line (a guess: see the module docstring)."""
+def _starts(code: str) -> list[tuple[int, bool, str]]:
+    """(offset, whether a definition starts there, its first line) for every place a piece may start:
+    the first line of the blank lines and column-0 comments above a column-0 line that may begin a
+    statement (a guess: see the module docstring)."""
     lines = _LINE.findall(code)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
-    points: list[int] = []
+    points: list[tuple[int, bool, str]] = []
     for index, line in enumerate(lines):
-        if index == 0 or not line.startswith(_STARTS):
+        if index == 0 or _NOT_A_START.match(line):
             continue
         gap = index
         while gap > 0:
@@ -70,10 +83,15 @@ def split_points(code: str) -> list[int]:
             # a whitespace-only line or an indented comment (LibCST may give those to the block above as
             # its footer), a decorator (of this statement), or a backslash that joins the next line to it
             continue
-        if points and points[-1] == offsets[gap]:
+        if points and points[-1][0] == offsets[gap]:
             continue
-        points.append(offsets[gap])
+        points.append((offsets[gap], line.startswith(_DEFINITIONS), line))
     return points
+
+
+def split_points(code: str) -> list[int]:
+    """Offsets where a piece may start (see _starts)."""
+    return [offset for offset, _definition, _line in _starts(code)]
 
 
 def pieces(code: str, limit: int = CHUNK_CHARS) -> list[tuple[int, str]]:
@@ -157,5 +175,13 @@ def parse_in_pieces(code: str, parse: Callable[[str], Optional[cst.Module]],
 
 
 def segments(code: str) -> list[tuple[int, str]]:
-    """``code`` cut at every split point (one top-level definition each, with what precedes it)."""
-    return pieces(code, limit=0)
+    """``code`` cut before every top-level definition, and between other top-level statements at about
+    one split point in SEGMENT_EVERY (chosen by the line's content) or SEGMENT_CHARS characters."""
+    out: list[tuple[int, str]] = []
+    start = 0
+    for point, definition, line in _starts(code):
+        if definition or point - start >= SEGMENT_CHARS or zlib.crc32(line.encode()) % SEGMENT_EVERY == 0:
+            out.append((start, code[start:point]))
+            start = point
+    out.append((start, code[start:]))
+    return out

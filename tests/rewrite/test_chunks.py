@@ -55,6 +55,20 @@ EDGES = {
     "a coding cookie in a later piece": "# -*- coding: utf-8 -*-\nimport os\n\n\ndef f():\n    pass\n"
                                         "# -*- coding: latin-1 -*-\ndef g():\n    pass\n",
     "async def and a form feed": "import os\n\x0c\ndef f():\n    pass\n\n\nasync def g():\n    await f()\n",
+    # flat modules (issue 33): every top-level statement is a split point
+    "flat statements, comments between": "import os\nx = 1\n\n# about y\ny = [x,\n2]\nz = x; w = y\n"
+                                         "print(x)  # done\n",
+    "compound statements and their clauses": "if x:\n    pass\nelif y:\n    pass\nelse:\n    pass\ntry:\n"
+                                             "    pass\nexcept E:\n    pass\nelse:\n    pass\nfinally:\n"
+                                             "    pass\nfor i in x:\n    pass\nelse:\n    pass\nwhile x:\n"
+                                             "    break\nwith x as y:\n    pass\nmatch x:\n    case 1:\n"
+                                             "        pass\n",
+    "a statement at column 0 inside a string": 'x = """\ny = 1\n"""\nz = 2\nw = f"""\n{z}\nv = 3\n"""\n',
+    "a statement at column 0 inside a bracket": "x = (1,\ny)\nz = {\n'a': 1,\n}\ncall(\n)\n",
+    "a backslash continuation": "x = 1 + \\\n2\ny = 3\n",
+    "flat, CRLF and a last line without newline": "import os\r\nx = 1\r\n\r\n# c\r\ny = 2",
+    "flat with a block's footer comment": "if x:\n    y = 1\n    # footer\nz = 2\n",
+    "a future import below a docstring": '"""doc"""\nfrom __future__ import annotations\nimport os\nx = 1\n',
 }
 
 
@@ -91,6 +105,38 @@ def test_fixtures_and_rule_examples_parse_as_the_whole_text():
             joined_count += 1
             assert _same_tree(joined, whole, text), text[:200]
     assert joined_count >= 20
+
+
+def _flat(lines: int) -> str:
+    """A script of top-level statements only (no def or class), as issue 33 measured it."""
+    return "import torch\n\n" + "".join(f"x_{i} = torch.randn({i % 7 + 1}, 4).cuda()  # {i}\n"
+                                        for i in range(lines))
+
+
+def test_flat_module_is_cut_into_bounded_pieces():
+    """Issue 33: a module of top-level statements was one piece (LibCST's whole-text parse: 921 MB for
+    30,000 lines); it is cut like a module of functions, into pieces near CHUNK_CHARS."""
+    text = _flat(3000)
+    assert len(text) > 7 * syntax.CHUNK_CHARS
+    cut = pieces(text)
+    assert len(cut) >= len(text) // syntax.CHUNK_CHARS
+    assert max(len(t) for _o, t in cut) <= syntax.CHUNK_CHARS + 100
+    module = syntax.parse_module(text, "flat.py")
+    assert _same_tree(module, cst.parse_module(text), text)
+    assert 1 < len(segments(text)) and max(len(t) for _o, t in segments(text)) <= 4_100
+
+
+def test_flat_module_rewrites_as_the_whole_parse(monkeypatch):
+    """Findings and output of the engine on a flat module, parsed in pieces and whole, are the same."""
+    from neuron_port.rewrite.engine import transform_source
+
+    text = _flat(1500).replace("x_7 = ", "if x_6:\n    x_7 = ").replace("x_9 = ", "from torch import cuda\nx_9 = ")
+    rules = list(all_rules())
+    split = transform_source(text, rules, path="flat.py")
+    monkeypatch.setattr(syntax, "parse_in_pieces", lambda *args, **kwargs: None)
+    whole = transform_source(text, rules, path="flat.py")
+    assert split.code == whole.code and split.code != text
+    assert split.findings == whole.findings and len(split.findings) >= 1500
 
 
 def test_pieces_cover_the_text():
