@@ -26,6 +26,7 @@ from neuron_port.rules.helpers.names import dotted_name, int_value, source_of, w
 from neuron_port.rules.helpers.nodes import children, expr, string_value
 from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_where
 from neuron_port.rules.helpers.per_file import PerFileAnalysis
+from neuron_port.rules.helpers.scopes import Scopes
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 NEURON_PROPERTIES = frozenset({"name", "total_memory"})  # torch_neuronx/neuron.py of the TorchNeuron source (see NP206's references)
@@ -71,19 +72,25 @@ class CapabilityChecks:
         self.kept_properties: dict[cst.CSTNode, str] = {}  # get_device_properties reference -> attribute read
         self.kept_guards: dict[cst.CSTNode, str] = {}  # torch.cuda.is_available reference -> the read it guards
         words: dict[cst.Comparison, set[str]] = {}
-        property_names: dict[str, list[cst.Call]] = {}
-        attribute_reads: dict[str, set[str]] = {}
+        property_names: dict[object, list[cst.Call]] = {}
+        attribute_reads: dict[object, set[str]] = {}
         calls: list[cst.Call] = []
+        attributes: list[cst.Attribute] = []
         self._property_reads: set[cst.CSTNode] = set()
         for node in walk(module):
             if isinstance(node, cst.Call):
                 calls.append(node)
             elif isinstance(node, cst.Attribute):
-                base = dotted_name(node.value)
-                if base is not None:
-                    attribute_reads.setdefault(base, set()).add(node.attr.value)
+                attributes.append(node)
         if not any(self.context.qualname(c.func) in CAPABILITY_CALLS for c in calls):
             return  # nothing to decide (the common case: keep it one walk)
+        # a read belongs to the value it is read from: `p.numel()` of another function's `p` is not a read
+        # of this function's `p = torch.cuda.get_device_properties(i)` (helpers/scopes.py)
+        self._scopes = Scopes(module)
+        for node in attributes:
+            base = self._holder_key(node.value)
+            if base is not None:
+                attribute_reads.setdefault(base, set()).add(node.attr.value)
         for node in walk(module):
             self._contexts(node, words, property_names)
         if context.target == "neuron":
@@ -98,14 +105,21 @@ class CapabilityChecks:
                 self.kept_properties[call.func] = sorted(attrs)[0]
         # `props.major` where `props = torch.cuda.get_device_properties(...)`: a read a guard must keep
         self._property_reads = {
-            n for n in walk(module) if isinstance(n, cst.Attribute) and n.attr.value not in NEURON_PROPERTIES
-            and dotted_name(n.value) in property_names}
+            n for n in attributes if n.attr.value not in NEURON_PROPERTIES
+            and self._holder_key(n.value) in property_names}
         for node in walk(module):
             if isinstance(node, cst.Attribute) and node.attr.value not in NEURON_PROPERTIES and \
                     isinstance(node.value, cst.Call) and self.context.qualname(node.value.func) == PROPERTIES \
                     and node not in self.rewritten:
                 self.kept_properties[node.value.func] = node.attr.value
         self._guards(module)
+
+    def _holder_key(self, node: cst.BaseExpression) -> object:
+        """What a read or an assignment of ``node`` refers to: a plain name's binding (its scope and name),
+        else the dotted name (``self.props``), else None."""
+        if type(node) is cst.Name:
+            return self._scopes.binder(node), node.value
+        return dotted_name(node)
 
     # -- where a comparison sits, and what its surroundings say it means ------------------------------
     def _contexts(self, node: cst.CSTNode, words: dict, property_names: dict) -> None:
@@ -127,7 +141,7 @@ class CapabilityChecks:
             add(node.value, lambda: set().union(*(_words(t) for t in targets)))
             if isinstance(node.value, cst.Call) and self.context.qualname(node.value.func) == PROPERTIES:
                 for target in targets:
-                    name = dotted_name(target)
+                    name = self._holder_key(target)
                     if name is not None:
                         property_names.setdefault(name, []).append(node.value)
         elif isinstance(node, cst.Arg) and node.keyword is not None:

@@ -27,8 +27,13 @@ On the allow list:
 Not on it, whatever else it is: an import, a call of anything else (another package, a parameter, a
 kernel launch ``kernel[grid](...)``), a name or attribute the file sets to ``None`` somewhere (it may be
 ``None`` where CUDA is absent: ``self.cuda_config``), and a ``raise``, ``assert``, warning, log or
-``print`` whose text, or an assignment whose target, names a CUDA-only feature (CUDA, GPU, FP8,
-quantization, Triton, flash-attn...): that code is about a feature Trainium lacks.
+``print`` whose text, or an assignment whose target field (not a plain name), names a CUDA-only feature
+(CUDA, GPU, FP8, quantization, Triton, flash-attn...): that code is about a feature Trainium lacks.
+
+Code that a flip stops running on Trainium (``first_unportable(region, leaving=True)``: the ``else`` of
+``if torch.cuda.is_available():``) is judged for what its messages say about the path it keeps the program
+out of: ``raise ValueError("FP8 needs the GPU")`` says that path is FP8's, while ``raise
+NotImplementedError("CUDA was not found")`` names only the device the port replaces.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ from neuron_port.rules.helpers.ranks_guards import TORCH_CHECKS
 CUDA_FEATURE_WORDS = re.compile(
     r"cuda|gpu|nvidia|fp8|float8|int8|int4|quantiz|bitsandbytes|bnb|triton|flash|xformers|cutlass|tensorrt|apex",
     re.IGNORECASE)
+# the same, less the words that name the device itself (what the port replaces), not a feature of it
+FEATURE_ONLY_WORDS = re.compile(
+    r"fp8|float8|int8|int4|quantiz|bitsandbytes|bnb|triton|flash|xformers|cutlass|tensorrt|apex", re.IGNORECASE)
 
 # torch namespaces the simulated device runs (see the module docstring)
 PORTABLE_TORCH = ("torch.nn", "torch.optim", "torch.amp", "torch.autocast", "torch.autograd", "torch.neuron",
@@ -100,12 +108,12 @@ def portable_torch(qualname: str, renamed_cuda: frozenset) -> bool:
     return "." not in rest and not rest.startswith("_") and not CUDA_FEATURE_WORDS.search(rest)
 
 
-def _names_feature(node: cst.CSTNode) -> Optional[str]:
-    """The first string literal under ``node`` that names a CUDA-only feature."""
+def _names_feature(node: cst.CSTNode, words: re.Pattern = CUDA_FEATURE_WORDS) -> Optional[str]:
+    """The first string literal under ``node`` that names a CUDA-only feature (one of ``words``)."""
     for child in walk(node):
         if isinstance(child, (cst.SimpleString, cst.FormattedStringText)):
             text = string_value(child) if isinstance(child, cst.SimpleString) else child.value
-            if text and CUDA_FEATURE_WORDS.search(text):
+            if text and words.search(text):
                 return text
     return None
 
@@ -125,6 +133,7 @@ class Portability:
         self.assigned: dict[str, list[cst.BaseExpression]] = {}  # dotted target -> values
         self.maybe_none: set[str] = set()
         self._memo: dict[object, Optional[str]] = {}
+        self._words = CUDA_FEATURE_WORDS  # FEATURE_ONLY_WORDS while judging code a flip stops running
         for node in nodes if nodes is not None else walk(module):
             kind = type(node)  # exact types: LibCST's node classes have no subclasses (and this runs per node)
             if kind is cst.FunctionDef or kind is cst.ClassDef:
@@ -139,14 +148,19 @@ class Portability:
                             self.maybe_none.add(name)
 
     # -- regions and statements -----------------------------------------------------------------------
-    def first_unportable(self, region) -> Optional[str]:
-        for root in region:
-            key = ("node", id(root))
-            if key not in self._memo:
-                self._memo[key] = self._node(root)
-            if self._memo[key] is not None:
-                return self._memo[key]
-        return None
+    def first_unportable(self, region, leaving: bool = False) -> Optional[str]:
+        """``leaving``: the region is code a flip stops running on Trainium (module docstring)."""
+        self._words = FEATURE_ONLY_WORDS if leaving else CUDA_FEATURE_WORDS
+        try:
+            for root in region:
+                key = ("node", id(root), leaving)
+                if key not in self._memo:
+                    self._memo[key] = self._node(root)
+                if self._memo[key] is not None:
+                    return self._memo[key]
+            return None
+        finally:
+            self._words = CUDA_FEATURE_WORDS
 
     def _node(self, node: cst.CSTNode) -> Optional[str]:
         if node in self.skip:
@@ -154,7 +168,7 @@ class Portability:
         if isinstance(node, (cst.Import, cst.ImportFrom)):
             return source_of(node)
         if isinstance(node, (cst.Raise, cst.Assert)):
-            if _names_feature(node) is not None:
+            if _names_feature(node, self._words) is not None:
                 return source_of(node)
             raised = node.exc if isinstance(node, cst.Raise) else node.test
             # `raise ValueError(...)`: the exception class is read, not called into (its arguments are)
@@ -173,7 +187,7 @@ class Portability:
         if isinstance(node, cst.Call) and dotted_name(node.func) in TORCH_CHECKS:
             # torch._check(cond, message) runs anywhere; like a raise, a message naming CUDA says the
             # code it guards is CUDA's
-            return source_of(node) if _names_feature(node) is not None else self._children(node.args)
+            return source_of(node) if _names_feature(node, self._words) is not None else self._children(node.args)
         if isinstance(node, cst.Call):
             return self._call(node)
         if isinstance(node, cst.Name):
@@ -198,10 +212,13 @@ class Portability:
         return None
 
     def _target_names_feature(self, target: cst.BaseExpression) -> bool:
-        name = dotted_name(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+        """A field named after a CUDA-only feature (``self.use_fp8 = True``: state that other code reads). A
+        plain name decides nothing by its name (``cuda_info = torch.cuda.memory_stats()``): what matters is
+        the code that reads it, judged where it stands."""
+        name = dotted_name(target) if isinstance(target, cst.Attribute) else None
         if name is None or (self.context.qualname(target) or "").startswith("torch.backends."):
             return False
-        return bool(CUDA_FEATURE_WORDS.search(name.split(".")[-1]))
+        return bool(self._words.search(name.split(".")[-1]))
 
     # -- expressions ----------------------------------------------------------------------------------
     def _name(self, node: cst.Name) -> Optional[str]:
@@ -229,7 +246,10 @@ class Portability:
             return source_of(node)
         if qualname == "torch" or qualname.startswith("torch."):
             return None if qualname == "torch" or portable_torch(qualname, self.renamed_cuda) else source_of(node)
-        return None if qualname.split(".")[0] in PORTABLE_MODULES else source_of(node)
+        head, _, rest = qualname.partition(".")
+        if head == "builtins":  # `_print = builtins.print`: the builtin itself, as when it is called by name
+            return None if rest in PORTABLE_BUILTINS else source_of(node)
+        return None if head in PORTABLE_MODULES else source_of(node)
 
     def _call(self, node: cst.Call) -> Optional[str]:
         func = node.func
@@ -239,7 +259,7 @@ class Portability:
         text_matters = (isinstance(func, cst.Name) and func.value == "print") or (
             isinstance(func, cst.Attribute) and func.attr.value in _LOG_METHODS) or (
             (self.context.qualname(func) or "").startswith("warnings."))
-        if text_matters and _names_feature(node) is not None:
+        if text_matters and _names_feature(node, self._words) is not None:
             return source_of(node)
         return self._children(node.args)
 
@@ -267,7 +287,7 @@ class Portability:
         return source_of(func)  # a kernel launch `kernel[grid](...)`, a call of a parameter...
 
     def _defined(self, name: str, func: cst.CSTNode) -> Optional[str]:
-        key = ("def", name)
+        key = ("def", name, self._words is FEATURE_ONLY_WORDS)
         if key not in self._memo:
             self._memo[key] = None  # recursion: assume portable while deciding
             for definition in self.functions[name]:
@@ -285,7 +305,7 @@ class Portability:
         return self._children(definition.body)  # type: ignore[attr-defined]
 
     def _values(self, name: str, func: cst.CSTNode) -> Optional[str]:
-        key = ("assigned", name)
+        key = ("assigned", name, self._words is FEATURE_ONLY_WORDS)
         if key not in self._memo:
             self._memo[key] = None
             for value in self.assigned[name]:

@@ -125,10 +125,18 @@ class CudaOnlyGuards:
         if self._has_cuda_only_code(module, nodes):
             self._cuda_only_guards(module, nodes, polarity, aliases)
         portability = portability_of(context, module, nodes)
-        for atom, region, _how in regions_either_way(nodes, polarity):
+        regions = list(regions_either_way(nodes, polarity))
+        # code a flip stops running on Trainium (the `else` of a CUDA test): judged for what it says of the
+        # path it keeps the program out of, not for naming the device (portable.py)
+        leaving = {(atom, root) for atom, region, how in regions if how == "fails" for root in region}
+        for atom, region, _how in regions:
             if atom in self.guards or atom in self.unsafe:
                 continue
-            found = portability.first_unportable(region)
+            found = None
+            for root in region:
+                found = portability.first_unportable([root], leaving=(atom, root) in leaving)
+                if found is not None:
+                    break
             if found is None:
                 continue
             found = found if len(found) <= 60 else found[:57] + "..."
