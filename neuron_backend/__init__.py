@@ -40,7 +40,24 @@ def _autoload() -> None:
     in torchrun's launcher, which imports torch but runs no model (its workers enable it for themselves)."""
     if os.environ.get(SIMULATE_ENV, "").strip() != "1" or _is_torchrun_launcher():
         return
-    enable()
+    from .build import BuildError
+
+    try:
+        if enable():
+            # check's processes only: transformers, accelerate and diffusers choose `neuron` when they find
+            # torch_neuronx, as on Trainium (identity/__init__.py)
+            from .identity import install as install_torch_neuronx
+
+            install_torch_neuronx()
+    except BuildError as exc:
+        # one line, not torch's "Failed to load the backend extension" traceback: the run cannot go on without
+        # the device, so the process ends here (SystemExit passes torch's `except Exception`), non-zero
+        line = str(exc) if "neuron-port doctor" in str(exc) else f"{exc} (`neuron-port doctor` checks the set-up)"
+        print(line, file=sys.stderr, flush=True)
+        raise SystemExit(LOAD_FAILED_EXIT) from None
+
+
+LOAD_FAILED_EXIT = 3  # the simulated device could not be built or loaded (`check` reports the run as failed)
 
 
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
