@@ -1,36 +1,61 @@
 """Build and load the C++ core of the simulated neuron device.
 
-The extension is compiled on first use with ``torch.utils.cpp_extension.load`` into a cache folder
-per torch version and source hash::
+The core is compiled on first use with ``torch.utils.cpp_extension.load`` into a folder per build key
+(``build_key.py``: torch's version and build, Python's version and ABI, the compiler, the build's flags and
+the sources' content; never where anything is installed)::
 
-    ${NEURON_PORT_CACHE_DIR:-<user cache>/neuron-port}/torch-extensions/<torch version>-<hash>/
+    ${NEURON_PORT_CACHE_DIR:-<user cache>/neuron-port}/torch-extensions/<torch version>-<python tag>-<key hash>/
+        neuron_port_sim.so   the core
+        manifest.json        its key and sha256, written after a complete build: a .so without a matching
+                             manifest is rebuilt, never loaded
+        build.lock           held by the process that builds (``build_lock.py``)
+        building-<pid>/      one build in progress: a copy of csrc/, the unity files, ninja's files
 
 (the user cache as platformdirs finds it: ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, see ``cache_root``)
 
-Later imports load the cached ``.so`` directly (about 0.1 s). Concurrent first builds (several
-ranks) are serialised by torch's own file baton (``lock`` file in the build folder): one process
-builds, the others wait and then load the result. ``build(force=True)`` rebuilds;
-``neuron-port doctor --build`` calls ``build()`` to prebuild.
+Later imports verify and load the cached ``.so`` directly. Concurrent first builds (several ranks, several
+installs) take the lock: one process builds, the others wait and load the result; when the builder dies,
+a waiter takes over within about a second. ``build(force=True)`` rebuilds; ``neuron-port doctor --build``
+calls ``build()`` to prebuild; ``status()`` tells `doctor` what is there without importing torch.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
+
+from . import build_key
+from .build_lock import BuildLock, Holder, is_held, read_holder
 
 _CSRC = Path(__file__).resolve().parent / "csrc"
 _NAME = "neuron_port_sim"
+LIBRARY = f"{_NAME}.so"
+MANIFEST = "manifest.json"
+LOCK = "build.lock"
+STAGING_PREFIX = "building-"
+CFLAGS = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
+# A cold build measured on a 2-core machine with both cores free (docs/simulator-build.md); the messages say it.
+COLD_BUILD_TIME = "about 2 minutes on 2 free cores, longer when they are busy"
+PROGRESS_EVERY_S = 30.0
 _module = None
-STALE_LOCK_S = 20 * 60
 
 
 class BuildError(RuntimeError):
-    """The C++ core could not be built; the message says what to install or fix."""
+    """The C++ core could not be built or loaded. ``str()`` is one line (what failed, where, what to run);
+    ``details`` the full text (the compiler's output), for `neuron-port doctor --build`."""
+
+    def __init__(self, line: str, details: str = ""):
+        super().__init__(line)
+        self.details = details or line
 
 
 def _files(*suffixes: str) -> list[Path]:
@@ -54,38 +79,33 @@ def sources() -> list[Path]:
 
 # The sources are compiled as two unity files (each ``#include``s its share of the .cpp files), one per
 # core of a 2-core machine: the torch headers every source includes dominate the compile (23 sources one by
-# one: about 160 CPU-s; as two unity files: about 75, so about 40 s instead of 80 on 2 cores). Each build
-# folder holds one source hash, so a change rebuilds everything either way. ``python/`` (the bindings, which
-# include torch/extension.h and pybind11) is one file, the rest the other.
+# one: about 160 CPU-s; as two unity files: about 75). Each build compiles everything from a fresh copy of
+# the sources either way. ``python/`` (the bindings, which include torch/extension.h and pybind11) is one
+# file, the rest the other.
 _UNITY_GROUPS = (("python", lambda rel: rel.startswith("python/")), ("core", lambda rel: not rel.startswith("python/")))
+RECIPE = {"layout": 2, "cflags": CFLAGS, "unity": [name for name, _ in _UNITY_GROUPS]}
 
 
 def unity_sources(folder: Path) -> list[Path]:
-    """Write the unity files of ``sources()`` into ``folder`` (only when their text changes, atomically)
-    and return them."""
+    """Write the unity files of ``sources()`` into ``folder`` and return them. They include each source by its
+    path relative to csrc/ (the build's ``-I`` folder), so their text is the same for every install."""
     out = []
     for name, member in _UNITY_GROUPS:
-        included = [p for p in sources() if member(p.relative_to(_CSRC).as_posix())]
+        included = [p.relative_to(_CSRC).as_posix() for p in sources() if member(p.relative_to(_CSRC).as_posix())]
         if not included:
             continue
         text = "// generated by neuron_backend/build.py: one translation unit of these sources\n" + "".join(
-            f'#include "{p.as_posix()}"\n' for p in included)
+            f'#include "{rel}"\n' for rel in included)
         path = folder / f"{_NAME}_{name}.cpp"
         if not path.exists() or path.read_text() != text:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            _write_atomically(path, text.encode())
         out.append(path)
     return out
 
 
 def source_hash() -> str:
     """Hash of every .cpp and .h under csrc/ (relative path and content)."""
-    h = hashlib.sha256()
-    for p in _files(".cpp", ".h"):
-        h.update(p.relative_to(_CSRC).as_posix().encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:12]
+    return build_key.tree_hash(_CSRC)[:12]
 
 
 def cache_root() -> Path:
@@ -102,25 +122,75 @@ def cache_root() -> Path:
     return folder if folder.is_absolute() else Path.home() / ".cache" / "neuron-port"
 
 
-def build_dir_for(torch_version: str) -> Path:
-    """The build folder of these sources for ``torch_version`` (a ``torch.__version__``)."""
-    return cache_root() / "torch-extensions" / f"{torch_version.replace('+', '_')}-{source_hash()}"
+def current_key() -> Optional[dict]:
+    """This install's build key (None when torch is not installed); imports no torch."""
+    return build_key.build_key(_CSRC, RECIPE)
+
+
+def build_dir_for(key: dict) -> Path:
+    return cache_root() / "torch-extensions" / build_key.folder_name(key)
 
 
 def build_dir() -> Path:
-    import torch
-
-    return build_dir_for(torch.__version__)
-
-
-def cached_library(torch_version: str) -> Path | None:
-    """The built core for ``torch_version`` in the cache, or None (for `check`, which does not import torch)."""
-    return _built_library(build_dir_for(torch_version))
+    key = current_key()
+    if key is None:
+        raise BuildError("neuron-port: torch is not installed, so the simulated neuron device cannot be built "
+                         "(`neuron-port doctor` says what to install)")
+    return build_dir_for(key)
 
 
-def _built_library(d: Path) -> Path | None:
-    so = d / f"{_NAME}.so"
-    return so if so.exists() else None
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verified_library(folder: Path, key: dict) -> tuple[Optional[Path], str]:
+    """The folder's ``.so`` when its manifest matches ``key`` and the file's size and sha256; else None and why."""
+    so, manifest = folder / LIBRARY, folder / MANIFEST
+    if not manifest.exists():
+        return None, "not built yet" if not so.exists() else "a library without a manifest (an unfinished build)"
+    try:
+        recorded = json.loads(manifest.read_text(encoding="utf-8"))
+        if recorded["key"] != key:
+            return None, "its manifest is for another build key"
+        if not so.exists():
+            return None, "the library its manifest names is missing"
+        if so.stat().st_size != recorded["size"] or _sha256(so) != recorded["sha256"]:
+            return None, "the library does not match its manifest (damaged or replaced)"
+    except (OSError, ValueError, TypeError, KeyError):
+        return None, "its manifest is unreadable"
+    return so, "built"
+
+
+@dataclass(frozen=True)
+class Status:
+    """What `neuron-port doctor` says about the core: its folder, whether it is built, who builds it now."""
+    folder: Path
+    built: bool
+    reason: str  # verified_library's word: "built", "not built yet", what is wrong
+    builder: Optional[Holder]  # the process building it now, None when no build is in progress
+    last_builder: Optional[Holder]  # a builder that died mid-build and left its record (the next build takes over)
+
+
+def status() -> Optional[Status]:
+    """This install's core as `doctor` reports it, without importing torch (None when torch is not installed)."""
+    key = current_key()
+    if key is None:
+        return None
+    folder = build_dir_for(key)
+    so, reason = verified_library(folder, key)
+    held = is_held(folder / LOCK)
+    holder = read_holder(folder / LOCK)
+    return Status(folder, so is not None, reason, holder if held else None, None if held else holder)
+
+
+def ready_library() -> Optional[Path]:
+    """The verified core for this install, or None (for `check`, which does not import torch)."""
+    key = current_key()
+    return None if key is None else verified_library(build_dir_for(key), key)[0]
 
 
 def _check_toolchain() -> None:
@@ -153,61 +223,145 @@ def _load_prebuilt(so: Path):
     return mod
 
 
+def _say(text: str) -> None:
+    print(f"neuron-port: {text}", file=sys.stderr, flush=True)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class _Waiting:
+    """The waiter's messages: who holds the lock (once, and again when the holder changes), then a line every
+    ``PROGRESS_EVERY_S`` so a long wait visibly goes on."""
+
+    def __init__(self) -> None:
+        self.shown: Optional[tuple] = None
+        self.last = 0.0
+
+    def __call__(self, holder: Optional[Holder], waited: float) -> None:
+        who = (holder.pid, holder.since) if holder else None
+        if who != self.shown:
+            self.shown, self.last = who, waited
+            by = f"by {holder.python or 'python'}, {holder.describe()}" if holder else "by another process"
+            _say(f"waiting for the simulated neuron device's build {by}; a first build takes {COLD_BUILD_TIME}")
+        elif waited - self.last >= PROGRESS_EVERY_S:
+            self.last = waited
+            _say(f"still waiting for the build by pid {holder.pid if holder else '?'} ({waited:.0f} s so far)")
+
+
+class _Progress:
+    """While the compiler runs: a line every ``PROGRESS_EVERY_S`` with the time so far and the files compiled."""
+
+    def __init__(self, staging: Path, total: int):
+        self.staging, self.total = staging, total
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="neuron-port-build-progress", daemon=True)
+        self.t0 = time.monotonic()
+
+    def _run(self) -> None:
+        while not self.stop.wait(PROGRESS_EVERY_S):
+            done = len(list(self.staging.glob("*.o")))
+            _say(f"still building the simulated neuron device: {time.monotonic() - self.t0:.0f} s so far, "
+                 f"{done} of {self.total} files compiled")
+
+    def __enter__(self) -> "_Progress":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+
+
+def _copy_sources(staging: Path, key: dict) -> Path:
+    """A snapshot of csrc/ in the build folder, checked against the key's hash (the build compiles what the
+    key names, even when the sources change meanwhile)."""
+    src = staging / "src"
+    shutil.copytree(_CSRC, src, ignore=lambda folder, names: [n for n in names if n == "__pycache__"])
+    if build_key.tree_hash(src) != key["sources"]:
+        raise BuildError(f"neuron-port: the sources in {_CSRC} changed while they were copied for the build; retry")
+    return src
+
+
+def _compile(folder: Path, key: dict, verbose: bool) -> Path:
+    """Build into a private staging folder, then move the library into ``folder`` and write its manifest.
+    Called with the lock held: a dead builder's staging folder (its compiler may still run) is left behind
+    and removed here; this build never writes where another one does."""
+    from torch.utils.cpp_extension import load
+
+    for stale in folder.glob(f"{STAGING_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = folder / f"{STAGING_PREFIX}{os.getpid()}"
+    staging.mkdir()
+    src = _copy_sources(staging, key)
+    unity = unity_sources(staging)
+    t0 = time.monotonic()
+    try:
+        with _Progress(staging, len(unity)):
+            mod = load(name=_NAME, sources=[str(p) for p in unity], extra_cflags=CFLAGS,
+                       extra_include_paths=[str(src)], build_directory=str(staging), verbose=verbose,
+                       is_python_module=True)
+    except Exception as e:  # noqa: BLE001 - turned into a clear error
+        text = str(e).strip()
+        raise BuildError(
+            f"neuron-port: building the simulated neuron device failed in {staging} "
+            f"({text.splitlines()[0] if text else type(e).__name__}); `neuron-port doctor --build --force` "
+            "shows the compiler's output", details=f"building the simulated neuron device failed in {staging}:\n{text}"
+        ) from e
+    built = staging / LIBRARY
+    size, digest = built.stat().st_size, _sha256(built)
+    (folder / MANIFEST).unlink(missing_ok=True)  # no reader trusts the old manifest while the library changes
+    os.replace(built, folder / LIBRARY)  # the module loaded above is this file: the same inode, now here
+    seconds = time.monotonic() - t0
+    manifest = {"key": key, "library": LIBRARY, "size": size, "sha256": digest, "built_by": sys.executable,
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(seconds, 1)}
+    _write_atomically(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
+    shutil.rmtree(staging, ignore_errors=True)
+    global _module
+    if _module is None:
+        _module = mod
+    _say(f"simulated neuron device ready in {seconds:.0f} s ({folder})")
+    return folder / LIBRARY
+
+
 def build(force: bool = False, verbose: bool = False) -> Path:
     """Build the extension if needed (or always with ``force``) and return the path of the library."""
     import torch  # noqa: F401  (the extension links against libtorch)
 
-    d = build_dir()
-    so = _built_library(d)
-    lock = d / "lock"  # torch's FileBaton: present while another process builds here
-    if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
-        print(f"neuron-port: removing a stale build lock {lock} (older than {STALE_LOCK_S // 60} min)",
-              file=sys.stderr)
-        lock.unlink(missing_ok=True)
-    if so is not None and not force and not lock.exists():
+    key = current_key()
+    if key is None:
+        build_dir()  # raises the error that says torch is missing
+    d = build_dir_for(key)
+    so, why = verified_library(d, key)
+    if so is not None and not force:
         return so
     _check_toolchain()
-    d.mkdir(parents=True, exist_ok=True)
-    if force and so is not None:
-        so.unlink()
-    from torch.utils.cpp_extension import load
-
-    if lock.exists():
-        print("neuron-port: another process is building the simulated neuron device; waiting...",
-              file=sys.stderr, flush=True)
-    else:
-        print("neuron-port: building the simulated neuron device (first use, under a minute)...",
-              file=sys.stderr, flush=True)
-    t0 = time.monotonic()
-    global _module
     try:
-        mod = load(
-            name=_NAME,
-            sources=[str(p) for p in unity_sources(d)],
-            extra_cflags=["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"],
-            extra_include_paths=[str(_CSRC)],
-            build_directory=str(d),
-            verbose=verbose,
-            is_python_module=True,
-        )
-    except Exception as e:  # noqa: BLE001 - turned into a clear error
-        raise BuildError(
-            f"neuron-port: building the simulated neuron device failed in {d}: {e}\n"
-            "Re-run with `neuron-port doctor --build` (or neuron_backend.build.build(force=True, verbose=True)) "
-            "to see the compiler output."
-        ) from e
-    if _module is None:
-        _module = mod
-    print(f"neuron-port: simulated neuron device ready in {time.monotonic() - t0:.0f} s ({d})", file=sys.stderr,
-          flush=True)
-    so = _built_library(d)
-    if so is None:
-        raise BuildError(f"neuron-port: the build finished but {d}/{_NAME}.so is missing")
-    return so
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BuildError(f"neuron-port: cannot create the simulated neuron device's build folder {d}: "
+                         f"{e.strerror or e}; set NEURON_PORT_CACHE_DIR to a writable folder") from None
+    with BuildLock(d / LOCK, on_wait=_Waiting()) as lock:
+        if not force or lock.waited:  # a forced build that waited takes the build it waited for
+            so, why = verified_library(d, key)
+            if so is not None:
+                return so
+        if lock.previous is not None:
+            _say(f"the build by {lock.previous.describe()} did not finish (the process is gone); building here")
+        elif why not in ("not built yet", "built"):
+            _say(f"rebuilding the simulated neuron device in {d}: {why}")
+        _say(f"building the simulated neuron device for this install (first use: {COLD_BUILD_TIME}) in {d}")
+        return _compile(d, key, verbose)
 
 
 def load_extension():
-    """Return the loaded C++ module, building it on first use."""
+    """Return the loaded C++ module, building it on first use. Raises BuildError (one line) when it can be
+    neither built nor loaded."""
     global _module
     if _module is not None:
         return _module
@@ -217,6 +371,12 @@ def load_extension():
         return _module
     so = build()  # sets _module when it had to build (torch's builder imports the module)
     if _module is None:
-        _module = _load_prebuilt(so)
+        try:
+            _module = _load_prebuilt(so)
+        except Exception as e:  # noqa: BLE001 - a library that verified but does not load (an ABI problem)
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BuildError(f"neuron-port: could not load the simulated neuron device's core {so} ({first}); "
+                             "run `neuron-port doctor`, and `neuron-port doctor --build --force` to rebuild it",
+                             details=str(e)) from None
     sys.modules[name] = _module
     return _module

@@ -101,29 +101,31 @@ def requirements() -> list[Requirement]:
             Requirement("ninja", _tool("ninja"), f"{shlex.quote(sys.executable)} -m pip install \"ninja>=1.11\"")]
 
 
-def _torch_version() -> Optional[str]:
-    """``torch.__version__`` read from ``torch/version.py`` without importing torch."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    try:
-        tree = ast.parse((Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-        if isinstance(target, ast.Name) and target.id == "__version__" and isinstance(node.value, ast.Constant):
-            return str(node.value.value)
-    return None
-
-
 def core_is_built() -> bool:
-    """Whether the simulator's C++ core is in the build cache for this torch and these sources."""
-    from neuron_backend import build  # reads csrc/ and the cache folder; imports no torch
+    """Whether the simulator's C++ core is built and verified for this install (torch, Python, compiler, sources)."""
+    from neuron_backend import build  # reads csrc/, torch/version.py and the cache folder; imports no torch
 
-    version = _torch_version()
-    return version is not None and build.cached_library(version) is not None
+    return build.ready_library() is not None
+
+
+def core_status_line() -> str:
+    """`doctor`'s line about the core: built for this install or not, where, and a build in progress by whom."""
+    from neuron_backend import build
+
+    state = build.status()
+    if state is None:
+        return "simulator core: not built (it needs torch, see above)"
+    if state.builder is not None:
+        return (f"simulator core: being built now by {state.builder.describe()} into {state.folder} "
+                f"(a first build takes {build.COLD_BUILD_TIME})")
+    if state.built:
+        return f"simulator core: built for this install in {state.folder}"
+    what = ("not built yet for this install" if state.reason == "not built yet"
+            else f"to be rebuilt ({state.reason})")
+    if state.last_builder is not None:
+        what += f"; the last build, by {state.last_builder.describe()}, did not finish"
+    return (f"simulator core: {what}: it builds on first use ({build.COLD_BUILD_TIME}) into {state.folder}, "
+            "or now with `neuron-port doctor --build`")
 
 
 def build_problem() -> Optional[str]:

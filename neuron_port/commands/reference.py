@@ -51,19 +51,22 @@ def doctor(
     force: bool = typer.Option(False, "--force", help="With --build: rebuild even if a cached build exists."),
 ) -> None:
     """Check what the simulator needs (torch, a C++ compiler, ninja) and optionally prebuild it."""
-    from neuron_port.doctor import real_trainium_notes, requirements
+    from neuron_port.doctor import core_status_line, real_trainium_notes, requirements
 
     console = out()
     found = requirements()
     for line in [r.line() for r in found] + real_trainium_notes():
         console.print(line, markup=False)
     ok = all(r.found for r in found)
+    if not build:
+        console.print(core_status_line(), markup=False)
     if build and ok:
         from neuron_backend import build as backend_build
 
         try:
             console.print(f"simulator extension: {backend_build.build(force=force)}", markup=False)
-        except Exception as exc:  # build errors carry their own explanation
-            err().print(f"neuron-port: simulator build failed: {exc}", style="bold red", markup=False)
+        except Exception as exc:  # build errors carry their own explanation (BuildError: the compiler's output too)
+            details = getattr(exc, "details", None) or str(exc)
+            err().print(f"neuron-port: simulator build failed: {details}", style="bold red", markup=False)
             raise typer.Exit(1)
     raise typer.Exit(0 if ok else 1)

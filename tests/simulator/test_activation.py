@@ -1,8 +1,10 @@
 """Activation: off without NEURON_PORT_SIMULATE; device count from the NEURON_RT_* variables; refusal
 when the real torch_neuronx is installed; clear build errors."""
 
+import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -111,25 +113,31 @@ def test_missing_compiler_gives_clear_error(monkeypatch):
         build._check_toolchain()
 
 
-def test_cache_dir_is_per_torch_version_and_source_hash(monkeypatch, tmp_path):
+def test_cache_dir_is_per_build_key(monkeypatch, tmp_path):
+    """The build folder is named by the torch version, the Python tag and a hash of the whole build key (which
+    holds no install path: two installs of the same sources, torch, Python and compiler share it)."""
     torch = pytest.importorskip("torch")
     from neuron_backend import build
 
     monkeypatch.setenv("NEURON_PORT_CACHE_DIR", str(tmp_path))
     d = build.build_dir()
+    key = build.current_key()
     assert d.parent == tmp_path / "torch-extensions"
-    assert d.name == f"{torch.__version__.replace('+', '_')}-{build.source_hash()}"
+    assert d.name.startswith(f"{torch.__version__.replace('+', '_')}-{sys.implementation.cache_tag}-")
+    assert key["torch"] == torch.__version__ and key["torch_git"] == torch.version.git_version
+    assert key["sources"].startswith(build.source_hash())
+    assert str(Path(build.__file__).parent) not in json.dumps(key)
 
 
 def test_unity_files_include_every_source_once(tmp_path):
-    """The build compiles two unity files: together they include every .cpp of csrc/ exactly once, and a
-    second call leaves them untouched (ninja would otherwise rebuild)."""
+    """The build compiles two unity files: together they include every .cpp of csrc/ exactly once, by its path
+    relative to csrc/ (the same text for every install), and a second call leaves them untouched."""
     import re
 
     from neuron_backend import build
 
     files = build.unity_sources(tmp_path)
     included = [line for f in files for line in re.findall(r'#include "(.+)"', f.read_text())]
-    assert sorted(included) == sorted(p.as_posix() for p in build.sources())
+    assert sorted(included) == sorted(p.relative_to(Path(build.__file__).parent / "csrc").as_posix() for p in build.sources())
     stamps = [f.stat().st_mtime_ns for f in files]
     assert build.unity_sources(tmp_path) == files and [f.stat().st_mtime_ns for f in files] == stamps
