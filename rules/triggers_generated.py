@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '809ffb671840ed56d397a5811a295b0610386dde3412343f0b72085be4a41470'
+RULE_SOURCES_SHA256 = '7b871c9ea64e3f5826be2e22eeaf7ff2c864d1ffa3cd520e92ec8aad51f91cc8'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -100,6 +100,7 @@ RULES = (
     ('NP909', 'command-failed', 'runtime', (), ()),
     ('NP910', 'uneven-last-batch', 'runtime', (), ()),
     ('NP911', 'shape-only-placeholder', 'runtime', (), ()),
+    ('NP912', 'lost-records', 'runtime', (), ()),
 )
 
 # the module under neuron_port.rules that defines each rule (the engine imports a rule's module
@@ -198,6 +199,7 @@ RULE_MODULES = {
     'NP909': 'runtime.distributed_and_command',
     'NP910': 'runtime.fallbacks_and_shapes',
     'NP911': 'runtime.shape_only',
+    'NP912': 'runtime.lost_records',
 }
 
 # what every match of each trigger contains (prefilter.required_texts), read once here

@@ -39,6 +39,11 @@ def open_records(c_module, events_file: Path, process_line: dict) -> str | None:
     return None
 
 
+def inherited_from() -> int | None:
+    """In a forked child of a process that kept records: that process's pid (None otherwise)."""
+    return _pid if _C is not None and _pid != os.getpid() else None
+
+
 def is_open() -> bool:
     return _C is not None and os.getpid() == _pid
 

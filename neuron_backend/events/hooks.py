@@ -106,6 +106,20 @@ def _sigterm(signum, frame):
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _records_of_forked_child() -> None:
+    """A forked child (a DataLoader worker, a ``multiprocessing`` fork) keeps counting in private copies of its
+    parent's counters; it gets records of its own (its process line says ``forked_from``), so that the device
+    work of a child, which writes no snapshot, is never lost without a word (EVENTS.md, "Records")."""
+    parent = durable.inherited_from()
+    path = events_path()
+    if parent is None or path is None or state.C is None:
+        return
+    try:
+        durable.open_records(state.C, path, {**process_info(), "forked_from": parent})
+    except Exception:  # noqa: BLE001 - never break a fork because of accounting
+        pass
+
+
 def install(c_module) -> None:
     """Connect to the C++ core and install the exit / exception / SIGTERM hooks (idempotent)."""
     global _installed, _prev_excepthook, _prev_sigterm
@@ -122,6 +136,7 @@ def install(c_module) -> None:
     except Exception as e:  # noqa: BLE001 - sites still work without the step clock
         print(f"neuron-port: no step clock ({e})", file=sys.stderr)
     atexit.register(_atexit)
+    os.register_at_fork(after_in_child=_records_of_forked_child)
     _prev_excepthook = sys.excepthook
     sys.excepthook = _excepthook
     if threading.current_thread() is threading.main_thread():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.command import ProcessFailure, command_failed_finding, process_failures
@@ -20,12 +20,13 @@ from neuron_port.check.aggregate.compiles import CompileAggregator
 from neuron_port.check.aggregate.demotions import DemotionAggregator
 from neuron_port.check.aggregate.distributed import DistributedAggregator
 from neuron_port.check.aggregate.fallbacks import FallbackAggregator
+from neuron_port.check.aggregate.lost_records import lost_records_findings
 from neuron_port.check.aggregate.neff_cache import NeffCacheAggregator
 from neuron_port.check.aggregate.ops import OpsAggregator
 from neuron_port.check.aggregate.shape_only import ShapeOnlyAggregator
 from neuron_port.check.aggregate.shapes import ShapeAggregator
 from neuron_port.check.aggregate.unsupported import UnsupportedAggregator
-from neuron_port.check.events import ProcessEvents
+from neuron_port.check.events import LostRecords, ProcessEvents
 from neuron_port.check.runner import RunStatus
 from neuron_port.check.sites import SiteMapper
 from neuron_port.results import Finding
@@ -85,6 +86,7 @@ class RuntimeSection:
     failures: tuple[ProcessFailure, ...] = ()  # processes that ended with an uncaught exception
     estimate: Optional[dict[str, Any]] = None  # the report's top-level `estimate` (check/estimate/), not in to_json
     mode: str = "real"  # "shape_only": every neuron tensor was fake (check --shape-only)
+    lost_records: tuple[LostRecords, ...] = ()  # device work the counts miss (NP912, check/events/lost.py)
 
     def __getattr__(self, name: str) -> Any:
         parts = self.__dict__.get("parts")  # not found as a field: one of the aggregators' parts
@@ -99,6 +101,7 @@ class RuntimeSection:
             "processes": [p.to_json() for p in self.processes],
             **{key: _json(value) for key, value in self.parts.items()},
             "failures": [f.to_json() for f in self.failures],
+            "lost_records": [lost.to_json() for lost in self.lost_records],
         }
 
 
@@ -107,9 +110,10 @@ def _json(value: Any) -> Any:
     return [v.to_json() for v in value] if isinstance(value, tuple) else value.to_json()
 
 
-def build_runtime(processes: list[ProcessEvents], status: RunStatus,
-                  mapper: SiteMapper) -> tuple[RuntimeSection, list[Finding]]:
-    """The runtime section and its findings (in the order of ``AGGREGATORS``, then the failed command)."""
+def build_runtime(processes: list[ProcessEvents], status: RunStatus, mapper: SiteMapper,
+                  lost: Sequence[LostRecords] = ()) -> tuple[RuntimeSection, list[Finding]]:
+    """The runtime section and its findings (in the order of ``AGGREGATORS``, then the lost records, then the
+    failed command)."""
     aggregators = [aggregator(mapper) for aggregator in AGGREGATORS]
     handlers: dict[type, list[Callable[[Any, Optional[int]], None]]] = defaultdict(list)
     for aggregator in aggregators:
@@ -124,7 +128,8 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
 
     failures = process_failures(processes, status, mapper)
     failed = command_failed_finding(status, failures)
-    findings = [*(f for aggregator in aggregators for f in aggregator.findings()), *([failed] if failed else [])]
+    findings = [*(f for aggregator in aggregators for f in aggregator.findings()), *lost_records_findings(lost),
+                *([failed] if failed else [])]
     parts: dict[str, Any] = {}
     for aggregator in aggregators:
         values = aggregator.section()
@@ -134,5 +139,5 @@ def build_runtime(processes: list[ProcessEvents], status: RunStatus,
         parts.update(zip(aggregator.SECTION, values))
     mode = next((p.mode for p in processes if p.mode != "real"), "real")  # what the process lines say
     section = RuntimeSection(status=status, processes=tuple(ProcessEntry.of(p) for p in processes), parts=parts,
-                             failures=tuple(failures), mode=mode)
+                             failures=tuple(failures), mode=mode, lost_records=tuple(lost))
     return section, findings

@@ -23,7 +23,7 @@ from neuron_port.check.interrupts import Interrupted, InterruptGuard
 from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, run_from_original
 from neuron_port.check.runner import PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
 from neuron_port.check.estimate import build_estimate, estimate_options
-from neuron_port.check.events import read_events
+from neuron_port.check.events import lost_records, read_events
 from neuron_port.check.premises import check_static_findings, imported_files
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.sites import SiteMapper
@@ -133,7 +133,8 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         status.command = shown
         processes = read_events(events_dir, token=status.events_token)
         status.processes = len(processes)  # with those that died before writing a snapshot
-        runtime, findings = build_runtime(processes, status, SiteMapper(path, tree))
+        lost = lost_records(events_dir, token=status.events_token)  # the folder removed, forked children's work
+        runtime, findings = build_runtime(processes, status, SiteMapper(path, tree), lost)
         runtime = replace(runtime, estimate=build_estimate(processes, estimate_options(settings.source)),
                           mode="shape_only" if mode_env else "real")
     except (CommandError, PreviewError) as exc:

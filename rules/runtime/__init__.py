@@ -22,4 +22,6 @@ Codes (stable), and the module that holds each rule:
   once more.
 - NP911 ``shape-only-placeholder`` (``shape_only``): a shape-only run read a value it did not compute, or
   sized a data-dependent op at its upper bound.
+- NP912 ``lost-records`` (``lost_records``): device work the counts miss (the events folder removed, a forked
+  child that used the device).
 """

@@ -58,8 +58,13 @@ static void* map_shared(int fd, int64_t offset, int64_t bytes) {
 }
 
 // A forked child (a DataLoader worker) must not count into its parent's file: its mappings become
-// private copies and its journal closes.
+// private copies and its journal closes. Python then opens the child's own records (records_open), which
+// maps the same chunks onto the child's file, from zero: a child that used the device is never silent.
+// g_mu is held across fork() so that the child never inherits it locked by a thread it does not have.
+static void before_fork() { g_mu.lock(); }
+static void after_fork_in_parent() { g_mu.unlock(); }
 static void after_fork_in_child() {
+  g_mu.unlock();
   if (g_counters_fd < 0) return;
   int fd = g_counters_fd;
   mmap(g_header, kHeaderBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0);
@@ -106,7 +111,24 @@ std::string records_open(const std::string& counters_path, const std::string& jo
   header->pid = static_cast<int64_t>(getpid());
   header->slots_per_chunk = kSlotsPerChunk;
   std::strncpy(header->token, token.c_str(), kTokenBytes - 1);
-  for (int i = 0; i < kMaxExplicit; ++i) header->explicit_ops[i].store(g_mem_explicit[i].load());
+  // a forked child reopening: its parent's chunks (private since the fork) move onto this file, zeroed, so
+  // the file holds the child's own calls at the parent's slot numbers; its explicit counts start at 0 too
+  const bool forked = !g_chunks.empty();
+  for (int i = 0; i < kMaxExplicit; ++i) header->explicit_ops[i].store(forked ? 0 : g_mem_explicit[i].load());
+  if (forked) {
+    const int64_t chunk_bytes = static_cast<int64_t>(g_chunks.size()) * kChunkBytes;
+    bool moved = posix_fallocate(fd, kHeaderBytes, chunk_bytes) == 0;
+    for (size_t k = 0; moved && k < g_chunks.size(); ++k)
+      moved = mmap(g_chunks[k], kChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                   kHeaderBytes + static_cast<int64_t>(k) * kChunkBytes) != MAP_FAILED;
+    if (!moved) {  // counting goes on in private memory: the chunks that moved count into a file never named
+      std::string err = counters_path + ": " + std::strerror(errno);
+      munmap(h, kHeaderBytes);
+      close(fd);
+      unlink(tmp.c_str());
+      return err;
+    }
+  }
   int jfd = open(journal_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (jfd < 0 || rename(tmp.c_str(), counters_path.c_str()) != 0) {
     std::string err = (jfd < 0 ? journal_path : counters_path) + ": " + std::strerror(errno);
@@ -120,7 +142,7 @@ std::string records_open(const std::string& counters_path, const std::string& jo
   g_header = header;
   g_explicit.store(header->explicit_ops);
   g_journal_fd.store(jfd);
-  static bool fork_hook = (pthread_atfork(nullptr, nullptr, &after_fork_in_child), true);
+  static bool fork_hook = (pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child), true);
   (void)fork_hook;
   return "";
 }

@@ -36,7 +36,8 @@ from neuron_port.check.events.ops import (
 )
 from neuron_port.check.events.phases import DataLoaderEvent, PhaseEvent
 from neuron_port.check.events.process import ExceptionInfo, ProcessEvent, SummaryEvent
-from neuron_port.check.events.recovery import recover
+from neuron_port.check.events.lost import LostRecords, lost_records
+from neuron_port.check.events.recovery import RECORDS_NAME, recover
 from neuron_port.check.events.records import (
     CompileEvent,
     CompileInput,
@@ -52,9 +53,11 @@ from neuron_port.check.events.records import (
 __all__ = [
     "CompileEvent", "CompileInput", "DataLoaderEvent", "DemotionEvent", "DistributedEvent", "EagerCompileEvent",
     "EagerCompileTruncatedEvent", "Event", "EVENT_TYPES", "ExceptionInfo", "ExplicitOpsEvent", "FallbackEvent",
-    "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "GraphOp", "GraphWorkEvent", "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
+    "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "GraphOp", "GraphWorkEvent", "LostRecords",
+    "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
     "PhaseEvent", "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "SignatureCalls", "Site", "SummaryEvent", "UnsupportedEvent",
-    "parse_event", "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV", "EVENTS_TOKEN_ENV",
+    "lost_records", "parse_event", "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV",
+    "EVENTS_TOKEN_ENV",
 ]
 
 EVENTS_DIR_ENV = "NEURON_PORT_EVENTS_DIR"
@@ -142,7 +145,6 @@ def parse_events_file(path: Path, text: str) -> ProcessEvents:
 
 
 EVENTS_NAME = re.compile(r"^neuron-events-(?P<tag>(?:rank\d+|norank)-pid\d+)\.jsonl$")  # writer.events_path
-RECORDS_NAME = re.compile(r"^neuron-records-(?P<tag>(?:rank\d+|norank)-pid\d+)\.(?P<part>journal|counters)$")
 TEMPORARY_NAME = re.compile(r"\.(tmp\d*|counters\.tmp)$")  # a writer's file before its rename
 
 
@@ -201,6 +203,8 @@ def _read_process(folder: Path, tag: str, snapshot_path: Optional[Path], parts: 
         return replace(snapshot, notes=tuple(notes)) if snapshot else None
     if token and rebuilt.token and rebuilt.token != token:
         return snapshot
+    if rebuilt.process is not None and rebuilt.process.forked_from is not None:
+        return None  # a forked child's calls are not rebuilt into the counts: lost.py reports them
     process = snapshot.process if snapshot is not None and snapshot.process is not None else rebuilt.process
     notes.append(f"{journal.name}: the process ended without a complete snapshot: its events were rebuilt "
                  "from its crash-proof records")

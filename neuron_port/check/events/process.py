@@ -38,6 +38,7 @@ class ProcessEvent:
     status: Optional[str] = None  # running | exited | exception | sigterm
     exception: Optional[ExceptionInfo] = None
     token: Optional[str] = None  # the run's NEURON_PORT_EVENTS_TOKEN (None: not set)
+    forked_from: Optional[int] = None  # a forked child's records: its parent's pid (it writes no snapshot)
 
     @classmethod
     def from_fields(cls, f: EventFields) -> ProcessEvent:
@@ -49,7 +50,7 @@ class ProcessEvent:
             torch=f.text("torch"), torchneuron_release=f.mapping("torchneuron_release"),
             unsupported_mode=f.text("unsupported_mode"), mode=f.text("mode") or "real", started=f.number("started"),
             written=f.number("written"),
-            status=f.text("status"), token=f.text("token"),
+            status=f.text("status"), token=f.text("token"), forked_from=f.optional_integer("forked_from"),
             exception=None if exc is None else ExceptionInfo(exc.text("type"), exc.text("message"), site_field(exc),
                                                               exc.number("time")))
 

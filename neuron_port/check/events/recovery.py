@@ -12,6 +12,7 @@ counts and a note.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ HEADER_BYTES = 4096
 EXPLICIT_OFFSET, MAX_EXPLICIT = 128, 32
 MAX_SIGNATURES_PER_OP = 200  # as the simulator's snapshot: the most-called ones, the rest summed
 MAX_INT64_SITES = 5
+# a process's records, beside its snapshot neuron-events-<tag>.jsonl (neuron_backend/events/durable.paths)
+RECORDS_NAME = re.compile(r"^neuron-records-(?P<tag>(?:rank\d+|norank)-pid\d+)\.(?P<part>journal|counters)$")
 
 
 @dataclass(frozen=True)

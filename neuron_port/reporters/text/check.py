@@ -72,9 +72,26 @@ def summary_line(report: Report) -> str:
                                                      for s in ("error", "warning", "info")) if n)
     readiness = runtime.ops.readiness if runtime else None
     native = f"{readiness:.1%} of {runtime.ops.calls:,} op calls native" if runtime and readiness is not None \
-        else "no op reached the neuron device"
+        else no_ops_text(runtime)
     return (f"neuron-port check: the command {outcome_text(report)}; {native}; "
             f"{len(findings)} finding(s)" + (f" ({by_severity})" if by_severity else ""))
+
+
+def no_ops_text(runtime) -> str:
+    """The readiness of a run with no op counted: none reached the device, or its records were lost (NP912)."""
+    lost = getattr(runtime, "lost_records", ()) if runtime is not None else ()
+    return "no op counted: records lost (NP912)" if lost else "no op reached the neuron device"
+
+
+def lost_text(runtime) -> list[str]:
+    """The panel's line when device work is missing from the counts (NP912)."""
+    lost = runtime.lost_records
+    if not lost:
+        return []
+    children = sum(1 for loss in lost if loss.pid is not None)
+    what = ("the events folder was removed: the device work of the run's processes" if children < len(lost)
+            else f"{children} forked child(ren) used the device: their work")
+    return [f"[bold red]records lost[/bold red]: {what} is missing from the counts below (NP912)"]
 
 
 def _more(console: Console, total: int) -> None:
@@ -97,8 +114,9 @@ def render_check(console: Console, report: Report) -> None:
         f"command: {escape(' '.join(status.command))}",
         f"outcome: {outcome}, {status.processes} process(es) recorded",
         *([shape_only_text(runtime)] if runtime.mode == "shape_only" else []),
+        *lost_text(runtime),
         "readiness: " + (f"[bold]{readiness:.1%}[/bold] of {ops.calls:,} op calls ran natively"
-                         if readiness is not None else "no op reached the neuron device"),
+                         if readiness is not None else no_ops_text(runtime)),
         f"CPU fallbacks: {len(runtime.fallbacks)} op(s), {ops.fallback_calls:,} call(s)",
         f"eager NEFF compiles: {ops.unique_signatures} unique signature(s), {runtime.shapes.after_warmup} after "
         f"warm-up; {runtime.shapes.varying_sites} line(s) whose shapes keep changing, "
