@@ -15,6 +15,7 @@ import libcst as cst
 
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.errors import RewriteError  # noqa: F401 (raised here; callers import it from here too)
+from neuron_port.rewrite.kept_whitespace import KeptIndentation, carrying, keep_indentation, restore_tail, split_tail
 from neuron_port.rewrite.positions import node_positions
 from neuron_port.rewrite.prefilter import could_match, may_occur, rule_pattern
 from neuron_port.rewrite.syntax import (
@@ -77,10 +78,11 @@ class _ApplyReplacements(cst.CSTTransformer):
     and rebuilding the whole tree for a few fixes cost a third of a pass."""
 
     def __init__(self, replacements: dict[cst.CSTNode, cst.CSTNode],
-                 ancestors: Optional[set[cst.CSTNode]] = None) -> None:
+                 ancestors: Optional[set[cst.CSTNode]] = None, kept: Optional[KeptIndentation] = None) -> None:
         super().__init__()
         self.replacements = replacements
         self.ancestors = ancestors
+        self.kept = kept
         self.applied: set[cst.CSTNode] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -89,8 +91,12 @@ class _ApplyReplacements(cst.CSTTransformer):
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         replacement = self.replacements.get(original_node)
         if replacement is None:
+            if self.kept is not None:
+                self.kept.carry(original_node, updated_node)
             return updated_node
         self.applied.add(original_node)
+        if self.kept is not None:
+            self.kept.carry(original_node, replacement)
         return replacement
 
 
@@ -134,10 +140,10 @@ def _fresh(replacement):
     return replacement
 
 
-def _apply(module: cst.Module, reports: Sequence[Violation],
-           ancestors: Optional[dict] = None) -> tuple[cst.Module, int]:
+def _apply(module: cst.Module, reports: Sequence[Violation], ancestors: Optional[dict] = None,
+           kept: Optional[KeptIndentation] = None) -> tuple[cst.Module, int]:
     """``ancestors``: each reported node's ancestors in ``module``, when the positions' render found them
-    (else the tree is walked for them)."""
+    (else the tree is walked for them). ``kept``: indentation the tree cannot hold, carried to the new one."""
     replacements: dict[cst.CSTNode, cst.CSTNode] = {}
     imports: list[tuple[str, Optional[str], Optional[str]]] = []
     for report in reports:
@@ -151,7 +157,7 @@ def _apply(module: cst.Module, reports: Sequence[Violation],
         rebuilt: Optional[set[cst.CSTNode]] = {above for node in replacements for above in ancestors[node]}
     else:
         rebuilt = ancestors_of(module, replacements)
-    applier = _ApplyReplacements(replacements, rebuilt)
+    applier = _ApplyReplacements(replacements, rebuilt, kept)
     new_module = module.visit(applier)
     for report in reports:
         if report.node in applier.applied:
@@ -164,7 +170,8 @@ def _apply(module: cst.Module, reports: Sequence[Violation],
         context = CodemodContext()
         for module_name, obj, asname in dict.fromkeys(imports):
             AddImportsVisitor.add_needed_import(context, module_name, obj, asname)
-        new_module = AddImportsVisitor(context).transform_module(new_module)
+        adder = AddImportsVisitor if kept is None else carrying(AddImportsVisitor, kept)
+        new_module = adder(context).transform_module(new_module)
     return new_module, len(applier.applied)
 
 
@@ -221,8 +228,11 @@ def transform_source(
         return SourceOutcome(code=source, skipped=True)
     hidden = scope_rules_not_in(rules)
 
+    # the parse sees the last lines (blank, comments) without their indentation, which the round trip drops
+    source, tail, parsed_tail = split_tail(source)
     code = source
     module = _parse(code, path)
+    indentation = keep_indentation(module, source)  # None unless a form feed stands in a statement's indentation
     first_findings: list[Finding] = []
     first_allowed = 0
     has_suppressions = "neuron-port" in source
@@ -278,8 +288,8 @@ def transform_source(
                 f"{path}: the rewrite did not settle after {MAX_PASSES} passes; file left unchanged "
                 f"(please report this with the file)"
             )
-        new_module, applied = _apply(module, to_apply, ancestors)
-        new_code = new_module.code
+        new_module, applied = _apply(module, to_apply, ancestors, indentation)
+        new_code = new_module.code if indentation is None else indentation.render(new_module)
         if applied == 0 or new_code == code:
             break
         code = new_code
@@ -289,4 +299,5 @@ def transform_source(
 
     if code != source:
         _check_output(source, code, path)
-    return SourceOutcome(code=code, findings=first_findings, fixes_applied=first_allowed if code != source else 0)
+    return SourceOutcome(code=restore_tail(code, tail, parsed_tail), findings=first_findings,
+                         fixes_applied=first_allowed if code != source else 0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import re
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -51,10 +52,15 @@ def check_writable(path: Path, display: str) -> None:
         raise SourceError(f"{display}: its folder is not writable; not rewritten")
 
 
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
 def unified_diff(old: str, new: str, path: str) -> str:
     """What `--diff` prints for one file instead of writing it (git's a/ b/ prefixes)."""
+    # lines end at Python's line ends only: str.splitlines also ends one at a form feed (and \v, \x1c-\x1e,
+    # \x85, \u2028, \u2029), which showed a line no fix touched as changed and cut in two
     lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"
+        _LINES.findall(old), _LINES.findall(new), fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"
     )
     out = []
     for line in lines:
