@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
+import posixpath
 import stat
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -65,7 +66,7 @@ def _open_folder(name: str, dir_fd: Optional[int], where: str, create: bool) -> 
 
 def _write_new(dir_fd: int, name: str, data: bytes, mode: int) -> None:
     """``data`` as ``name`` in ``dir_fd``: a new temporary file renamed over it."""
-    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(tmp, _CREATE_FLAGS, mode, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -179,11 +180,29 @@ def user_cache_folder() -> Path:
     ``$XDG_CACHE_HOME/neuron-port``, else ``~/.cache/neuron-port`` (a relative XDG_CACHE_HOME is ignored,
     as the XDG spec says); ``~/Library/Caches/neuron-port`` on macOS; ``%LOCALAPPDATA%\\neuron-port\\Cache``
     on Windows."""
+    folder = _linux_cache_folder()
+    if folder is not None:
+        return folder
     from platformdirs import user_cache_path
 
     folder = user_cache_path("neuron-port", appauthor=False)
     # platformdirs takes a relative XDG_CACHE_HOME as it is: a key there would move with the working folder
     return folder if folder.is_absolute() else Path.home() / ".cache" / "neuron-port"
+
+
+def _linux_cache_folder() -> Optional[Path]:
+    """platformdirs' answer on Linux with an absolute HOME or XDG_CACHE_HOME, without importing it (~5 ms of
+    every rewrite's start, which reads the key: dataclass_code.py); None elsewhere (platformdirs decides).
+    tests/rewrite/test_cache_folders.py compares the two."""
+    if sys.platform != "linux" or hasattr(sys, "getandroidapilevel") or (
+            os.environ.get("ANDROID_DATA") == "/data" and os.environ.get("ANDROID_ROOT") == "/system"):
+        return None
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if posixpath.isabs(xdg):
+        return Path(xdg) / "neuron-port"
+    if posixpath.isabs(os.environ.get("HOME", "")):
+        return Path(os.path.expanduser("~/.cache")) / "neuron-port"
+    return None
 
 
 def secret_key_path() -> Path:
@@ -194,12 +213,15 @@ def secret_key_path() -> Path:
 _secret_memo: dict[str, bytes] = {}
 
 
-def load_secret_key() -> bytes:
-    """This user's secret key for the cache's HMACs, created (0600, random) on first use. CacheRefused
-    when the key is a link, not a regular file, not ours, readable by others or malformed."""
+def load_secret_key(create: bool = True) -> Optional[bytes]:
+    """This user's secret key for the caches' HMACs, created (0600, random) on first use; without
+    ``create``, None when there is none yet. CacheRefused when the key is a link, not a regular file, not
+    ours, readable by others or malformed."""
     path = secret_key_path()
     if str(path) in _secret_memo:
         return _secret_memo[str(path)]
+    if not create and not path.parent.is_dir():
+        return None
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # the key's folder may be a link (a moved ~/.cache); it only has to be ours, so no one else can swap the key
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
@@ -207,12 +229,14 @@ def load_secret_key() -> bytes:
         if os.fstat(dir_fd).st_uid != os.geteuid():
             raise CacheRefused(f"{path.parent} is owned by another user")
         key = _read_key(dir_fd, path)
+        if key is None and not create:
+            return None
         if key is None:
-            tmp = f".key.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            tmp = f".key.{os.getpid()}.{os.urandom(4).hex()}.tmp"
             fd = os.open(tmp, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
             try:
                 with os.fdopen(fd, "wb") as handle:
-                    handle.write(secrets.token_hex(KEY_BYTES).encode() + b"\n")
+                    handle.write(os.urandom(KEY_BYTES).hex().encode() + b"\n")
                     handle.flush()
                     os.fsync(handle.fileno())
                 try:  # link, unlike rename, fails when another run created the key first: use theirs

@@ -56,3 +56,23 @@ def test_rewrite_creates_its_key_there(tmp_path):
     assert result.returncode == 1, result.stderr
     key = xdg / "neuron-port" / "key"
     assert key.is_file() and oct(key.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fast path is Linux's")
+@pytest.mark.parametrize("env", [
+    {"HOME": "{tmp}/home"}, {"HOME": "{tmp}/home/"}, {"HOME": "/"}, {"HOME": "{tmp}/home", "XDG_CACHE_HOME": "{tmp}/x"},
+    {"HOME": "{tmp}/home", "XDG_CACHE_HOME": "{tmp}/x/"}, {"HOME": "{tmp}/home", "XDG_CACHE_HOME": ""},
+    {"HOME": "{tmp}/home", "XDG_CACHE_HOME": "rel"}, {"HOME": "rel", "XDG_CACHE_HOME": "{tmp}/x"}, {"HOME": "rel"}])
+def test_the_key_folder_is_read_without_platformdirs_and_is_its_answer(tmp_path, env):
+    """Every rewrite reads the key (rewrite/dataclass_code.py): on Linux it is found without importing
+    platformdirs (~5 ms), in the folder platformdirs names (what user_cache_folder returned before)."""
+    probe = ("import sys\nfrom pathlib import Path\nfrom neuron_port.rewrite.cache_files import user_cache_folder\n"
+             "mine = user_cache_folder(); fast = 'platformdirs' not in sys.modules\n"
+             "from platformdirs import user_cache_path\nfolder = user_cache_path('neuron-port', appauthor=False)\n"
+             "print(mine, fast, folder if folder.is_absolute() else Path.home() / '.cache' / 'neuron-port')")
+    full = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "HOME")}
+    full.update({k: v.format(tmp=tmp_path) for k, v in env.items()}, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", probe], env=full, capture_output=True, text=True, check=True)
+    mine, fast, expected = out.stdout.split()
+    assert mine == expected
+    assert fast == str(env != {"HOME": "rel"})  # a relative HOME is left to platformdirs (it reads pwd)

@@ -1,13 +1,20 @@
 """rewrite/dataclass_code.py: the engine's import takes LibCST's dataclass methods from a file of code
 objects, and gets the same methods as an import that compiles them; a damaged file is compiled afresh and
-replaced; nothing is written where Python writes no bytecode; the hook writes the file once.
+replaced; nothing is written where Python writes no bytecode; the hook writes the file once. Issue 33: the
+file is written 0644 whatever the umask, and a file that is not this user's, is writable by others, is a
+link, or whose content is not what this user's run signed (a planted code object, any of 100 random
+corruptions) is never unmarshalled or run: it is compiled afresh and replaced, and the output is the same.
 
-Each run is a fresh interpreter with its own PYTHONPYCACHEPREFIX (where the file goes, as .pyc files do)."""
+Each run is a fresh interpreter with its own PYTHONPYCACHEPREFIX (where the file goes, as .pyc files do) and
+its own per-user key folder (XDG_CACHE_HOME), and PYTHONDONTWRITEBYTECODE unset (else no file is written)."""
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
+import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +83,7 @@ def prefix(tmp_path_factory) -> Path:
 def _env(prefix: Path, write: bool = True) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
     env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    env["XDG_CACHE_HOME"] = str(prefix.with_name(prefix.name + "-xdg"))  # the per-user key the file is signed with
     if not write:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
@@ -174,3 +182,171 @@ def test_a_run_over_many_files_reads_the_file_once(prefix, tmp_path):
                          cwd=tmp_path, env=_env(prefix), capture_output=True, text=True, timeout=300)
     assert run.returncode == 1 and run.stdout.count("NP") == 5, run.stderr
     assert run.stderr.splitlines()[-1] == "OPENS 1"  # not once per file: the engine is imported once
+
+
+# -- issue 33: only this user's own file is used ---------------------------------------------------------------
+
+CUDA_SCRIPT = "import torch\n\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+HOOK = ["rewrite", "--check", "--diff", "-q", "--no-cache", "train.py"]  # what the pre-commit hook runs
+
+
+def _hook(prefix: Path, cwd: Path, umask: int = -1) -> subprocess.CompletedProcess:
+    (cwd / "train.py").write_text(CUDA_SCRIPT)
+    run = subprocess.run([sys.executable, "-m", "neuron_port", *HOOK], cwd=cwd, env=_env(prefix), umask=umask,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and "NP103" in run.stderr and "+model" in run.stdout, run.stderr
+    return run
+
+
+def _split(data: bytes) -> tuple[bytes, dict]:
+    """(what precedes the marshalled texts, the texts), read as someone who edits the file would: whatever
+    the header holds, the texts are the dict after its last line."""
+    at = data.index(b"dataclass code")
+    while not (data[at - 1:at] == b"\n" and data[at:at + 1] in (b"{", b"\xfb")):  # a dict, with or without FLAG_REF
+        at += 1
+    return data[:at], marshal.loads(data[at:])
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o002, 0o022])
+def test_the_file_is_created_0644_whatever_the_umask(prefix, tmp_path, umask):
+    path = _cache(_probe(prefix, "plain"), prefix)
+    path.unlink(missing_ok=True)
+    _hook(prefix, tmp_path, umask=umask)
+    st = path.stat()
+    assert (oct(stat.S_IMODE(st.st_mode)), st.st_uid) == (oct(0o644), os.geteuid())
+    _hook(prefix, tmp_path, umask=umask)
+    again = path.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)  # used as it is, not written again
+
+
+def test_a_planted_code_object_is_never_run(prefix, tmp_path):
+    path = _cache(_probe(prefix, "plain"), prefix)
+    _probe(prefix)  # a good file
+    head, codes = _split(path.read_bytes())
+    marker = tmp_path / "planted-code-ran"
+    # the issue's attack: the first methods' code objects replaced in place; they still define the method,
+    # so a run that took them would look normal
+    for text in list(codes)[:3]:
+        codes[text] = compile(f"__import__('os').system('touch {marker}')\n{text}", "<string>", "exec",
+                              dont_inherit=True)
+    planted = head + marshal.dumps(codes)
+    path.write_bytes(planted)
+    _hook(prefix, tmp_path)  # the normal output
+    assert not marker.exists()
+    assert path.read_bytes() != planted  # replaced by this run's own
+    replaced = path.stat()
+    _hook(prefix, tmp_path)
+    again = path.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (replaced.st_ino, replaced.st_mtime_ns) and not marker.exists()
+
+
+@pytest.mark.parametrize("wrong", ["owned by another user", "mode 0666", "mode 0664", "a symbolic link"])
+def test_a_file_others_could_have_written_is_refused_and_replaced(prefix, tmp_path, wrong):
+    path = _cache(_probe(prefix, "plain"), prefix)
+    _probe(prefix)  # a good file: only its owner, mode or kind is wrong below
+    if wrong == "owned by another user":
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        os.chown(path, 65534, 65534)
+    elif wrong.startswith("mode"):
+        path.chmod(int(wrong[-4:], 8))
+    else:
+        elsewhere = tmp_path / "elsewhere.marshal"
+        shutil.copyfile(path, elsewhere)
+        path.unlink()
+        path.symlink_to(elsewhere)
+    assert _probe(prefix)["compiled"] > MANY_TEXTS  # refused: every method compiled
+    st = path.lstat()
+    assert stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o644
+    assert _probe(prefix)["compiled"] == 0  # the replacement is used
+
+
+# Runs the real CLI (`python -m neuron_port HOOK`) once on the good file, then once per seeded corruption of
+# it, each in a child forked from one process that has imported the CLI's own modules but not LibCST (each
+# child imports LibCST and reads the file itself, as a fresh process does; a fork saves the interpreter's
+# start). Prints, as JSON, the clean run, each corruption's kind, run and whether the file was replaced, and a
+# last run on the last replacement (and whether it left the file as it was).
+CORRUPTIONS = r'''
+import json, os, random, runpy, sys
+import neuron_port.commands.entry, neuron_port.commands.rewrite_argv, neuron_port.commands.rewrite_run
+assert "libcst" not in sys.modules
+path, count, seed, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+
+def cli():
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open("out", "w+b") as out, open("err", "w+b") as err:
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            code = 70
+            try:
+                sys.argv = ["neuron-port", *argv]
+                runpy.run_module("neuron_port", run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        status = os.waitpid(pid, 0)[1]
+        out.seek(0)
+        err.seek(0)
+        return [os.waitstatus_to_exitcode(status), out.read().decode("utf-8", "replace"),
+                err.read().decode("utf-8", "replace")]
+
+def corrupt(rng, good):
+    kind = rng.choice(["bit", "bit", "bit", "bit", "byte", "header bit", "truncated", "inserted", "zeroed"])
+    at = rng.randrange(len(good))
+    data = bytearray(good)
+    if kind == "bit":
+        data[at] ^= 1 << rng.randrange(8)
+    elif kind == "byte":
+        data[at] = (data[at] + rng.randrange(1, 256)) % 256
+    elif kind == "header bit":
+        data[at % 120] ^= 1 << rng.randrange(8)
+    elif kind == "truncated":
+        del data[at:]
+    elif kind == "inserted":
+        data[at:at] = rng.randbytes(rng.randrange(1, 16))
+    else:
+        data[at:at + 32] = bytes(len(data[at:at + 32]))
+    return kind, bytes(data)
+
+clean = cli()
+good = open(path, "rb").read()
+rng = random.Random(seed)
+runs = []
+while len(runs) < count:
+    kind, data = corrupt(rng, good)
+    if data == good:
+        continue
+    with open(path, "wb") as handle:
+        handle.write(data)
+    run = cli()
+    runs.append({"kind": kind, "run": run, "replaced": open(path, "rb").read() != data})
+before = os.stat(path)
+last = cli()
+after = os.stat(path)
+kept = (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)  # the replacement is accepted
+print(json.dumps({"clean": clean, "runs": runs, "last": last, "kept": kept}))
+'''
+
+
+def test_every_one_of_100_random_corruptions_is_replaced_and_the_output_is_unchanged(prefix, tmp_path):
+    _probe(prefix)  # a good file
+    path = _cache(_probe(prefix), prefix)
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    done = subprocess.run([sys.executable, "-c", CORRUPTIONS, str(path), "100", "33", *HOOK], cwd=tmp_path,
+                          env=_env(prefix), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    clean = report["clean"]
+    assert clean[0] == 1 and "NP103" in clean[2] and "+model" in clean[1], clean
+    assert len(report["runs"]) == 100 and len({r["kind"] for r in report["runs"]}) >= 6
+    wrong = [(i, r["kind"], r["run"][0], r["run"][2][-300:]) for i, r in enumerate(report["runs"])
+             if r["run"] != clean or not r["replaced"]]
+    assert not wrong, wrong
+    assert report["last"] == clean and report["kept"]  # the last replacement is a good file, used as it is
