@@ -7,7 +7,8 @@ own that ends with it: CPython keeps most of a freed tree's memory in the proces
 fragmented), so a pool worker that once had a large file would go on holding most of that file's peak.
 
 A worker's peak for a Python file is about MEMORY_PER_SOURCE_BYTE bytes per byte of source above the
-worker's own memory (measured on generated 8,000- to 60,000-line modules: bench/README.md, "Issue 20/22").
+worker's own memory (measured on generated 8,000- to 60,000-line modules: bench/README.md, "Issue 20/22"; and
+on 30,000 top-level statements, 102 bytes per byte, since a flat module is parsed in pieces too: "Issue 33").
 NEURON_PORT_REWRITE_MEMORY_MB sets the budget in MB.
 """
 
