@@ -91,3 +91,20 @@ def test_bytes_outside_the_edit_never_change(spec, ending, bom, final_end, in_pi
     removed = [line for line in diff.split("\n") if line.startswith("-") and not line.startswith("---")]
     assert len(removed) == sum(line.count(EDITED.encode()) > 0 for line in _split(data)), diff
     assert all(EDITED in line for line in removed), diff
+
+
+def test_page_breaks_survive_the_cli(tmp_path, cli):
+    """GNU-style page breaks (a form feed before a top-level statement) and indented blank lines ending the
+    file, as a user runs `rewrite --diff` and `rewrite`: the diff shows only the fixed line, the file keeps
+    every other byte (the form feeds were dropped, and the diff cut each such line in two)."""
+    source = ("import torch\n\n\x0cdef f(x):\n    return x.cuda()\n\n\x0cclass A:\n\x0c    y = 1\n"
+              "\n  # the end\n\n    ")
+    path = tmp_path / "paged.py"
+    path.write_text(source, newline="")
+    shown = cli("rewrite", "--diff", "-q", "--no-cache", "paged.py", cwd=tmp_path)
+    assert shown.returncode == 1, shown.stderr
+    changed = [line for line in shown.stdout.split("\n") if line[:1] in ("+", "-") and line[:3] not in ("---", "+++")]
+    assert changed == ["-    return x.cuda()", '+    return x.to("neuron")'], shown.stdout
+    done = cli("rewrite", "-q", "--no-cache", "paged.py", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    assert path.read_bytes() == source.replace("x.cuda()", 'x.to("neuron")').encode()
