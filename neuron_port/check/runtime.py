@@ -101,7 +101,8 @@ class RuntimeSection:
             "processes": [p.to_json() for p in self.processes],
             **{key: _json(value) for key, value in self.parts.items()},
             "failures": [f.to_json() for f in self.failures],
-            "lost_records": [lost.to_json() for lost in self.lost_records],
+            # only when some were lost: a run's JSON is otherwise what it was before the key
+            **({"lost_records": [lost.to_json() for lost in self.lost_records]} if self.lost_records else {}),
         }
 
 

@@ -129,5 +129,5 @@ def test_cpu_only_forked_workers_are_no_finding_and_no_process(tmp_path, sim_bui
     doc, proc = run_check(tmp_path, CPU_CHILDREN)
     runtime = doc["runtime"]
     assert runtime["status"]["exit_code"] == 0, proc.stderr
-    assert np912(doc) == [] and runtime["lost_records"] == []
+    assert np912(doc) == [] and "lost_records" not in runtime
     assert len(runtime["processes"]) == 1 and runtime["ops"]["calls"] > 0
