@@ -37,6 +37,7 @@ import threading
 from typing import Any
 
 from .describe import compile_id_and_reasons, describe_inputs, dynamic_dims, function_info
+from .layout_check import add_layout_checks
 from .lowering import unlowerable
 from .rng_wrappers import lower_rng_hops
 
@@ -243,7 +244,9 @@ def _compile_graph(g, example_inputs, kind: str, ev: dict, fn: dict):
     info = neff_cache.compiled_graph(kind, text, {"function": fn.get("name"), "ops": ops})
     info["ops"] = ops
     ev["graphs"].append(info)
-    return graph_work.track(g, info, _runner(g))  # its ops and runs, for the cost model
+    run = graph_work.track(g, info, _runner(g))  # its ops and runs, for the cost model
+    add_layout_checks(g, kind)  # after the description: the checks are the simulator's, not the NEFF's ops
+    return run
 
 
 def lowering_summary(bad, kind: str) -> str:
@@ -257,9 +260,9 @@ def _runner(g):
     from ..device import runtime
 
     c = runtime.C
-    fwd = g.forward
 
     def run(args):
+        fwd = g.forward  # read per call: add_layout_checks recompiles g after this runner is made
         if c is None:
             return fwd(*args)
         c.set_accounting(False)
