@@ -97,10 +97,16 @@ def render_saved(
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _fail(f"{report}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
+    except RecursionError:  # the reader recurses per level of nesting
+        raise _fail(f"{report}: not a JSON report: nested too deeply") from None
+    except ValueError as exc:  # an integer beyond the digit limit; a NaN is read as a float (it is checked later)
+        raise _fail(f"{report}: not a JSON report: {exc}") from None
     try:
         write_page(html, document)
     except ReportInputError as exc:
         raise _fail(f"{report}: {exc}")
+    except RecursionError:
+        raise _fail(f"{report}: the report is nested too deeply to draw") from None
     except OSError as exc:
         raise _fail(f"cannot write {html}: {exc.strerror or exc}")
 

@@ -370,7 +370,10 @@ def test_saved_report_errors_name_the_file(tmp_path):
     page = tmp_path / "page.html"
     cases = [("broken.json", '{"schema_version": 1,\n  "runtime": }', "broken.json:2:14: not valid JSON"),
              ("list.json", "[1, 2]", "list.json: not a neuron-port report"),
-             ("missing.json", None, "missing.json: cannot read the report")]
+             ("missing.json", None, "missing.json: cannot read the report"),
+             # issue 33: deep nesting and a huge integer were internal errors (exit 1, a traceback)
+             ("deep.json", "[" * 100_000 + "]" * 100_000, "deep.json: not a JSON report: nested too deeply"),
+             ("huge.json", '{"schema_version": ' + "9" * 5000 + "}", "huge.json: not a JSON report: Exceeds")]
     for name, content, says in cases:
         source = tmp_path / name
         if content is not None:
