@@ -1,7 +1,7 @@
 """Issue 35, item 1: under `neuron-port check` the simulated device is TorchNeuron to the libraries that look
 for it by import name (transformers, accelerate, TRL with PEFT, diffusers), so they put the model on `neuron`
 as on Trainium, and what they then do differently there (torch.compile backend "neuron" with dynamic=False,
-torch.neuron's RNG state, TRL's padding to 128, diffusers' CPU-drawn noise, the "neuron" process group under
+torch.neuron's RNG state, bf16 autocast on "neuron", TRL's padding to 128, diffusers' CPU-drawn noise, the "neuron" process group under
 torchrun) runs on the simulator. Outside `check` no `torch_neuronx` is found. Each program is a tiny model built
 from a config (random weights, nothing downloaded), run through the real CLI with its JSON report (`-o`).
 Before the identity (858089d) every one of these programs chose the CPU."""
@@ -46,12 +46,14 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 
 set_seed(0)
-accelerator = Accelerator()
+accelerator = Accelerator(mixed_precision="bf16")
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 data = torch.utils.data.TensorDataset(torch.randn(8, 16), torch.randint(0, 4, (8,)))
 model, optimizer, loader = accelerator.prepare(model, optimizer, torch.utils.data.DataLoader(data, batch_size=4))
 x, y = next(iter(loader))
+autocast = []
+model[0].register_forward_hook(lambda module, args, out: autocast.append(out.dtype))
 loss = torch.nn.functional.cross_entropy(model(x), y)
 accelerator.backward(loss)
 optimizer.step()
@@ -60,6 +62,7 @@ accelerator.load_state("state")
 states = torch.load("state/random_states_0.pkl", weights_only=False)
 print("device:", accelerator.device, x.device, next(model.parameters()).device)
 print("neuron rng saved:", "torch_neuron_manual_seed" in states)
+print("autocast:", autocast)
 """
 
 TRL_SFT = """\
@@ -134,7 +137,7 @@ def run_check(cli, tmp_path: Path, script: str, *options: str) -> dict:
     status = doc["runtime"]["status"]
     assert status["exit_code"] == 0, "\n".join(status["stderr_tail"])
     ops = doc["runtime"]["ops"]
-    assert ops["native_calls"] > 0 and ops["readiness"] > 0.9, ops
+    assert ops["native_calls"] > 0 and ops["readiness"] > 0.9, (ops, status["stdout_tail"])
     return doc
 
 
@@ -157,6 +160,7 @@ def test_accelerate_prepares_and_steps_on_neuron(tmp_path, cli, sim_build):
     doc = run_check(cli, tmp_path, ACCELERATE)
     assert printed(doc, "device:") == ["device: neuron neuron:0 neuron:0"]
     assert printed(doc, "neuron rng saved:") == ["neuron rng saved: True"]  # torch.neuron.get_rng_state_all
+    assert printed(doc, "autocast:") == ["autocast: [torch.bfloat16]"]  # torch.autocast("neuron", bfloat16)
 
 
 def test_trl_sft_with_peft_lora_trains_on_neuron(tmp_path, cli, sim_build):
