@@ -11,6 +11,7 @@ from typing import Sequence
 import libcst as cst
 
 from neuron_port.rules.context import FileContext, Violation
+from neuron_port.rules.helpers.decision_groups import settle
 from neuron_port.rules.helpers.kept_scopes import SCOPE_RULES, is_scope_finding, kept_scopes, scope_of
 from neuron_port.rules.spec import PythonRule
 
@@ -18,6 +19,12 @@ _NEVER_FOLDED = ("NP799",)  # a malformed suppression comment is about neuron-po
 
 
 def fold_kept_scopes(context: FileContext, hidden: frozenset = frozenset()) -> list[Violation]:
+    """``_folded``'s reports, each decision group made one decision (rules/helpers/decision_groups.py: a
+    test flipped or kept together with the tests and code it is tied to)."""
+    return settle(context, _folded(context, hidden))
+
+
+def _folded(context: FileContext, hidden: frozenset = frozenset()) -> list[Violation]:
     """The reports of this pass, less those inside a scope a rule declared not to be edited
     (rules/helpers/kept_scopes.py): their fixes are not applied and each is counted in its scope's one
     finding instead of being reported on its own. When the scope's rule is ``hidden`` (run for its
