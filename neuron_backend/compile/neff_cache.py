@@ -13,6 +13,12 @@ Layout and behaviour follow TorchNeuron's PersistentCacheBackend:
 * two-level sharding ``root/ab/cd/abcd....neff``;
 * written atomically (temporary file + ``os.replace``), so concurrent ranks sharing the folder
   never see a partial entry (the last writer of an identical entry wins);
+* only this user's own entries count: a hit is an entry that is a regular file (not a link) owned by
+  this user, writable by no one else, whose content names its key and this simulator; anything else
+  at an entry's name (planted in a shared cache folder, edited, truncated) is a miss and is replaced.
+  Entries are written 0644 and shard folders 0755 (minus the umask) whatever the umask, and never
+  through a shard folder that is a link or another user's. Nothing in an entry is executed or
+  unpickled (JSON, read only to check it);
 * ``TORCH_NEURONX_NEFF_DISABLE_CACHE`` / ``TORCH_NEURONX_DISABLE_NEFF_CACHE`` = 1/true/yes
   disables it (every compile is a miss and nothing is written);
 * key: a 128-bit hash (BLAKE2b here, XXH3-128 on Trainium) of the simulator version string, the
@@ -29,17 +35,23 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
-from neuron_port.atomic import atomic_write
+from neuron_port.atomic import temp_prefix, temp_suffix
 
 __all__ = ["cache_dir", "enabled", "cache_key", "lookup_or_store", "compiled_graph", "counters", "register"]
 
 CACHE_DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 DISABLE_ENVS = ("TORCH_NEURONX_NEFF_DISABLE_CACHE", "TORCH_NEURONX_DISABLE_NEFF_CACHE")
 FORMAT = 1  # bump when the key text changes, so old simulator entries stop matching
+MAX_ENTRY_BYTES = 1 << 16  # an entry is a line of JSON; anything larger is not ours
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # NONBLOCK: a FIFO
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 log = logging.getLogger("neuron_backend.neff_cache")
 _lock = threading.Lock()
@@ -47,6 +59,7 @@ _counts = {"eager": {"signatures": 0, "hits": 0, "misses": 0},
            "compiled": {"graphs": 0, "hits": 0, "misses": 0}}
 _registered = False
 _done_at_exit = False
+_warned_bad_entry = False
 
 
 def enabled() -> bool:
@@ -89,17 +102,78 @@ def entry_path(key: str, root: Path | None = None) -> Path:
     return root / key[:2] / key[2:4] / f"{key}.neff"
 
 
+def _own_entry(path: Path, key: str) -> Optional[bool]:
+    """True when ``path`` is a good entry for ``key`` (see the module's text), None when nothing is
+    there, False when something else is."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError:  # a link (ELOOP), a shard that is a file (ENOTDIR), unreadable
+        return False if os.path.lexists(path) else None
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & _OTHERS_WRITE
+                or st.st_size > MAX_ENTRY_BYTES):
+            return False
+        data = os.read(fd, MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    try:
+        entry = json.loads(data)
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError among them
+        return False
+    return type(entry) is dict and entry.get("key") == key and entry.get("simulator") == sim_version()
+
+
+def _own_folder(folder: Path) -> None:
+    """Create ``folder`` (0755 minus the umask) when missing; OSError when it is a link, not a folder or
+    not this user's (an entry is never written through a folder someone else controls)."""
+    try:
+        os.mkdir(folder, 0o755)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise OSError(f"{folder} is a link, not a folder or another user's")
+
+
 def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, data)
+    """``data`` as ``path``: a new temporary file (O_EXCL | O_NOFOLLOW, 0644 minus the umask) renamed
+    over whatever has the name (a link there is replaced, never followed)."""
+    path.parent.parent.parent.mkdir(parents=True, exist_ok=True)
+    _own_folder(path.parent.parent)
+    _own_folder(path.parent)
+    tmp = path.parent / f"{temp_prefix(path.name)}{os.urandom(4).hex()}{temp_suffix()}"
+    try:
+        with os.fdopen(os.open(tmp, _CREATE_FLAGS, 0o644), "wb") as handle:
+            os.fchmod(handle.fileno(), stat.S_IMODE(os.fstat(handle.fileno()).st_mode) & ~_OTHERS_WRITE)
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def lookup_or_store(key: str, meta: dict, root: Path | None = None) -> bool:
-    """True on a cache hit; on a miss, store the entry (atomically) and return False."""
+    """True on a cache hit; on a miss (nothing there, or an entry that is not ours: replaced), store the
+    entry (atomically) and return False."""
     path = entry_path(key, root)
-    if path.is_file():
+    found = _own_entry(path, key)
+    if found:
         log.info("[NEFF_CACHE] Cache HIT for key: %s", key)
         return True
+    if found is False:  # said once per process: a planted cache folder must not flood the program's output
+        global _warned_bad_entry
+        log.log(logging.INFO if _warned_bad_entry else logging.WARNING, "neuron-port: ignoring and replacing "
+                "the NEFF cache entry %s: not a file of this user that only this user can write, or not an "
+                "entry for its key", path)
+        _warned_bad_entry = True
     log.info("[NEFF_CACHE] Cache MISS for key: %s", key)
     try:
         payload = {"key": key, "simulator": sim_version(), "pid": os.getpid(), "rank": os.environ.get("RANK"), **meta}
