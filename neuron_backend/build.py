@@ -319,7 +319,7 @@ def _compile(folder: Path, key: dict, verbose: bool) -> Path:
     os.replace(built, folder / LIBRARY)  # the module loaded above is this file: the same inode, now here
     seconds = time.monotonic() - t0
     manifest = {"key": key, "library": LIBRARY, "size": size, "sha256": digest, "built_by": sys.executable,
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(seconds, 1)}
+                "pid": os.getpid(), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(seconds, 1)}
     _write_atomically(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
     shutil.rmtree(staging, ignore_errors=True)
     global _module

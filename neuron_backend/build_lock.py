@@ -67,7 +67,8 @@ class Holder:
 
     def describe(self) -> str:
         ago = max(0, int(time.time() - self.since))
-        return f"pid {self.pid} on {self.host}, since {time.strftime('%H:%M:%S', time.localtime(self.since))} ({ago} s ago)"
+        since = time.strftime("%H:%M:%S", time.localtime(self.since))
+        return f"pid {self.pid} on {self.host}, since {since} ({ago} s ago)"
 
 
 def read_holder(path: Path) -> Optional[Holder]:
