@@ -17,7 +17,7 @@ from neuron_port.commands.option_specs import FailOn, OutputFormat, TargetChoice
 from neuron_port.config import Settings, load_settings
 from neuron_port.errors import UsageError
 from neuron_port.reporters import RenderContext, Streams, render_report
-from neuron_port.rewrite.runner import interrupts_as_exceptions
+from neuron_port.rewrite.runner import available_cores, interrupts_as_exceptions
 
 
 def command_settings(start: Path, config: Optional[Path], **cli) -> Settings:
@@ -60,6 +60,10 @@ def _rewrite(
     if missing_options:  # after `--` (the hooks' entry) an option is a path: say so
         raise UsageError(f"{missing_options[0]}: no such file or directory (after `--` every word is a path: "
                          "options go before it, or in [tool.neuron-port] of pyproject.toml)")
+    if jobs is not None and jobs > available_cores() and not quiet:  # said once: the runner caps it silently
+        err().print(f"neuron-port: note: --jobs {jobs} is more than the {available_cores()} CPU core(s) this "
+                    f"process may use; at most {available_cores()} worker processes run", markup=False,
+                    highlight=False)
     start = Path(stdin_filename) if stdin and stdin_filename else Path.cwd() if stdin else paths[0]
     settings = command_settings(start, config, select=select, ignore=ignore, extend_select=extend_select,
                                 extend_ignore=extend_ignore, exclude=exclude,

@@ -6,6 +6,7 @@ start, a one-file pre-commit hook's included)."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import sys
 from collections import deque
@@ -36,11 +37,37 @@ def _pool_context():
 Item = tuple[int, Optional[str], tuple[SourceFile, RunOptions, Optional[bytes], bool]]
 
 
-def _worker_init() -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """Have Linux SIGKILL this worker when the thread that forked it ends (PR_SET_PDEATHSIG): a SIGKILLed
+    `rewrite` left its workers waiting for work for good. Then exit at once if ``parent`` (the pid that
+    forked it) is already gone, since it may have died before the request and no signal would ever come.
+    The pool forks from the thread that runs the scan, which waits for the workers' results."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl (another libc): the worker lives as before
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_init(parent: int) -> None:
+    die_with_parent(parent)
     # the terminal sends Ctrl-C to the whole process group: only the main process answers it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     release_held()  # forked while the main process held them (_submit)
+
+
+def _executor(processes: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=processes, mp_context=_pool_context(), initializer=_worker_init,
+                               initargs=(os.getpid(),))
 
 
 def _submit(executor: ProcessPoolExecutor, item: Item) -> Future:
@@ -88,8 +115,7 @@ class Workers:
 
     def _start(self, processes: int) -> ProcessPoolExecutor:
         self.started = True
-        self.executor = ProcessPoolExecutor(max_workers=processes, mp_context=_pool_context(),
-                                            initializer=_worker_init)
+        self.executor = _executor(processes)
         return self.executor
 
     def submit(self, item: Item) -> None:
@@ -120,7 +146,7 @@ class Workers:
     def _hand(self, item: Item) -> None:
         if is_large(_estimate(item), self.budget):  # in a process of its own, which ends with it (memory.py)
             self.started = True
-            executor = ProcessPoolExecutor(max_workers=1, mp_context=_pool_context(), initializer=_worker_init)
+            executor = _executor(1)
             future = _submit(executor, item)
             self.solo[future] = executor
             self.running[future] = item

@@ -159,6 +159,21 @@ def interrupts_as_exceptions() -> Iterator[None]:
             signal.signal(number, old)
 
 
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask: a container's or taskset's limit)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worker_count(requested: Optional[int], files: int, cores: int) -> int:
+    """Workers for ``files`` files: ``requested`` (default: every core), but never more than the cores (a
+    parsing worker uses one whole core: more only add memory) nor than the files (the pool forks all its
+    workers at once: `-j 99999` forked hundreds, ~6 GB, for a handful of files)."""
+    return max(1, min(requested or cores, cores, files))
+
+
 def run_files(
     files: Sequence[SourceFile],
     options: RunOptions,
@@ -166,5 +181,5 @@ def run_files(
     on_result: Optional[Callable[[FileResult], None]] = None,
     cache: Optional["ResultCache"] = None,
 ) -> list[FileResult]:
-    jobs = jobs or os.cpu_count() or 1
+    jobs = worker_count(jobs, len(files), available_cores())
     return _run(files, options, jobs, on_result, cache, memory_budget())

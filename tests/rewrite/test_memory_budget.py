@@ -79,14 +79,19 @@ def _peak_mb(args: list[str], cwd: Path, budget_mb: str) -> tuple[float, subproc
     return peak[0] / 1024, subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: `-j` runs one worker (issue 33)")
 def test_large_files_do_not_run_side_by_side(tmp_path):
-    for n in range(3):  # three ~180 KB modules: each takes a worker ~25 MB at its peak
-        (tmp_path / f"trainer_{n}.py").write_text(_training_module(650, n))
+    # `-j` is capped by the cores: on 2 cores two large files run side by side, so each is made twice as
+    # large as three need to be (the gap below stays two ~180 KB files' worth)
+    together_at_most = min(3, len(os.sched_getaffinity(0)))
+    functions = 650 * 2 // (together_at_most - 1)
+    for n in range(3):  # three ~180 KB modules (or larger, above): each takes a worker ~25 MB at its peak
+        (tmp_path / f"trainer_{n}.py").write_text(_training_module(functions, n))
     for n in range(6):  # and small ones: with fewer than 8 files to parse, no pool is started
         (tmp_path / f"util_{n}.py").write_text(_training_module(2, 10 + n))
     args = ["rewrite", "--check", "-q", "--no-cache", "-j", "3", "--output-format", "json", "."]
     # a budget for one such file: each waits for the one before
-    one_at_a_time, result = _peak_mb(args, tmp_path, "40")
+    one_at_a_time, result = _peak_mb(args, tmp_path, str(40 * 2 // (together_at_most - 1)))
     assert result.returncode == 1, result.stderr
     assert result.stdout.count('"NP101"') + result.stdout.count('"NP102"') > 0
     # the default budget (512 MB) takes all three together
