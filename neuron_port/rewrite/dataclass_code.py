@@ -130,9 +130,14 @@ def _write(path: str, codes: dict[str, CodeType]) -> None:
     key = _secret(create=True)
     if key is None:
         return
+    from pathlib import Path
+
+    from neuron_port.atomic import remove_stale_temp_files, temp_prefix, temp_suffix
+
     body = marshal.dumps(codes)
     folder, name = os.path.split(path)
-    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    # atomic.py's temporary names: one that a killed run left (~1 MB) is removed by the next write
+    temporary = os.path.join(folder, f"{temp_prefix(name)}{os.urandom(4).hex()}{temp_suffix()}")
     try:
         os.makedirs(folder, exist_ok=True)
         # O_EXCL | O_NOFOLLOW: never through a link planted at the name; 0644 minus the umask, and the
@@ -141,6 +146,7 @@ def _write(path: str, codes: dict[str, CodeType]) -> None:
             os.fchmod(handle.fileno(), stat.S_IMODE(os.fstat(handle.fileno()).st_mode) & ~_NOT_OTHERS)
             handle.write(_HEADER + _mac(key, path, body) + b"\n" + body)
         os.replace(temporary, path)
+        remove_stale_temp_files(Path(path))
     except BaseException as exc:  # whatever failed, no temporary file is left
         try:
             os.unlink(temporary)

@@ -350,3 +350,13 @@ def test_every_one_of_100_random_corruptions_is_replaced_and_the_output_is_uncha
              if r["run"] != clean or not r["replaced"]]
     assert not wrong, wrong
     assert report["last"] == clean and report["kept"]  # the last replacement is a good file, used as it is
+
+
+def test_a_temporary_file_a_killed_writer_left_is_removed_by_the_next_write(prefix):
+    path = _cache(_probe(prefix, "plain"), prefix)
+    orphan = path.parent / f".{path.name[:32]}.deadbeef.neuron-port.tmp"  # atomic.py's name, no live owner
+    orphan.write_bytes(b"\0" * 4096)
+    os.utime(orphan, (1, 1))  # older than any write takes
+    path.unlink(missing_ok=True)
+    _probe(prefix)
+    assert path.is_file() and not orphan.exists()
