@@ -131,7 +131,9 @@ def run_check(cli, tmp_path: Path, script: str, *options: str) -> dict:
     project.mkdir()
     (project / "main.py").write_text(script)
     report = tmp_path / "report.json"
-    result = cli("check", str(project), *options, "-o", str(report), "--", "python", "main.py")
+    # nothing downloaded: the hub is off for the program (its models and tokenizer are built in it)
+    result = cli("check", str(project), *options, "-o", str(report), "--", "python", "main.py",
+                 env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
     assert report.exists(), result.stderr[-3000:]
     doc = json.loads(report.read_text())
     status = doc["runtime"]["status"]
