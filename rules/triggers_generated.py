@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '7b871c9ea64e3f5826be2e22eeaf7ff2c864d1ffa3cd520e92ec8aad51f91cc8'
+RULE_SOURCES_SHA256 = '1d028bd17ace33db8b1c6ae89afad613bbe1cbb1e4abaafb023e1b8b96f281eb'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -96,8 +96,9 @@ class DecisionGroups:
         unions = _Unions()
         for atom in tests:
             unions.join(atom, atom)
-        self._scopes = Scopes(module)
-        self._share_state(regions, unions)
+        self._scopes_made: Optional[Scopes] = None
+        if len(regions) > 1:  # state is shared between two guarded regions at least
+            self._share_state(regions, unions)
         if literals:
             self._device_values(nodes, unions)
         for atom in tests:
@@ -116,6 +117,13 @@ class DecisionGroups:
                 self.member_group.setdefault(literal, unions.find(literal))
 
     # -- tests of one predicate over shared state -----------------------------------------------------
+    @property
+    def _scopes(self) -> Scopes:
+        """The module's scopes, made the first time a name is resolved (one walk)."""
+        if self._scopes_made is None:
+            self._scopes_made = Scopes(self.module)
+        return self._scopes_made
+
     def _key(self, node: cst.CSTNode) -> Optional[tuple]:
         """What a name or field refers to: a name's binding, ``self.x``'s class, else the dotted name."""
         if type(node) is cst.Name:
@@ -252,8 +260,10 @@ decision_groups = PerFileAnalysis(DecisionGroups)
 
 def settle(context, reports: list) -> list:
     """``reports`` (the pass's violations) with each group made one decision (module docstring)."""
+    if all(r.replacement is not None and r.safety == "safe" for r in reports):
+        return reports  # every fix applied: no verdict to share (most files; the groups are not built)
     module = _analysed_module(context)
-    if module is None or not reports:
+    if module is None:
         return reports
     groups = decision_groups(context, module)
     if not groups.member_group:
