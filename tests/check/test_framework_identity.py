@@ -120,7 +120,7 @@ state = PartialState()
 total = gather(torch.ones(2, device=state.device) * (state.process_index + 1))
 probe = "import torch, importlib.util; print(importlib.util.find_spec('torch_neuronx') is not None)"
 found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
-print(f"rank {state.process_index}: {state.distributed_type} {state.backend} {state.device} {total.tolist()} {found}")
+print(f"rank {state.process_index}: {state.distributed_type} {state.backend} {state.device.type} {total.tolist()} {found}")
 """
 
 
@@ -184,7 +184,9 @@ def test_torchrun_ranks_and_their_subprocesses_find_torch_neuronx(tmp_path, cli,
     pytest.importorskip("accelerate")
     doc = run_check(cli, tmp_path, RANKS, "--nproc", "2")
     lines = sorted(line.split(":", 1)[1] for line in doc["runtime"]["status"]["stdout_tail"] if "]:rank " in line)
-    assert lines == [f"rank {r}: DistributedType.MULTI_NEURON neuron neuron:0 [1.0, 1.0, 2.0, 2.0] True"
+    # the device type only: which index a rank's core has is the simulator's open question (op_policy.toml
+    # [distributed.unconfirmed] device_index)
+    assert lines == [f"rank {r}: DistributedType.MULTI_NEURON neuron neuron [1.0, 1.0, 2.0, 2.0] True"
                      for r in (0, 1)], doc["runtime"]["status"]["stdout_tail"]
     assert {d["op"] for d in doc["runtime"]["distributed"]} >= {"process_group", "all_gather_into_tensor"}
 
