@@ -107,6 +107,10 @@ def build(spec: dict, size: int | None = None, meta: bool = False) -> torch.nn.M
     kw: dict = {}
     if spec["source"] == "transformers":  # the tiny config fixes the input size
         return _build_transformers(spec, meta)
+    if spec["source"] == "diffusers":  # tiny configs, fixed input sizes (diffusers_models.py)
+        import diffusers_models
+
+        return diffusers_models.build(spec, meta)
     if spec["source"] == "timm":
         import timm
 
@@ -188,6 +192,10 @@ def count(sources=("torchvision", "timm"), progress=None) -> list[dict]:
         specs += timm_builders()
     if "transformers" in sources:
         specs += transformers_builders()
+    if "diffusers" in sources:
+        import diffusers_models
+
+        specs += diffusers_models.builders()
     for s in specs:
         s["id"] = f"{s['source']}:{s['task']}:{s['name']}"
         try:
@@ -244,6 +252,10 @@ def native_size(spec: dict, model: torch.nn.Module) -> int:
 
 def make_inputs(spec: dict, model: torch.nn.Module, size: int, frames: int, seed: int = 1) -> dict:
     """Inputs and targets of one step (CPU tensors; the same for both devices)."""
+    if spec["source"] == "diffusers":
+        import diffusers_models
+
+        return diffusers_models.make_inputs(spec, seed)
     g = torch.Generator().manual_seed(seed)
     task = spec["task"]
     chans = 3
@@ -308,6 +320,10 @@ def forward(spec: dict, model, inputs: dict, train: bool):
     """One forward; returns (loss or None, the output tensors to compare)."""
     task = spec["task"]
     F = torch.nn.functional
+    if spec["source"] == "diffusers":
+        import diffusers_models
+
+        return diffusers_models.forward(spec, model, inputs, train)
     if task == "detection":
         if train:
             losses = model(inputs["images"], inputs["targets"])

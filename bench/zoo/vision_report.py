@@ -20,7 +20,7 @@ import time
 from report import SIM_PREFIX, _cell
 
 TASK_TITLES = {"classification": "classification", "detection": "detection", "segmentation": "segmentation",
-               "video": "video", "optical_flow": "optical flow"}
+               "video": "video", "optical_flow": "optical flow", "diffusion": "diffusion"}
 
 
 def classify_run(run: dict | None, compiled: bool = False) -> dict:

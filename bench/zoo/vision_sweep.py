@@ -34,7 +34,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.pop("NEURON_PORT_SIMULATE", None)  # workers enable the device themselves
 
-SOURCES = ("torchvision", "timm", "transformers")
+SOURCES = ("torchvision", "timm", "transformers", "diffusers")
 
 
 def versions(sources=SOURCES) -> dict:
@@ -76,7 +76,8 @@ def selection(out: Path, variants: str, sources=SOURCES, progress=print) -> list
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sources", default="torchvision,timm")
-    ap.add_argument("--tasks", default=",".join(("classification", "detection", "segmentation", "video", "optical_flow")))
+    ap.add_argument("--tasks", default=",".join(("classification", "detection", "segmentation", "video", "optical_flow",
+                                                 "diffusion")))
     ap.add_argument("--variants", default="smallest", choices=("smallest", "all"))
     ap.add_argument("--only", default="", help="comma-separated builder names or ids (source:task:name)")
     ap.add_argument("--compile", default="torchvision",
