@@ -7,7 +7,8 @@ land in the report. Under torchrun each rank's output is also kept apart (torchr
 with ``--tee``), so a failing rank's traceback can be shown. However the run ends (exit, timeout,
 SIGINT or SIGTERM to `check`), every process the command started, in its session or not, is ended
 (process_tree.py: SIGTERM, which the simulator answers by flushing its events, a grace period, then
-SIGKILL), and the caller gets a RunStatus and the events written so far.
+SIGKILL), and the caller gets a RunStatus and the events written so far; should `check` itself be
+SIGKILLed, its watcher (watcher.py) ends them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -30,6 +30,8 @@ from typing import Callable, Optional, Sequence
 from neuron_port.check.events import run_environment
 from neuron_port.check.interrupts import Interrupted, InterruptGuard, signal_name
 from neuron_port.check.process_tree import ProcessTree, new_marker
+from neuron_port.check.scratch import OUTPUT_PREFIX, scratch_folder
+from neuron_port.check.watcher import Watcher
 
 STDERR_TAIL_LINES = 50
 TERM_GRACE_SECONDS = 10.0  # after SIGTERM, before SIGKILL; NEURON_PORT_KILL_GRACE overrides it
@@ -202,8 +204,9 @@ def run_command(
     follower: Optional[_OutputFollower] = None
     proc: Optional[subprocess.Popen] = None
     start = time.monotonic()
+    watcher = Watcher(tree.marker)  # ends the tree should `check` be SIGKILLed (watcher.py)
     try:
-        out_dir = Path(tempfile.mkdtemp(prefix="neuron-port-output-"))
+        out_dir = scratch_folder(OUTPUT_PREFIX)
         stdout_path, stderr_path = out_dir / "stdout", out_dir / "stderr"
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             try:
@@ -212,6 +215,7 @@ def run_command(
             except OSError as exc:
                 raise CommandError(f"cannot run {shlex.join(argv)}: {_start_failure(exc)}") from None
             tree.leader = proc.pid
+            watcher.leader(proc.pid)
             deadline = start + timeout
             if on_output is not None:
                 follower = _OutputFollower(stdout_path, stderr_path, on_output)
@@ -257,6 +261,7 @@ def run_command(
             follower.finish()
         if out_dir is not None:
             shutil.rmtree(out_dir, ignore_errors=True)
+        watcher.close()
     return status
 
 

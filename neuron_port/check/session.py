@@ -3,7 +3,8 @@ folder, or in a rewritten preview copy), the events it wrote, and one Report wit
 
 Without a preview, the static scan runs while the command starts up (it needs nothing from the run);
 with one, the scan comes first because the copy is made from its rewrites. Temporary folders (events,
-the preview copy, torchrun's logs) are removed whatever happens. SIGINT and SIGTERM (interrupts.py) end
+the preview copy, torchrun's logs) are removed whatever happens (a SIGKILLed run's by its watcher, or
+by the next run: scratch.py). SIGINT and SIGTERM (interrupts.py) end
 the command's processes; the report then covers what ran before, with ``runtime.status.interrupted``.
 Static findings are then checked against the run (premises.py).
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -26,6 +26,7 @@ from neuron_port.check.estimate import build_estimate, estimate_options
 from neuron_port.check.events import lost_records, read_events
 from neuron_port.check.premises import check_static_findings, imported_files
 from neuron_port.check.runtime import build_runtime
+from neuron_port.check.scratch import CHECK_PREFIX, remove_dead_runs_folders, scratch_folder
 from neuron_port.check.sites import SiteMapper
 from neuron_port.doctor import build_problem, torch_install_problem
 from neuron_port.config import Settings
@@ -113,7 +114,8 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
     scratch: Optional[Path] = None
     tree: Optional[PreviewTree] = None
     try:
-        scratch = Path(tempfile.mkdtemp(prefix="neuron-port-check-"))
+        remove_dead_runs_folders()  # what a SIGKILLed run left (scratch.py)
+        scratch = scratch_folder(CHECK_PREFIX)
         rank_logs, events_dir = scratch / "ranks", scratch / "events"
         argv = build_command(command, nproc, cwd=path, rank_logs=rank_logs)
         cwd = path.resolve()
