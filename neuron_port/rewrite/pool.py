@@ -5,6 +5,7 @@ start, a one-file pre-commit hook's included)."""
 
 from __future__ import annotations
 
+import ctypes  # here, so forked workers inherit it (die_with_parent)
 import multiprocessing
 import os
 import signal
@@ -47,8 +48,6 @@ def die_with_parent(parent: int) -> None:
     The pool forks from the thread that runs the scan, which waits for the workers' results."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # no prctl (another libc): the worker lives as before
