@@ -118,6 +118,21 @@ def run_sample(op, sample, device: str, layout, found: dict, label: str) -> None
                 loss.backward()
 
 
+def fused_rnn_cells(device: str, layout, found: dict, label: str) -> None:
+    """The simulator's own kernels that op_db does not reach: the fused LSTM / GRU cells (rnn.cpp)."""
+    b, h = 3, 5
+    gates = [layout(torch.randn(b, 4 * h, device=device)).requires_grad_() for _ in range(2)]
+    cx = layout(torch.randn(b, h, device=device)).requires_grad_()
+    bias = [torch.randn(4 * h, device=device).requires_grad_() for _ in range(2)]
+    g3 = [layout(torch.randn(b, 3 * h, device=device)).requires_grad_() for _ in range(2)]
+    b3 = [torch.randn(3 * h, device=device).requires_grad_() for _ in range(2)]
+    with StrideAudit(found, label):
+        hy, cy, _ = torch.ops.aten._thnn_fused_lstm_cell(gates[0], gates[1], cx, bias[0], bias[1])
+        (hy.sum() + cy.sum()).backward()
+        hy, _ = torch.ops.aten._thnn_fused_gru_cell(g3[0], g3[1], cx, b3[0], b3[1])
+        hy.sum().backward()
+
+
 def stub_expecttest() -> None:
     """op_db's module imports expecttest (a PyTorch test dependency); only the samples are used here."""
     try:
@@ -162,6 +177,13 @@ def main(argv=None) -> int:
                         n += 1
                     except Exception as e:  # noqa: BLE001 - an op that rejects a layout: not this audit's subject
                         errors.setdefault(f"{op.name}/{lname}/{device}", f"{type(e).__name__}: {str(e)[:160]}")
+    if not only or "fused_rnn_cells" in only:
+        for lname in ("contiguous", "transposed", "sliced"):
+            try:  # the CPU has no fused cells (CUDA-only upstream): the simulator's own kernels are compared
+                fused_rnn_cells("neuron", LAYOUTS[lname], found["neuron"], f"fused_rnn_cells/{lname}")
+                n += 1
+            except Exception as e:  # noqa: BLE001
+                errors[f"fused_rnn_cells/{lname}"] = f"{type(e).__name__}: {str(e)[:160]}"
     only_neuron = {k: v for k, v in found["neuron"].items() if k not in found["cpu"]}
     report = {"torch": torch.__version__, "runs": n, "seconds": round(time.time() - t0, 1),
               "simulator_only": only_neuron, "shared_with_cpu": found["cpu"], "errors": errors}

@@ -10,6 +10,11 @@
 
 namespace neuron_sim {
 
+// Every result contiguous: PyTorch's meta kernels declare them so (torch/_meta_registrations.py
+// _thnn_fused_lstm_cell: empty_like(..., contiguous_format)), and a compiled graph reads them with those
+// strides; the elementwise ops below would follow a transposed input's layout instead (issue 39).
+static at::Tensor dense(const at::Tensor& t) { return t.defined() ? t.contiguous() : t; }
+
 // Fused RNN cells: PyTorch's LSTM/GRU use these on PrivateUse1 devices (CUDA-only kernels upstream).
 // Composed from ATen ops on the neuron tensors, which go through the accounting fallback.
 static std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
@@ -22,7 +27,7 @@ static std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
   at::Tensor i = ch[0].sigmoid(), f = ch[1].sigmoid(), g = ch[2].tanh(), o = ch[3].sigmoid();
   at::Tensor cy = f * cx + i * g;
   at::Tensor hy = o * cy.tanh();
-  return {hy, cy, at::cat({i, f, g, o}, 1)};
+  return {dense(hy), dense(cy), at::cat({i, f, g, o}, 1)};
 }
 static std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward_impl(
     const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, const at::Tensor& cx,
@@ -39,7 +44,7 @@ static std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward_i
   at::Tensor gg = gcx * i * (1 - g * g);
   at::Tensor grad_gates = at::cat({gi, gf, gg, go}, 1);
   at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
-  return {grad_gates, gcx * f, grad_bias};
+  return {grad_gates, dense(gcx * f), grad_bias};
 }
 static std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
                                                         const at::Tensor& hidden_gates, const at::Tensor& hx,
@@ -53,7 +58,7 @@ static std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input
   at::Tensor r = (ic[0] + hc[0]).sigmoid(), z = (ic[1] + hc[1]).sigmoid();
   at::Tensor n = (ic[2] + r * hc[2]).tanh();
   at::Tensor hy = (hx - n) * z + n;
-  return {hy, at::cat({r, z, n, hx, hc[2]}, 1)};
+  return {dense(hy), at::cat({r, z, n, hx, hc[2]}, 1)};
 }
 static std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru_cell_backward_impl(
     const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
@@ -66,7 +71,7 @@ static std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fu
   at::Tensor grad_hidden_gates = at::cat({gr, gz, gn * r}, 1);
   at::Tensor gib = has_bias ? grad_input_gates.sum(0) : at::Tensor();
   at::Tensor ghb = has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
-  return {grad_input_gates, grad_hidden_gates, grad_hy * z, gib, ghb};
+  return {grad_input_gates, grad_hidden_gates, dense(grad_hy * z), gib, ghb};
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
