@@ -18,7 +18,10 @@ What it does, like TorchNeuron's Dynamo backend:
 * activation checkpointing in a compiled region: the RNG wrappers AOTAutograd's partitioner puts
   around recomputed random ops (``run_and_save_rng_state`` / ``run_with_rng_state``, which PyTorch
   implements for cpu/cuda/hpu/xpu only) are lowered to save and restore the CPU and neuron generators
-  (rng_wrappers.py).
+  (rng_wrappers.py);
+* every value of a graph runs with the strides its trace gave it (layout_check.py): the simulator's
+  kernels return them, and a result in other strides is moved into them, or stops the run with a
+  ``[neuron-port simulator]`` error when it aliases its input (issue 39).
 
 While a compiled graph runs, the core's per-op accounting is paused: on Trainium a compiled graph
 is one NEFF, not a series of eager op compiles. A graph that fell back to eager is counted op by op.
