@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import build_key
-from .build_lock import BuildLock, Holder, is_held, read_holder
+from .build_lock import POLL_S, BuildLock, Holder, is_held, read_holder
 
 _CSRC = Path(__file__).resolve().parent / "csrc"
 _NAME = "neuron_port_sim"
@@ -43,8 +43,9 @@ MANIFEST = "manifest.json"
 LOCK = "build.lock"
 STAGING_PREFIX = "building-"
 CFLAGS = ["-O2", "-fvisibility=hidden", "-Wno-unused-parameter"]
-# A cold build measured on a 2-core machine with both cores free (docs/simulator-build.md); the messages say it.
-COLD_BUILD_TIME = "about 2 minutes on 2 free cores, longer when they are busy"
+# A cold build measured on a 2-core machine (docs/simulator-build.md): ~60 CPU-s, 44-111 s wall beside other
+# work, 3-4 min when the cores are shared with a busy test suite. The messages say it.
+COLD_BUILD_TIME = "about 1 minute on 2 free cores, a few when they are busy"
 PROGRESS_EVERY_S = 30.0
 _module = None
 
@@ -246,6 +247,8 @@ class _Waiting:
 
     def __call__(self, holder: Optional[Holder], waited: float) -> None:
         who = (holder.pid, holder.since) if holder else None
+        if who is None and waited < 2 * POLL_S:
+            return  # the holder has the lock but has not written its record yet: name it on the next poll
         if who != self.shown:
             self.shown, self.last = who, waited
             by = f"by {holder.python or 'python'}, {holder.describe()}" if holder else "by another process"

@@ -143,3 +143,21 @@ def test_an_unusable_cache_folder_is_one_line_and_fails_check(tmp_path):
     assert "NP909 the command exited with code 3: neuron-port: cannot create the simulated neuron device's build " \
            f"folder {cache}/torch-extensions/" in result.stdout, text
     assert "`neuron-port doctor` checks the set-up" in result.stdout, text
+
+
+def test_doctor_names_a_build_that_died_and_where_the_core_goes(tmp_path, monkeypatch):
+    """A lock file still naming a builder that is gone (SIGKILLed mid-build): doctor says the core is not built,
+    where it will be, and that the last build did not finish; nothing is taken or changed."""
+    monkeypatch.setenv("NEURON_PORT_CACHE_DIR", str(tmp_path))
+    folder = build.build_dir()
+    folder.mkdir(parents=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    record = {"pid": int(gone.stdout), "start": None, "host": Holder.me().host, "since": time.time() - 90,
+              "python": sys.executable}
+    (folder / build.LOCK).write_text(json.dumps(record))
+    doctor = run_cli("doctor", env={"NEURON_PORT_CACHE_DIR": str(tmp_path)})
+    line = doctor.stdout.strip().splitlines()[-1]
+    assert line.startswith(f"simulator core: not built yet for this install; the last build, by pid {record['pid']} "), \
+        doctor.stdout
+    assert "did not finish" in line and f"into {folder}, or now with `neuron-port doctor --build`" in line
+    assert json.loads((folder / build.LOCK).read_text()) == record
