@@ -356,9 +356,11 @@ def build(force: bool = False, verbose: bool = False) -> Path:
                 return so
         if lock.previous is not None:
             _say(f"the build by {lock.previous.describe()} did not finish (the process is gone); building here")
-        elif why not in ("not built yet", "built"):
-            _say(f"rebuilding the simulated neuron device in {d}: {why}")
-        _say(f"building the simulated neuron device for this install (first use: {COLD_BUILD_TIME}) in {d}")
+        if why == "not built yet":
+            _say(f"building the simulated neuron device for this install (first use; {COLD_BUILD_TIME}) in {d}")
+        else:
+            cause = "forced" if why == "built" else why
+            _say(f"rebuilding the simulated neuron device for this install ({cause}; {COLD_BUILD_TIME}) in {d}")
         return _compile(d, key, verbose)
 
 

@@ -162,7 +162,7 @@ def test_two_installs_share_one_build_and_both_run(race):
     assert manifest["pid"] == race["new_holder"], "the library is not the build of the waiter that took over"
     assert not list(race["folder"].glob("building-*")), "a staging folder was left behind"
     # the build the builder started said how long a build takes
-    assert "building the simulated neuron device for this install (first use: about" in race["builder_log"]
+    assert "building the simulated neuron device for this install (first use; about" in race["builder_log"]
 
 
 def test_a_third_process_loads_the_shared_build_without_building(race):
