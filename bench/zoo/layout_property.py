@@ -51,9 +51,10 @@ def main(argv=None) -> int:
     examples = [x for x in lines if "id" in x]
     bad = [x for x in examples if x["error"] or any(v > TOLERANCE for v in x["errors"].values())]
     worst = max((v for x in examples for v in x["errors"].values()), default=None)
+    worst_example = next((x for x in examples if worst is not None and worst in x["errors"].values()), None)
     doc = {"command": " ".join(["bench/zoo/layout_property.py", *(argv if argv is not None else sys.argv[1:])]),
            "returncode": proc.returncode, "wall_seconds": wall, "examples": len(examples), "repro": repro,
-           "failed": len(bad), "worst_error": worst, "tolerance": TOLERANCE,
+           "failed": len(bad), "worst_error": worst, "worst_example": worst_example, "tolerance": TOLERANCE,
            "layouts": dict(collections.Counter(x["layout"] for x in examples)),
            "ops": dict(collections.Counter(op for x in examples for op in x["ops"])),
            "failures": bad, "stderr_tail": proc.stderr[-2000:] if proc.returncode else ""}
