@@ -242,7 +242,7 @@ class _Waiting:
     ``PROGRESS_EVERY_S`` so a long wait visibly goes on."""
 
     def __init__(self) -> None:
-        self.shown: Optional[tuple] = None
+        self.shown: object = ()  # no holder named yet (None: an unknown one was)
         self.last = 0.0
 
     def __call__(self, holder: Optional[Holder], waited: float) -> None:
@@ -255,7 +255,8 @@ class _Waiting:
             _say(f"waiting for the simulated neuron device's build {by}; a first build takes {COLD_BUILD_TIME}")
         elif waited - self.last >= PROGRESS_EVERY_S:
             self.last = waited
-            _say(f"still waiting for the build by pid {holder.pid if holder else '?'} ({waited:.0f} s so far)")
+            by = f" by pid {holder.pid}" if holder else ""
+            _say(f"still waiting for the simulated neuron device's build{by} ({waited:.0f} s so far)")
 
 
 class _Progress:

@@ -161,6 +161,8 @@ def test_two_installs_share_one_build_and_both_run(race):
     manifest = json.loads((race["folder"] / "manifest.json").read_text())
     assert manifest["pid"] == race["new_holder"], "the library is not the build of the waiter that took over"
     assert not list(race["folder"].glob("building-*")), "a staging folder was left behind"
+    # the script waited from before the kill: it named the builder (pid, since when)
+    assert f"waiting for the simulated neuron device's build by {sys.executable}, pid {race['builder']} on " in script_err
     # the build the builder started said how long a build takes
     assert "building the simulated neuron device for this install (first use; about" in race["builder_log"]
 
