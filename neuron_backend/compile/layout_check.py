@@ -4,9 +4,13 @@ AOTAutograd traces each graph with fake tensors and decides from their strides w
 a ``.contiguous()`` the trace found unnecessary is not in the graph, and a CPU kernel that assumes two
 inputs share a layout (``native_group_norm_backward`` reads its gradient with the input's memory
 format) then reads wrong numbers if a kernel returned other strides than its fake kernel declared.
-The simulator's kernels return the declared strides (convolution.cpp, sdpa.cpp;
-bench/zoo/stride_audit.py checks every op against its fake kernel); this is the safety net, built
-into the graph once when it is compiled:
+The simulator's own kernels return the declared strides (convolution.cpp, rnn.cpp, sdpa.cpp;
+bench/zoo/stride_audit.py checks every op against its fake kernel). Some of PyTorch's CPU kernels,
+which the simulator runs for every other op, do not (``native_layer_norm_backward`` on a permuted
+input returns contiguous strides, its fake kernel the input's): harmless on the CPU, where GroupNorm's
+backward formula copies its gradient into the input's memory format, wrong on a PrivateUse1 device,
+where the formula's ``grad.contiguous()`` is elided when the trace says it is contiguous. So every
+value is checked, once built into the graph when it is compiled:
 
 * after every op whose traced value is a tensor, a check compares the runtime strides with the traced
   ones (dimensions of size 1 ignored); equal strides cost one tuple comparison;

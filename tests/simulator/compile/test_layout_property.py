@@ -6,7 +6,8 @@ backend while eager and ``aot_eager`` were exact: the simulator's convolution re
 results where PyTorch's fake kernel for a PrivateUse1 convolution declares contiguous ones, so the
 compiled backward skipped a ``.contiguous()`` and ``native_group_norm_backward`` read its gradient with
 the wrong layout. layout_chains.py draws the chains (one process for all of them, seeded); on 858089d
-the repro and 2 of the 48 chains fail. The layout checks of the compiled graph (layout_check.py) are
+the repro and 2 of the 48 chains fail, and its fixed chain (a mismatch of PyTorch's own CPU kernel,
+which only the compiled graph's layout checks repair) fails without those checks. The layout checks of the compiled graph (layout_check.py) are
 tested directly below: a result in other strides than traced is moved into them, or, when it aliases
 its input, stops the run with a ``[neuron-port simulator]`` error naming the op and the user's line.
 """
@@ -47,11 +48,13 @@ def test_the_issue_repro_gives_the_cpu_gradient_on_every_path(chains):
 
 def test_random_chains_on_strided_inputs_match_eager_cpu_forward_and_backward(chains):
     _, examples = chains
-    assert len(examples) == EXAMPLES
+    fixed = [e for e in examples if str(e["id"]).startswith("fixed-")]
+    examples = [e for e in examples if e not in fixed]
+    assert len(examples) == EXAMPLES and len(fixed) == 1
     # the draw covers what it claims: every layout, and channels_last views reaching a convolution
     assert {e["layout"] for e in examples} == {"contiguous", "channels_last", "transposed", "sliced", "expanded"}
     assert sum(1 for e in examples if e["layout"] == "channels_last" and "conv" in e["ops"][-1]) >= 3
-    bad = [e for e in examples if e["error"] or not e["errors"]
+    bad = [e for e in examples + fixed if e["error"] or not e["errors"]
            or any(v > TOLERANCE for v in e["errors"].values())]
     assert not bad, json.dumps([{k: e.get(k) for k in ("id", "layout", "ops", "errors", "error", "trace")}
                                 for e in bad], indent=1)[:6000]
