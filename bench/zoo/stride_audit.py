@@ -147,6 +147,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", default="", help="comma-separated OpInfo names (default: all)")
     ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--skip", default="", help="comma-separated OpInfo names not to run (one that crashed the process)")
     ap.add_argument("--out", default=str(HERE / "results" / "stride_audit.json"))
     a = ap.parse_args(argv)
     import neuron_backend
@@ -156,12 +157,14 @@ def main(argv=None) -> int:
 
     neuron_backend.enable()
     only = {s for s in a.ops.split(",") if s}
+    skip = {s for s in a.skip.split(",") if s}
     found: dict = {"neuron": {}, "cpu": {}}
     errors: dict = {}
     t0, n = time.time(), 0
     for op in op_db:
-        if only and op.name not in only:
+        if (only and op.name not in only) or op.name in skip:
             continue
+        print(f"op {op.name}", file=sys.stderr, flush=True)  # the last one named is the one a crash stopped in
         if torch.float32 not in op.supported_dtypes("cpu"):
             continue
         try:
@@ -185,7 +188,7 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001
                 errors[f"fused_rnn_cells/{lname}"] = f"{type(e).__name__}: {str(e)[:160]}"
     only_neuron = {k: v for k, v in found["neuron"].items() if k not in found["cpu"]}
-    report = {"torch": torch.__version__, "runs": n, "seconds": round(time.time() - t0, 1),
+    report = {"torch": torch.__version__, "runs": n, "skipped": sorted(skip), "seconds": round(time.time() - t0, 1),
               "simulator_only": only_neuron, "shared_with_cpu": found["cpu"], "errors": errors}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
