@@ -4,7 +4,7 @@ every input layout (issue 39): a compiled graph reads each intermediate with its
 bench/zoo/stride_audit.py runs OpInfo samples (and the fused RNN cells, which op_db does not reach)
 contiguous, as channels_last views, transposed and sliced, forward and backward, and compares every ATen
 call's real output strides with the same call on fake tensors. Here: the ops the simulator implements
-itself (csrc/aten: convolution.cpp, sdpa.cpp, rnn.cpp) and the norms whose backward kernels assume their
+itself (csrc/aten: convolution.cpp, sdpa.cpp, rnn.cpp, pixel_shuffle.cpp) and the norms whose backward kernels assume their
 inputs share a layout. On 858089d the convolutions and the LSTM cell fail."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conftest import REPO, simulator_env
 pytestmark = pytest.mark.slow
 OPS = ("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.conv_transpose2d",
        "nn.functional.scaled_dot_product_attention", "nn.functional.group_norm", "nn.functional.batch_norm",
-       "nn.functional.layer_norm", "fused_rnn_cells")
+       "nn.functional.layer_norm", "nn.functional.pixel_shuffle", "fused_rnn_cells")
 
 
 def test_override_kernels_return_the_strides_of_their_fake_kernels(sim_build, tmp_path):
