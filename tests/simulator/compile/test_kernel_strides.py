@@ -4,8 +4,9 @@ every input layout (issue 39): a compiled graph reads each intermediate with its
 bench/zoo/stride_audit.py runs OpInfo samples (and the fused RNN cells, which op_db does not reach)
 contiguous, as channels_last views, transposed and sliced, forward and backward, and compares every ATen
 call's real output strides with the same call on fake tensors. Here: the ops the simulator implements
-itself (csrc/aten: convolution.cpp, sdpa.cpp, rnn.cpp, pixel_shuffle.cpp) and the norms whose backward kernels assume their
-inputs share a layout. On 858089d the convolutions and the LSTM cell fail."""
+itself (csrc/aten: convolution.cpp, sdpa.cpp, rnn.cpp, pixel_shuffle.cpp) and the norms whose backward
+kernels assume their inputs share a layout. On 858089d the convolutions, the LSTM cell and pixel_shuffle
+fail (pixel_shuffle: the CPU kernel, which the simulator then ran for it, keeps channels_last)."""
 
 from __future__ import annotations
 
