@@ -7,9 +7,10 @@ results where PyTorch's fake kernel for a PrivateUse1 convolution declares conti
 compiled backward skipped a ``.contiguous()`` and ``native_group_norm_backward`` read its gradient with
 the wrong layout. layout_chains.py draws the chains (one process for all of them, seeded); on 858089d
 the repro and 2 of the 48 chains fail, and its fixed chain (a mismatch of PyTorch's own CPU kernel,
-which only the compiled graph's layout checks repair) fails without those checks. The layout checks of the compiled graph (layout_check.py) are
-tested directly below: a result in other strides than traced is moved into them, or, when it aliases
-its input, stops the run with a ``[neuron-port simulator]`` error naming the op and the user's line.
+which only the compiled graph's layout checks repair) fails without those checks. The layout checks
+of the compiled graph (layout_check.py) are tested directly below: a result in other strides than
+traced is moved into them, or, when it aliases its input, stops the run with a ``[neuron-port
+simulator]`` error naming the op and the user's line.
 """
 
 from __future__ import annotations
