@@ -16,11 +16,19 @@ layer) would become two: twice its bytes, its gradient and its optimizer state. 
 ``_apply``, every (module, name) that held one parameter (or buffer) before holds one after, and the
 conversion runs once per tensor (a real run converts a shared weight once: the second module finds
 it on the device already).
+
+Converting a moved module again: ``Module._apply`` swaps every fake parameter with its converted tensor
+(``torch.utils.swap_tensors``) where a real run sets ``.data``; the swap refuses a tensor with a weak
+reference, and fakes have two (memory.py's and the fake converter's memo). A conversion that changed
+nothing (a second ``.to("neuron:0")``: accelerate and the HF Trainer do that; a shared module reached
+twice) keeps the tensor, as ``.data =`` would; a real one (``.half()`` after the move) swaps with both
+references stepped aside (the memo entry, a cache of the tensor's old content, is dropped).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 
 import torch
 
@@ -50,6 +58,7 @@ def _once_per_tensor(fn):
 
 def install() -> None:
     _keep_tied_parameters()
+    _swap_fake_parameters()
     _tolist_through_the_host()
     _refuse_ddp()
     _dtensor_metadata_uncounted()
@@ -60,6 +69,54 @@ def install() -> None:
     for supported in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         if FakeTensor not in supported:
             supported.append(FakeTensor)
+
+
+def _same_view(t1, t2) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return (isinstance(t1, FakeTensor) and isinstance(t2, FakeTensor) and t1.fake_device == t2.fake_device
+            and t1.dtype == t2.dtype and t1.shape == t2.shape and t1.stride() == t2.stride()
+            and t1.storage_offset() == t2.storage_offset()
+            and t1.untyped_storage()._cdata == t2.untyped_storage()._cdata)
+
+
+def _drop_memo_entries(t) -> None:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not isinstance(t, FakeTensor):
+        return
+    memo = t.fake_mode.fake_tensor_converter.tensor_memo
+    for ref in weakref.getweakrefs(t):
+        key = getattr(ref, "key", None)
+        if key is not None and memo.data.get(key) is ref:
+            del memo.data[key]
+
+
+def _swap_fake_parameters() -> None:
+    import torch.utils
+
+    from . import memory
+
+    original = torch.utils.swap_tensors
+    if getattr(original, "_neuron_port_swaps", False):
+        return
+
+    def swap_tensors(t1, t2):
+        if _same_view(t1, t2):
+            return
+        for t in (t1, t2):
+            _drop_memo_entries(t)
+        keys = (memory.step_aside(t1), memory.step_aside(t2))
+        swapped = False
+        try:
+            original(t1, t2)
+            swapped = True
+        finally:  # each storage stays counted, and is freed with the object that holds it now
+            memory.follow(t2 if swapped else t1, keys[0])
+            memory.follow(t1 if swapped else t2, keys[1])
+
+    swap_tensors._neuron_port_swaps = True
+    torch.utils.swap_tensors = swap_tensors
 
 
 def _dtensor_metadata_uncounted() -> None:

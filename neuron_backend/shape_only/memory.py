@@ -54,6 +54,23 @@ def _dead(ref) -> None:
         _release(held[1])
 
 
+def step_aside(t) -> int | None:
+    """Drop this module's weak reference to ``t`` without freeing its storage (``torch.utils.swap_tensors``
+    refuses a tensor with one): the storage id it held, for ``follow``."""
+    for ref in weakref.getweakrefs(t):
+        held = _refs.pop(id(ref), None)
+        if held is not None:
+            return held[1]
+    return None
+
+
+def follow(t, key: int | None) -> None:
+    """``t`` now holds the storage ``key`` (counted already): its death frees it."""
+    if key is not None:
+        ref = weakref.ref(t, _dead)
+        _refs[id(ref)] = (ref, key)
+
+
 def install() -> None:
     """``UntypedStorage.resize_`` does not dispatch (FSDP2 frees unsharded parameters with ``resize_(0)`` and
     allocates them again with ``resize_(n)``): a tracked storage's bytes follow it."""

@@ -31,12 +31,13 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from ..device import runtime
-from . import collectives, compat, memory, metas, values
+from . import collectives, compat, memory, metas, serialization, values
 
 _ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _FACTORY, _COMPOSITE, _METADATA, _COLLECTIVE, _PASS = range(8)
 _FACTORIES = ("aten::empty.memory_format", "aten::empty_strided")
 _CONVOLUTIONS = ("aten::convolution_overrideable", "aten::convolution_backward_overrideable")
 _K = torch._C.DispatchKey
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
 
 
 def _route(func) -> tuple[int, object]:
@@ -126,9 +127,11 @@ class RecordingMode(TorchDispatchMode):
         return True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if any(not issubclass(t, FakeTensor) for t in types):
+        if any(not issubclass(t, FakeTensor) and t.__torch_dispatch__ is not _PLAIN_DISPATCH for t in types):
             # another tensor subclass (DTensor: FSDP2's sharded parameters) unwraps to its local tensors
-            # first and calls the op again on them, as in a real run: count that call, not this one
+            # first and calls the op again on them, as in a real run: count that call, not this one. A
+            # subclass without a dispatch of its own (a CPU ``nn.Parameter`` under ``.data`` or ``deepcopy``)
+            # is a plain tensor to the dispatcher, and so here: nothing else would take the call.
             return NotImplemented
         kwargs = kwargs or {}
         call = _kind_of_call(args, kwargs)
@@ -194,3 +197,4 @@ def enter() -> None:
     compat.install()
     memory.install()
     metas.register()
+    serialization.install()
