@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '1d028bd17ace33db8b1c6ae89afad613bbe1cbb1e4abaafb023e1b8b96f281eb'
+RULE_SOURCES_SHA256 = 'ee1c40eaec22cb1a50e9d5514a2a8507f884b65ec25afb3c6d5a96508552933a'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -59,6 +59,7 @@ RULES = (
     ('NP607', 'hf-fp16-training', 'python', ('neuron', 'accelerator'), ('fp16(?<!\\wfp16)(?:_full_eval)?\\s*=',)),
     ('NP608', 'lightning-accelerator', 'python', ('neuron', 'accelerator'), ('accelerator(?<!\\waccelerator)\\s*=', 'gpus(?<!\\wgpus)\\s*=')),
     ('NP609', 'lightning-precision', 'python', ('neuron', 'accelerator'), ('precision(?<!\\wprecision)\\s*=\\s*\\(*\\s*[rRuU]?["\']?16',)),
+    ('NP610', 'lightning-cpu-on-trainium', 'python', ('neuron', 'accelerator'), ('Trainer\\s*\\(', 'Fabric\\s*\\(')),
     ('NP701', 'triton-kernel', 'python', ('neuron', 'accelerator'), ('triton',)),
     ('NP702', 'flash-attn', 'python', ('neuron', 'accelerator'), ('flash_attn',)),
     ('NP703', 'xformers', 'python', ('neuron', 'accelerator'), ('xformers',)),
@@ -101,6 +102,7 @@ RULES = (
     ('NP910', 'uneven-last-batch', 'runtime', (), ()),
     ('NP911', 'shape-only-placeholder', 'runtime', (), ()),
     ('NP912', 'lost-records', 'runtime', (), ()),
+    ('NP913', 'no-device-work', 'runtime', (), ()),
 )
 
 # the module under neuron_port.rules that defines each rule (the engine imports a rule's module
@@ -158,6 +160,7 @@ RULE_MODULES = {
     'NP607': 'ecosystem.hf_precision',
     'NP608': 'ecosystem.lightning',
     'NP609': 'ecosystem.lightning',
+    'NP610': 'ecosystem.lightning',
     'NP701': 'no_port.triton',
     'NP702': 'no_port.attention',
     'NP703': 'no_port.attention',
@@ -200,6 +203,7 @@ RULE_MODULES = {
     'NP910': 'runtime.fallbacks_and_shapes',
     'NP911': 'runtime.shape_only',
     'NP912': 'runtime.lost_records',
+    'NP913': 'runtime.no_device_work',
 }
 
 # what every match of each trigger contains (prefilter.required_texts), read once here
@@ -221,6 +225,7 @@ REQUIRED_TEXTS = {
     'DeepSpeed': (('DeepSpeed',),),
     'DeviceMesh': (('DeviceMesh',),),
     'DoubleTensor(?<=[\\s(,]DoubleTensor)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('DoubleTensor',),),
+    'Fabric\\s*\\(': (('Fabric',), ('(',)),
     'GPU': (('GPU',),),
     'GPUtil': (('GPUtil',),),
     'GradScaler': (('GradScaler',),),
@@ -234,6 +239,7 @@ REQUIRED_TEXTS = {
     'ProfilerActivity': (('ProfilerActivity',),),
     'RANK': (('RANK',),),
     'SparseAdam': (('SparseAdam',),),
+    'Trainer\\s*\\(': (('Trainer',), ('(',)),
     'Upsample(?<!\\wUpsample)\\s*\\((?s:.){0,2000}?["\'](?:bilinear|bicubic|trilinear)["\']': (('Upsample',), ('bilinear', 'bicubic', 'trilinear'), ('(',)),
     'Upsample(?<!\\wUpsample)\\s+as\\b': (('Upsample',), ('as',)),
     'UpsamplingBilinear2d(?<!\\wUpsamplingBilinear2d)\\s*\\(': (('UpsamplingBilinear2d',), ('(',)),

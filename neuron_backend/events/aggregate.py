@@ -6,9 +6,14 @@ recorded. Runs when a snapshot is written, never per op.
 
 from __future__ import annotations
 
+import sys
+
 from . import process, sites, state, steps
 from .cost_fields import fallback_fields, signature_lines, summary_fields
 
+# training frameworks with no Trainium accelerator: imported by a run that put nothing on the device, one of
+# them chose the CPU (check's NP913 names it)
+FRAMEWORKS_WITHOUT_NEURON = ("lightning", "pytorch_lightning", "lightning_fabric")
 MAX_SIGNATURES_PER_OP = 200  # eager_compile lines per op in the file (the most-called ones); the rest are summed
 
 # Policy names and signature flag bits of the C++ core: read from its Policy / SigFlag enums by
@@ -124,4 +129,5 @@ def _summary(ops, compiles, fallbacks) -> dict:
         "eager_compiles": sum(o["unique_signatures"] for o in ops if o["policy"] == "native"),
         "eager_cache_hits": sum(o["calls"] - o["unique_signatures"] for o in ops if o["policy"] == "native"),
         **steps.totals(), **summary_fields(state.C), "user_files": sites.user_files(),
+        "frameworks": [name for name in FRAMEWORKS_WITHOUT_NEURON if name in sys.modules],
     }

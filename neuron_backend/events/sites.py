@@ -97,8 +97,12 @@ def user_files(limit: int = 2000) -> list[str]:
     root = os.path.abspath(os.getcwd()) + os.sep
     out = set()
     for module in list(sys.modules.values()):
-        name = getattr(module, "__file__", None)
+        # at exit CPython has deleted __main__.__file__ (the script run): its loader still has the path
+        name = getattr(module, "__file__", None) or getattr(getattr(module, "__loader__", None), "path", None)
         if not isinstance(name, str) or not name.endswith(".py"):
+            continue
+        # a relative name is a file of the working folder only if it is there (torch.ops says "_ops.py")
+        if not os.path.isabs(name) and not os.path.isfile(name):
             continue
         name = os.path.abspath(name)
         if name.startswith(root) and not is_internal(name):

@@ -87,6 +87,8 @@ class RuntimeSection:
     estimate: Optional[dict[str, Any]] = None  # the report's top-level `estimate` (check/estimate/), not in to_json
     mode: str = "real"  # "shape_only": every neuron tensor was fake (check --shape-only)
     lost_records: tuple[LostRecords, ...] = ()  # device work the counts miss (NP912, check/events/lost.py)
+    next_step: Optional[str] = None  # a failed run of code not ported yet: what to do first (command.py)
+    estimate_withheld: Optional[str] = None  # why the run has no estimate although ops ran (session.py)
 
     def __getattr__(self, name: str) -> Any:
         parts = self.__dict__.get("parts")  # not found as a field: one of the aggregators' parts
@@ -103,6 +105,8 @@ class RuntimeSection:
             "failures": [f.to_json() for f in self.failures],
             # only when some were lost: a run's JSON is otherwise what it was before the key
             **({"lost_records": [lost.to_json() for lost in self.lost_records]} if self.lost_records else {}),
+            **({"next_step": self.next_step} if self.next_step else {}),
+            **({"estimate_withheld": self.estimate_withheld} if self.estimate_withheld else {}),
         }
 
 

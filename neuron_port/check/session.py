@@ -18,11 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from neuron_port.check.aggregate.command import with_next_step
+from neuron_port.check.aggregate.command import not_ported_hint, with_next_step
+from neuron_port.check.aggregate.no_device_work import no_device_work_finding
 from neuron_port.check.interrupts import Interrupted, InterruptGuard
 from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, run_from_original
 from neuron_port.check.runner import PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
-from neuron_port.check.estimate import build_estimate, estimate_options
+from neuron_port.check.estimate import build_estimate, estimate_options, withheld_reason
 from neuron_port.check.events import lost_records, read_events
 from neuron_port.check.premises import check_static_findings, imported_files
 from neuron_port.check.runtime import build_runtime
@@ -137,7 +138,9 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         status.processes = len(processes)  # with those that died before writing a snapshot
         lost = lost_records(events_dir, token=status.events_token)  # the folder removed, forked children's work
         runtime, findings = build_runtime(processes, status, SiteMapper(path, tree), lost)
-        runtime = replace(runtime, estimate=build_estimate(processes, estimate_options(settings.source)),
+        estimate = build_estimate(processes, estimate_options(settings.source))
+        withheld = withheld_reason(processes, status.succeeded) if estimate is not None else None
+        runtime = replace(runtime, estimate=None if withheld else estimate, estimate_withheld=withheld,
                           mode="shape_only" if mode_env else "real")
     except (CommandError, PreviewError) as exc:
         raise UsageError(str(exc)) from None
@@ -151,11 +154,16 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
     report = static[0] if static else Report(command="check", target=settings.target)
     report.runtime = runtime
     if tree is None:  # the command ran the folder as it is: a failure of unported code says what to do first
-        pending = sum(1 for r in report.files if r.changed)
-        findings = [with_next_step(f, status, runtime.failures, pending) for f in findings]
+        hint = not_ported_hint(status, runtime.failures, {r.path for r in report.files if r.changed})
+        runtime = report.runtime = replace(runtime, next_step=hint)
+        findings = [with_next_step(f, hint) for f in findings]
+    imported = imported_files(processes, SiteMapper(path, tree))
+    # a run that put nothing on the device: at the line that chose the CPU (the scan's findings show it)
+    idle = no_device_work_finding(runtime, processes, report.files, imported, path, fixes_pending=tree is None)
+    findings = [*findings, *([idle] if idle else [])]
     report.runtime_findings = [f for f in findings if is_selected(f.code, settings.select, settings.ignore)]
     # a static finding whose premise the run showed false: "not seen in this run", info
-    check_static_findings(report, imported_files(processes, SiteMapper(path, tree)))
+    check_static_findings(report, imported)
     if tree is not None:  # links the copy could only keep as they are
         report.errors.extend(FileError(rel, f"{what}: kept as it is in the --preview copy")
                              for rel, what in tree.problems)

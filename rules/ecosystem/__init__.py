@@ -17,6 +17,8 @@ Codes (stable) and the module that holds each:
 - NP607 ``hf-fp16-training``: ``TrainingArguments(fp16=True)`` -> ``bf16=True`` (``hf_precision.py``).
 - NP608 ``lightning-accelerator``: Lightning ``accelerator="cuda"|"gpu"``, ``gpus=N`` (``lightning.py``).
 - NP609 ``lightning-precision``: Lightning ``precision="16-mixed"`` -> ``"bf16-mixed"`` (``lightning.py``).
+- NP610 ``lightning-cpu-on-trainium``: Lightning ``Trainer`` / ``Fabric`` with ``accelerator="auto"`` or none:
+  the CPU on Trainium (``lightning.py``; at run time NP913 names Lightning).
 
 ``common.py`` holds the names several modules share (the ``TrainingArguments`` classes).
 

@@ -1,6 +1,6 @@
-"""NP608 ``lightning-accelerator`` (``accelerator="cuda"|"gpu"``, ``gpus=N``) and NP609
-``lightning-precision`` (``precision="16-mixed"`` -> ``"bf16-mixed"``) in Lightning ``Trainer`` and
-``Fabric`` calls."""
+"""NP608 ``lightning-accelerator`` (``accelerator="cuda"|"gpu"``, ``gpus=N``), NP609
+``lightning-precision`` (``precision="16-mixed"`` -> ``"bf16-mixed"``) and NP610 ``lightning-cpu-on-trainium``
+(``accelerator="auto"`` or none: the CPU on Trainium) in Lightning ``Trainer`` and ``Fabric`` calls."""
 
 from __future__ import annotations
 
@@ -160,3 +160,76 @@ class LightningPrecision(PythonRule):
             self.report(value, message, replacement=replace_string(value, new))
         else:
             self.report(value, message, replacement=cst.SimpleString(f'"{new}"'))
+
+
+class LightningCpuOnTrainium(PythonRule):
+    """Reports Lightning ``Trainer`` / ``Fabric`` that would pick the CPU on Trainium.
+
+    ## What it does
+    Finds ``lightning.Trainer``, ``pytorch_lightning.Trainer`` and ``lightning.Fabric`` calls with
+    ``accelerator="auto"`` or no ``accelerator`` at all (Lightning's default is ``"auto"``), and reports the
+    call. A call that passes ``**kwargs`` is not reported (the accelerator may be in them); ``"cuda"`` /
+    ``"gpu"`` is NP608's.
+
+    ## Why is this bad?
+    Lightning has no Trainium accelerator: ``"auto"`` tries CUDA, MPS and XLA TPUs, then takes the CPU. On a
+    Trainium host the script runs without an error, and trains on the host's CPU, leaving the NeuronCores
+    idle (frameworks that detect TorchNeuron, such as transformers and accelerate, pick the ``neuron``
+    device themselves; Lightning does not). `neuron-port check` reports such a run as NP913, naming
+    Lightning.
+
+    ## Example
+    ```python
+    fabric = L.Fabric()  # "auto": the CPU on Trainium
+    ```
+    Use instead: a custom ``lightning.pytorch.accelerators.Accelerator`` subclass for the ``neuron``
+    device (``setup_device`` -> ``torch.neuron.set_device``, ``auto_device_count`` ->
+    ``torch.neuron.device_count``, ``is_available`` -> ``torch.neuron.is_available``) passed as
+    ``accelerator=NeuronAccelerator()``, or a plain PyTorch / accelerate training loop.
+
+    ## Fix safety
+    No automatic fix: there is no Lightning spelling for the ``neuron`` device to rewrite to.
+
+    ## References
+    - https://lightning.ai/docs/pytorch/stable/extensions/accelerator.html (the built-in accelerators and
+      ``"auto"``), https://lightning.ai/docs/fabric/stable/api/fabric_args.html#accelerator
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
+      (the frameworks that run natively on TorchNeuron: Hugging Face transformers, diffusers, PEFT, accelerate)
+    """
+
+    CODE = "NP610"
+    NAME = "lightning-cpu-on-trainium"
+    SEVERITY = "error"
+    EFFORT = "medium"
+    MESSAGE = ("Lightning `{callee}(...)` {how} trains on the CPU on Trainium (no neuron accelerator): pass a custom "
+               "Accelerator or port the loop")
+    TRIGGERS = (r"Trainer\s*\(", r"Fabric\s*\(")
+
+    VALID = [
+        Valid('import lightning as L\ntrainer = L.Trainer(accelerator="cpu", devices=1)\n'),
+        Valid("import lightning as L\nfabric = L.Fabric(accelerator=NeuronAccelerator())\n"),
+        Valid("from lightning.fabric import Fabric\nfabric = Fabric(**settings)\n"),
+        Valid('trainer = Trainer(model=model, args=args)\n'),  # transformers.Trainer
+        Valid("from transformers import Trainer\ntrainer = Trainer(model=model, args=args)\n"),
+    ]
+    INVALID = [
+        Invalid("from lightning.fabric import Fabric\nfabric = Fabric()\n", None,
+                message_contains='`Fabric(...)` with no accelerator ("auto") trains on the CPU'),
+        Invalid('import lightning as L\ntrainer = L.Trainer(accelerator="auto", max_epochs=1)\n', None,
+                message_contains='`Trainer(...)` with accelerator="auto"'),
+        Invalid("import pytorch_lightning as pl\ntrainer = pl.Trainer(max_epochs=3)\n", None),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_lightning_callee(self.context, node.func):
+            return
+        if any(arg.star == "**" for arg in node.args) or arg_named(node, "gpus") is not None:
+            return  # the accelerator may be in the kwargs; gpus=N is NP608's
+        accelerator = arg_named(node, "accelerator")
+        if accelerator is None:
+            how = 'with no accelerator ("auto")'
+        elif string_value(accelerator.value) == "auto":
+            how = 'with accelerator="auto"'
+        else:
+            return
+        self.report(node, self.MESSAGE.format(callee=last_segment(node.func), how=how))

@@ -24,4 +24,6 @@ Codes (stable), and the module that holds each rule:
   sized a data-dependent op at its upper bound.
 - NP912 ``lost-records`` (``lost_records``): device work the counts miss (the events folder removed, a forked
   child that used the device).
+- NP913 ``no-device-work`` (``no_device_work``): the command succeeded with no op on the neuron device, at the
+  line that chose the CPU when the run shows one (made after the scan: check/aggregate/no_device_work.py).
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Collection, Optional, Sequence
 
 from neuron_port.check.aggregate.findings import project_finding, rule_message, runtime_finding
 from neuron_port.check.events import ProcessEvents
@@ -156,18 +156,38 @@ def command_failed_finding(status: RunStatus, failures: Sequence[ProcessFailure]
     return project_finding("NP909", what + (f": {last.strip()}" if last else ""), severity="error")
 
 
-CUDA_NOT_COMPILED = "Torch not compiled with CUDA enabled"  # torch.cuda._lazy_init on a build without CUDA
 NEXT_STEP = "run `neuron-port rewrite` first, or add `--preview`"
+# a crash on a CUDA name (torch.cuda, "Torch not compiled with CUDA enabled", CUDAAccelerator, nccl, is_cuda,
+# torch._C._cuda_*): the letters right before it are not a word's (so "barracuda" is not one)
+CUDA_SHAPED = re.compile(r"(?<![a-z])_*(?:cuda|nccl|cudnn|cublas)", re.IGNORECASE)
 
 
-def with_next_step(finding: Finding, status: RunStatus, failures: Sequence[ProcessFailure],
-                   pending_fixes: int) -> Finding:
-    """NP909 with the next step for code that is not ported yet: the run failed on a CUDA call that a CPU
-    torch cannot make, or the scan has safe fixes the run did not have (``pending_fixes``)."""
-    texts = [f.exception for f in failures] + list(status.stderr_tail)
-    on_cuda = any(CUDA_NOT_COMPILED in text for text in texts)
-    if finding.code != "NP909" or not (on_cuda or pending_fixes):
+def not_ported_hint(status: RunStatus, failures: Sequence[ProcessFailure],
+                    pending_files: Collection[str]) -> Optional[str]:
+    """"Not ported yet (why): run `neuron-port rewrite` first" when a failed run is one of unported code: its
+    exception (or the traceback's lines) names CUDA, or the failing frame's file has safe fixes not applied
+    (``pending_files``: their paths as the report names them). None for any other failure (a KeyError in a
+    ported file is the program's own bug, whatever another file still has pending)."""
+    if status.succeeded:
+        return None
+    if failures:
+        texts = [text for f in failures[:1] for text in (f.exception, *f.traceback)]
+        failing_file = failures[0].site.path if failures[0].site is not None else None
+    else:  # no process recorded its exception: the command's own last traceback
+        texts, failing_file = list(last_traceback(status.stderr_tail)), None
+    pending = len(pending_files)
+    if any(CUDA_SHAPED.search(text) for text in texts):
+        why = "the run failed on CUDA, which the simulated neuron device does not have" + (
+            f"; {pending} file(s) have safe fixes not applied yet" if pending else "")
+    elif failing_file is not None and failing_file in pending_files:
+        why = f"{failing_file}, where it failed, has safe fixes not applied yet"
+    else:
+        return None
+    return f"Not ported yet ({why}): {NEXT_STEP}"
+
+
+def with_next_step(finding: Finding, hint: Optional[str]) -> Finding:
+    """NP909 with the next step for code that is not ported yet (``not_ported_hint``)."""
+    if finding.code != "NP909" or not hint:
         return finding
-    why = ("the code calls CUDA, which the simulated neuron device does not have" if on_cuda
-           else f"{pending_fixes} file(s) have safe fixes not applied yet")
-    return replace(finding, message=f"{finding.message}. Not ported yet ({why}): {NEXT_STEP}")
+    return replace(finding, message=f"{finding.message}. {hint}")

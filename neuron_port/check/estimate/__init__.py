@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from neuron_port.check.estimate.devices import DeviceTableError
 from neuron_port.check.estimate.options import CLI_OPTIONS, EstimateOptions, estimate_options
-from neuron_port.check.estimate.section import TokensError, build_estimate, estimate_from_work, recompute
+from neuron_port.check.estimate.section import (TokensError, build_estimate, estimate_from_work, recompute,
+                                                withheld_reason)
 
 __all__ = ["CLI_OPTIONS", "EstimateOptions", "estimate_options", "DeviceTableError", "TokensError", "build_estimate",
-           "recompute", "estimate_from_work"]
+           "recompute", "estimate_from_work", "withheld_reason"]

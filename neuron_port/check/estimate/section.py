@@ -106,6 +106,21 @@ def build_estimate(processes: Iterable[ProcessEvents], options: EstimateOptions)
         return section
 
 
+def withheld_reason(processes: Iterable[ProcessEvents], succeeded: bool) -> Optional[str]:
+    """Why a run's estimate is withheld (None: it is made): the command failed before a whole step ran (no
+    optimizer step, at most one forward started), so "per step" would price a partial one, the crash's few
+    ops (a run that succeeded without steps is priced as one step of the whole run, as docs/estimate.md says)."""
+    if succeeded:
+        return None
+    summaries = [p.summary for p in processes if p.summary is not None]
+    steps = max((s.optimizer_steps or 0 for s in summaries), default=0)
+    forwards = max((s.forwards or 0 for s in summaries), default=0)
+    if steps or forwards > 1:
+        return None
+    return (f"no estimate: the command failed before a whole step ran ({steps} optimizer steps, {forwards} "
+            "forward(s) started), and a step's time and price would be those of the ops before the failure")
+
+
 def recompute(section: dict[str, Any], options: EstimateOptions) -> Optional[dict[str, Any]]:
     """The section again from a saved report's ``estimate``: its per-step work with ``options``; what
     ``options`` leaves unset (tokens, cores, prices the user set at check time, assumptions) is kept."""

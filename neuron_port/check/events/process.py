@@ -69,6 +69,7 @@ class SummaryEvent:
     forwards: Optional[int] = None
     peak_allocated_bytes: Optional[int] = None  # on the simulated device (None: an older simulator)
     user_files: tuple[str, ...] = ()  # the user's files the process imported, under its working folder
+    frameworks: tuple[str, ...] = ()  # imported frameworks without a Trainium accelerator ("lightning", ...)
     # torch.get_float32_matmul_precision() at the end: "highest", "high" (TF32 on a GPU), "medium"
     float32_matmul_precision: Optional[str] = None
 
@@ -81,4 +82,5 @@ class SummaryEvent:
                    forwards=f.optional_integer("forwards"),
                    peak_allocated_bytes=f.optional_integer("peak_allocated_bytes"),
                    user_files=f.texts("user_files"),
+                   frameworks=f.texts("frameworks"),
                    float32_matmul_precision=f.text("float32_matmul_precision"))

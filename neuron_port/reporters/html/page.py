@@ -42,6 +42,29 @@ def _outcome(status: Optional[dict]) -> tuple[str, bool]:
     return f"exit code {code} after {status.get('duration', 0):.1f} s", code == 0
 
 
+def _failure(runtime: dict) -> str:
+    """A failed run's first section: which process failed how and where, the next step when the code is not
+    ported yet, and the traceback (or the command's last lines); the counts after it are of what ran before."""
+    status = runtime.get("status") or {}
+    if _outcome(status)[1]:
+        return ""
+    failures = runtime.get("failures") or []
+    first = failures[0] if failures else None
+    if first is not None:
+        who = "the process" if first.get("rank") is None else f"rank {first.get('rank')}"
+        where = f" at {site_text(first.get('site'))}" if first.get("site") else ""
+        what, lines = f"{who} failed with {first.get('exception')}{where}", first.get("traceback") or []
+    else:
+        what, lines = f"the command ended: {_outcome(status)[0]}", (status.get("stderr_tail") or [])[-15:]
+    body = f'<p class="outcome-bad">{escape(what)}</p>'
+    if runtime.get("next_step"):
+        body += f"<p><strong>Next step:</strong> {escape(runtime['next_step'])}</p>"
+    if lines:
+        body += "<pre>" + escape("\n".join(str(line) for line in lines)) + "</pre>"
+    body += "<p>What follows is what ran before the failure.</p>"
+    return section("failure", "The run failed", body)
+
+
 def _summary(doc: dict, runtime: Optional[dict]) -> str:
     summary = doc.get("summary") or {}
     severity = summary.get("by_severity") or {}
@@ -70,10 +93,15 @@ def _summary(doc: dict, runtime: Optional[dict]) -> str:
     return section("summary", "Summary", body)
 
 
+def _before_failure(runtime: dict) -> str:
+    """" before the run failed" for a failed run's "no ..." sentences (they are not a clean bill)."""
+    return "" if _outcome(runtime.get("status"))[1] else " before the run failed"
+
+
 def _fallbacks(runtime: dict) -> str:
     fallbacks = runtime.get("fallbacks") or []
     if not fallbacks:
-        return section("fallbacks", "CPU fallbacks", "<p>No op fell back to the CPU.</p>")
+        return section("fallbacks", "CPU fallbacks", f"<p>No op fell back to the CPU{_before_failure(runtime)}.</p>")
     rows = [(entry.get("op"), entry.get("calls"), site_text(site), code_cell(site))
             for entry in sorted(fallbacks, key=lambda e: -(e.get("calls") or 0))
             for site in (entry.get("sites") or [None])]
@@ -98,7 +126,7 @@ def _shape_variance(runtime: dict) -> str:
                                                                         -(e.get("signatures") or 0)))
     if not entries:
         return section("shapes", "Shape variance per site",
-                       "<p>No line kept getting new shapes after warm-up.</p>")
+                       f"<p>No line kept getting new shapes after warm-up{_before_failure(runtime)}.</p>")
     shown = entries[:MAX_CHART_SITES]
     labels = [f"{e.get('op', '').removeprefix('aten::')} @ {site_text(e.get('site'))}"
               + (f" · {e['phase']}" if e.get("phase") not in (None, "training") else "") for e in shown]
@@ -239,8 +267,9 @@ def _page(doc: dict) -> str:
     outcome, succeeded = _outcome(status)
     command = " ".join((status or {}).get("command") or [])
     version = (doc.get("tool") or {}).get("version", "")
-    sections = [_summary(doc, runtime)]
-    nav = [("summary", "Summary")]
+    failure = _failure(runtime) if runtime is not None else ""
+    sections = [failure, _summary(doc, runtime)]  # a failed run leads with its failure
+    nav = ([("failure", "Failure")] if failure else []) + [("summary", "Summary")]
     shape_only = runtime is not None and runtime.get("mode") == "shape_only"
     if shape_only:
         sections.append(_shape_only(runtime))
@@ -250,7 +279,9 @@ def _page(doc: dict) -> str:
         nav += [("fallbacks", "CPU fallbacks"), ("timeline", "Compile timeline"), ("shapes", "Shape variance")]
     estimate = doc.get("estimate")
     if estimate or runtime is not None:  # a static scan has nothing to estimate from
+        withheld = (runtime or {}).get("estimate_withheld")
         sections.append(section("estimate", "Estimate", render_estimate(estimate) if estimate else
+                                f"<p>{escape(withheld)}.</p>" if withheld else
                                 "<p>This report has no estimate (no op ran on the simulated device, or it was "
                                 "written by a neuron-port without the cost model).</p>"))
         nav.append(("estimate", "Estimate"))

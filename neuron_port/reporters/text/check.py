@@ -94,6 +94,18 @@ def lost_text(runtime) -> list[str]:
     return [f"[bold red]records lost[/bold red]: {what} is missing from the counts below (NP912)"]
 
 
+def failure_lines(runtime) -> list[str]:
+    """The panel's first lines for a failed run: which process failed how and where, then the next step when
+    the code is not ported yet (the NP909 finding says the same, among the others)."""
+    if runtime.status.succeeded:
+        return []
+    first = runtime.failures[0] if runtime.failures else None
+    what = (f"{first.describe()}" + (f" at {_site(first.site)}" if first.site else "") if first is not None
+            else f"the command {describe_outcome(runtime.status)}")
+    return [f"[bold red]failed[/bold red]: {escape(what)}",
+            *([f"[bold]next step[/bold]: {escape(runtime.next_step)}"] if runtime.next_step else [])]
+
+
 def _more(console: Console, total: int) -> None:
     if total > MAX_ROWS:
         console.print(f"  ... and {total - MAX_ROWS} more (see the JSON report)", style="dim")
@@ -111,6 +123,7 @@ def render_check(console: Console, report: Report) -> None:
     left, safe, unsafe, manual = static_left_counts(report)
     float64 = [d for d in runtime.demotions if isinstance(d, Float64DemotionEntry) and d.dtype == "float64"]
     lines = [
+        *failure_lines(runtime),
         f"command: {escape(' '.join(status.command))}",
         f"outcome: {outcome}, {status.processes} process(es) recorded",
         *([shape_only_text(runtime)] if runtime.mode == "shape_only" else []),
@@ -175,17 +188,23 @@ def render_check(console: Console, report: Report) -> None:
         console.print(table)
         _more(console, len(distributed))
 
+    if runtime.estimate_withheld:
+        console.print(f"Estimate: {runtime.estimate_withheld}", markup=False, highlight=False)
     render_estimate(console, runtime.estimate)
 
     for failure in runtime.failures:
         where = f" at {_site(failure.site)}" if failure.site else ""
         console.print(f"{failure.describe()}{where}", style="bold red", markup=False, highlight=False)
+        if runtime.next_step and failure is runtime.failures[0]:  # right under the failure it is about
+            console.print(runtime.next_step, style="bold", markup=False, highlight=False)
         for line in failure.traceback:
             console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
     if not runtime.failures and not status.succeeded:
         tail = status.stderr_tail or []
         if tail:
             console.print("last lines of the command's stderr:", style="bold")
+            if runtime.next_step:
+                console.print(runtime.next_step, style="bold", markup=False, highlight=False)
             for line in tail[-15:]:
                 console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
 
