@@ -28,6 +28,7 @@ references stepped aside (the memo entry, a cache of the tensor's old content, i
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 
 import torch
@@ -59,6 +60,9 @@ def _once_per_tensor(fn):
 def install() -> None:
     _keep_tied_parameters()
     _swap_fake_parameters()
+    # PyTorch's own Tensor.__deepcopy__ reads data_ptr() of every subclass tensor: on fakes it warns the user
+    # about a call the program never made (a real run's tensors are not fakes)
+    warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
     _tolist_through_the_host()
     _refuse_ddp()
     _dtensor_metadata_uncounted()

@@ -1,8 +1,10 @@
 """``torch.save`` of device tensors in a shape-only run: a fake tensor has no values to write, so each one is
 saved as a meta tensor of its shape, dtype and strides (no bytes: a checkpoint of any size is a small
 placeholder file), and the site is recorded once as a placeholder (``op`` "torch.save", NP911): the file
-holds no weights. ``torch.load`` of such a file gives meta tensors, which ``load_state_dict`` copies into a
-model's fake parameters as it would real ones; a real run cannot use the file.
+holds no weights, and a real run cannot use it. ``torch.load`` gives each meta tensor it reads back as the
+tensor the program saved: a fake on ``map_location`` when that is a ``neuron`` device or absent (the
+placeholders were device tensors), zeros on the CPU for any other ``map_location``, so ``load_state_dict``
+(``assign=True`` included) and the optimizer's resume run as with a real checkpoint.
 """
 
 from __future__ import annotations
@@ -22,6 +24,28 @@ def _as_meta(t) -> tuple:
     """The pickle reduction of a meta tensor like ``t`` (the one PyTorch uses for meta tensors)."""
     return (torch._utils._rebuild_meta_tensor_no_storage, (t.dtype, tuple(t.size()), tuple(t.stride()),
                                                              t.requires_grad))
+
+
+def _target(map_location) -> torch.device:
+    if map_location is None:
+        return torch.device("neuron")
+    if isinstance(map_location, (str, torch.device)):
+        return torch.device(map_location)
+    return torch.device("cpu")  # a dict or a function: almost always "load on the CPU"
+
+
+def _restore(obj, device: torch.device):
+    from torch.utils._pytree import tree_map
+
+    def restore(t):
+        if not isinstance(t, torch.Tensor) or not t.is_meta:
+            return t
+        if device.type == "neuron":
+            made = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
+        else:
+            made = torch.zeros(t.size(), dtype=t.dtype, device=device)
+        return made.requires_grad_(t.requires_grad)
+    return tree_map(restore, obj)
 
 
 def install() -> None:
@@ -46,7 +70,13 @@ def install() -> None:
         finally:
             _saving.on = was
 
+    original_load = torch.load
+
+    @functools.wraps(original_load)
+    def load(f, map_location=None, *args, **kwargs):
+        return _restore(original_load(f, map_location, *args, **kwargs), _target(map_location))
+
     save._neuron_port_placeholders = True
     FakeTensor.__reduce_ex__ = __reduce_ex__
-    torch.save = save
-    torch.serialization.save = save
+    torch.save = torch.serialization.save = save
+    torch.load = torch.serialization.load = load

@@ -75,6 +75,12 @@ model.load_state_dict(torch.load("model.pt", map_location="neuron"))
 optimizer.load_state_dict(torch.load("optimizer.pt")["optimizer"])
 model.load_state_dict({k: torch.zeros(v.shape) for k, v in model.state_dict().items()})  # CPU tensors
 copied = copy.deepcopy(model)
+assigned = torch.load("model.pt")
+model.load_state_dict(assigned, assign=True)
+model(torch.randn(4, 512, device="neuron")).sum().backward()
+on_cpu = torch.load("model.pt", map_location="cpu")
+print("assigned", {str(t.device) for t in assigned.values()}, {str(t.device) for t in on_cpu.values()},
+      int(on_cpu["2.bias"].sum()))
 print("loaded", {str(p.device) for p in model.parameters()}, {str(p.device) for p in copied.parameters()},
       str(model[0].weight.clone().device))
 """
@@ -121,6 +127,7 @@ def test_torch_save_writes_a_placeholder_and_loads_back(tmp_path, cli, sim_build
     doc, output = shape_only(cli, tmp_path, SAVE)
     assert "saved True True" in output  # 2 MB of float32 weights and twice that of AdamW state: not written
     assert "loaded {'neuron:0'} {'neuron:0'} neuron:0" in output
+    assert "assigned {'neuron:0'} {'cpu'} 0" in output  # fakes where it saved them, CPU zeros where asked
     saves = [p for p in doc["runtime"]["shape_only"]["placeholders"] if p["op"] == "torch.save"]
     assert {p["site"]["line"] for p in saves} == {9, 10}
     assert {f["line"] for f in doc["findings"] if f["code"] == "NP911" and "placeholder file" in f["message"]} == {9, 10}
