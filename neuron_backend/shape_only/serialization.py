@@ -37,6 +37,9 @@ def _target(map_location) -> torch.device:
 def _restore(obj, device: torch.device):
     from torch.utils._pytree import tree_map
 
+    if device.type == "meta":  # asked for meta tensors (transformers' loading on meta): they are
+        return obj
+
     def restore(t):
         if not isinstance(t, torch.Tensor) or not t.is_meta:
             return t
