@@ -2,8 +2,12 @@
 assumes that a `check` run can see (a float64 tensor reaching the device, PyTorch's native multi-head
 attention path, a resampling op that falls back). After the run:
 
-- the run showed it (an op, a fallback, an unsupported feature or a demotion of the premise, anywhere):
-  the finding keeps its severity and says "seen in this run" (and where);
+- the run showed it at the finding's own line (an op, a fallback, an unsupported feature or a demotion of
+  the premise): the finding keeps its severity and says "seen in this run here";
+- the run showed it only at other lines: no confirmation (a nearest upsample that fell back elsewhere does
+  not vouch for a bilinear one on a line that never ran on the device), no refutation either (the finding's
+  line may create what another line uses: a module built here runs its forward there). The finding keeps
+  its severity and says where the run showed it instead, and whether its own line ran on the device;
 - the run succeeded and ran ops on the device, its file was part of the run (a process imported it, or an
   event has a site in it) and none of it happened:
   the finding says "not seen in this run" with the premise found false, and becomes info. `check`'s exit
@@ -53,6 +57,7 @@ class Evidence:
                 self.demotions.append((entry.dtype, site))
         everything = (*self.ops, *self.features, *self.demotions)
         self.files = {site.path for _, site in everything if site is not None} | set(imported)
+        self.lines = {(site.path, site.line) for _, site in everything if site is not None}  # ran on the device
 
     def seen(self, premise: RunPremise) -> list[Optional[UserSite]]:
         """The sites at which the run showed the premise (empty: it did not)."""
@@ -79,10 +84,15 @@ def _judge(finding: Finding, evidence: Evidence) -> Finding:
     if premise is None:
         return finding
     sites = evidence.seen(premise)
-    if sites:
-        here = any(s is not None and (s.path, s.line) == (finding.path, finding.line) for s in sites)
-        where = "here" if here else next((f"at {s.path}:{s.line}" for s in sites if s is not None), "")
-        return replace(finding, message=f"{finding.message} (seen in this run{' ' + where if where else ''})")
+    if any(s is not None and (s.path, s.line) == (finding.path, finding.line) for s in sites):
+        return replace(finding, message=f"{finding.message} (seen in this run here)")
+    if sites:  # only elsewhere: judged at this finding's own line, it is neither confirmed nor refuted
+        where = sorted({f"{s.path}:{s.line}" for s in sites if s is not None})
+        shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+        ran = ("this line ran on the device" if (finding.path, finding.line) in evidence.lines
+               else "this line ran no op on the device")
+        return replace(finding, message=f"{finding.message} (not seen at this line in this run, {ran}; "
+                                        f"seen at {shown or 'a line outside the project'})")
     if finding.path not in evidence.files:
         return finding  # its file was not part of the run: the run says nothing about it
     return replace(finding, severity="info", message=f"{finding.message} (not seen in this run: {premise.absent})")

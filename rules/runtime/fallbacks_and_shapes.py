@@ -52,7 +52,7 @@ class CpuFallback(RuntimeRule):
 
 
 class EagerShapeVariance(RuntimeRule):
-    """An op kept getting new shapes after warm-up: each new shape is another eager NEFF compile.
+    """An op kept getting new shapes (or new values of a Python number) after warm-up: each is another eager NEFF compile.
 
     ## What it does
     Records when each (op, shapes, dtypes, scalars) signature is first seen, in steps, per op, line
@@ -78,9 +78,29 @@ class EagerShapeVariance(RuntimeRule):
     `zero_grad(set_to_none=False)`) first appear in the second step.
 
     Reported: a dimension of one op at one line and module that took new values at two or more steps
-    after warm-up, or at one step after warm-up when it already changed between steps 0 and 1.
+    after warm-up, or at one step after warm-up when it already changed between steps 0 and 1, or three
+    or more new values inside one step after warm-up when the line had run at an earlier step (a loop
+    over images whose box counts differ: many compiles in one step; the message says how many). A line
+    that first runs late (a loop over the parameters that starts at step 5) is that line's warm-up.
     Not reported: new signatures at a single later step (a one-time compile, counted in
     `runtime.shapes.after_warmup`); a smaller last batch (NP910).
+
+    Scalars: a Python number passed to an op is part of its signature (the simulator hashes its value;
+    TorchNeuron lowers it into the compiled op, as its NKI guide says of kernels: "the first call compiles
+    the kernel for the input shapes, data types, and non-tensor argument values"). When no shape kept
+    changing but a float argument did, by the same test, the message says so, names the argument and
+    the fix for the op that took it:
+    - a fused optimizer (`fused=True`) with a learning rate from a scheduler: `_fused_adamw_` gets a new
+      `lr` every step. Fix: `lr=torch.tensor(1e-3)` (the schedulers update a tensor lr in place).
+    - a foreach optimizer (the default on the device) without `capturable`: Adam's bias corrections are
+      Python floats computed from the step count, new every step (`_foreach_div_.ScalarList`,
+      `_foreach_addcdiv_.ScalarList`). Fix: `capturable=True` (the step count stays a device tensor),
+      with a tensor lr when a scheduler changes it.
+    The finding is at the user's line that issued the op (`optimizer.step()`, `scaler.step(optimizer)`).
+
+    In the estimate, the signatures this rule reports in the training steps after warm-up are compiles
+    every steady step pays (a new value is a new NEFF, the cache cannot serve it): counted per step
+    (`compile.steady_compiles_per_step`) and priced in the step time (`eager_neff_compile_seconds` each).
 
     ## Why is this bad?
     TorchNeuron compiles each new signature to a NEFF, which takes seconds (minutes for whole graphs).
@@ -94,6 +114,11 @@ class EagerShapeVariance(RuntimeRule):
     ```
     Use instead: pad to a few buckets (`T = bucket(T)`, e.g. powers of two) and mask the padding; for
     a KV cache, preallocate it at the maximum length and write into it.
+    ```python
+    optimizer = torch.optim.AdamW(params, lr=3e-4, fused=True)  # a scheduler changes lr: new NEFF each step
+    ```
+    Use instead: `torch.optim.AdamW(params, lr=torch.tensor(3e-4), fused=True)`, or
+    `torch.optim.AdamW(params, lr=torch.tensor(3e-4), capturable=True)`.
 
     ## Fix safety
     No automatic fix: padding needs masks that only the model author can place.
@@ -110,6 +135,9 @@ class EagerShapeVariance(RuntimeRule):
     EFFORT = "medium"
     MESSAGE = ("`{op}` kept getting new shapes after warm-up{phase}, at steps {steps}: {dim}; "
                "{n} eager NEFF compiles here, {late} after warm-up; pad to buckets {buckets}")
+    # The same cost from a Python number in the signature (shape_timeline's ``scalar`` kind)
+    SCALAR_MESSAGE = ("`{op}` got a new value of {name} after warm-up{phase}, at steps {steps}: {dim}; a Python "
+                      "number in an eager signature: {n} NEFF compiles here, {late} after warm-up; {fix}")
     VALID = [
         Valid("import torch\nfor _ in range(3):\n    x = torch.ones(2, 8, device='neuron') * 2\n"),
         Valid("""
@@ -120,7 +148,8 @@ class EagerShapeVariance(RuntimeRule):
             model = model.to("neuron")
             for p in model.parameters():  # one line, many shapes: all in warm-up
                 nn.init.normal_(p, std=0.02)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            # capturable: Adam's bias corrections stay on the device (floats would change every step)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
             for step in range(6):
                 x = torch.randn(16, 8, device="neuron")
                 loss = model(x).square().mean()
@@ -147,6 +176,19 @@ class EagerShapeVariance(RuntimeRule):
                 optimizer.step()
                 optimizer.zero_grad()
             """, message_contains="at steps 2, 3, 4, 5, 6, 7: dim 1"),
+        Invalid("""
+            import torch
+            from torch import nn
+
+            model = nn.Linear(8, 4).to("neuron")
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / 10)
+            for step in range(6):
+                model(torch.randn(16, 8, device="neuron")).square().mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                scheduler.step()
+            """, message_contains="`aten::_fused_adamw_` got a new value of `lr` after warm-up, at steps 2, 3, 4, 5"),
     ]
 
 

@@ -66,7 +66,10 @@ def test_training_and_a_generation_after_it_are_two_phases(generate_run):
 
 def test_a_kv_cache_decode_after_training_is_np902_in_the_generation(generate_run):
     reported = {(f["path"], f["line"]) for f in findings(generate_run, "NP902")}
-    assert reported == {("model.py", 22), ("model.py", 26), ("model.py", 30), ("model.py", 56)}
+    # and training's optimizer.step(): the default (foreach) AdamW's bias corrections change every step
+    assert reported == {("model.py", 22), ("model.py", 26), ("model.py", 30), ("model.py", 56), ("train.py", 43)}
+    [adam] = [f for f in findings(generate_run, "NP902") if f["path"] == "train.py"]
+    assert "`capturable=True`" in adam["message"] and "in the generation" not in adam["message"]
     [cache] = [f for f in findings(generate_run, "NP902") if f["line"] == 22]
     assert "after warm-up in the generation after optimizer step 8, at steps 2, 3, 4," in cache["message"]
     assert "dim 2 of arg 0[0] (f32[2,4,*,8])" in cache["message"]

@@ -282,7 +282,9 @@ def test_signature_helpers():
     assert split_list("[]") == [] and split_list("f32[2]") is None
     parsed = parse_signature(["f32[4,8]nc", "[i64[2], 3]", 7, "1.5", None, "True"])
     assert parsed.values == {(0, None, 0): 4, (0, None, 1): 8, (1, 0, 0): 2, (1, 1, None): 3, (2, None, None): 7}
-    assert parsed.structure[0] == ("t", "f32", 2, "nc") and parsed.structure[3] == ("o", "1.5")
+    # a float is a position of its own (a scalar that changes is judged over time), not structure
+    assert parsed.structure[0] == ("t", "f32", 2, "nc") and parsed.structure[3] == ("f",)
+    assert parsed.scalars == {(3, None, None): 1.5} and parsed.structure[5] == ("o", "True")
     assert position_pattern(["f32[4,8]nc"], (0, None, 1)) == "f32[4,*]"
     assert position_pattern(["[f32[1,4,5,8], f32[1,4,1,8]]"], (0, 0, 2)) == "f32[1,4,*,8]"
     assert position_pattern([3], (0, None, None)) is None

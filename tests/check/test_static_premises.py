@@ -59,7 +59,9 @@ def test_a_clean_run_of_ported_code_exits_0(clean_run):
     code, doc = clean_run
     # NP808 is an error statically (exit 1 without the run's evidence); the run refuted it
     assert code == 0
-    assert not [f for f in doc["findings"] if f["severity"] in ("error", "warning")]
+    # the one warning left is the run's own: the default (foreach) AdamW recompiles its bias corrections
+    left = [(f["code"], f["path"], f["line"]) for f in doc["findings"] if f["severity"] in ("error", "warning")]
+    assert left == [("NP902", "train.py", 44)], left
 
 
 def test_findings_the_run_showed_keep_their_severity(device_resize_run):
@@ -68,8 +70,11 @@ def test_findings_the_run_showed_keep_their_severity(device_resize_run):
     assert ("NP901", "train.py", 40) in found  # upsample_bilinear2d falls back to the CPU
     here = found[("NP806", "train.py", 40)]
     assert here["severity"] == "warning" and here["message"].endswith("(seen in this run here)")
+    # judged at its own line (issue 35 item 5): the CPU-side resize in data.py never ran on the device, so
+    # train.py:40's fallback does not confirm it (on 858089d it said "seen in this run at train.py:40")
     elsewhere = found[("NP806", "data.py", 25)]
-    assert elsewhere["severity"] == "warning" and elsewhere["message"].endswith("(seen in this run at train.py:40)")
+    assert elsewhere["severity"] == "warning" and elsewhere["message"].endswith(
+        "(not seen at this line in this run, this line ran no op on the device; seen at train.py:40)"), elsewhere
     assert found[("NP801", "data.py", 30)]["severity"] == "info"  # still never on the device
     assert code == 0  # warnings only (the default --fail-on is error)
 

@@ -11,8 +11,14 @@ what matters is what keeps appearing later:
 - ``uneven_last_batch``: at one or two steps after warm-up, every new signature is an earlier one
   shrunk by one common factor (a smaller batch: 4 rows instead of 16, and 4*T instead of 16*T where the
   batch was flattened), and nothing else kept changing. NP910.
+  Also a position that took ``IN_STEP_VALUES`` or more new values inside one step after warm-up, when the
+  line had run at an earlier step (a loop over images whose box counts differ: many compiles in one step;
+  a line that first runs late, such as a loop over the parameters that starts at step 5, is its warm-up).
+- ``scalar``: no shape kept changing, but a float argument did, by the same test (a Python-float
+  learning rate from a scheduler in ``_fused_adamw_``, Adam's bias corrections in ``_foreach_div_``): the
+  value is part of the eager signature, so each new value compiles again. NP902's scalar message.
 - ``other``: new signatures after warm-up that are neither (a one-off phase such as the first evaluation
-  or a generation after training, or changing float arguments); counted, no finding.
+  or a generation after training); counted, no finding.
 
 Warm-up is the first ``WARMUP_STEPS`` steps (0 and 1): optimizer state is created lazily in the first
 ``step()``, and gradients accumulated into existing ``.grad`` tensors (or zeroed with
@@ -29,12 +35,14 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Optional
 
 WARMUP_STEPS = 2
+IN_STEP_VALUES = 3  # new values of one position inside one step after warm-up that count as varying
 MAX_PARTIAL_STEPS = 2  # more steps with smaller batches than this is a batch size that varies
 
 Position = tuple[int, Optional[int], Optional[int]]  # (argument, element of a list argument, tensor dim)
 
 TENSOR_RE = re.compile(r"^(?P<dtype>[a-z]+\d*)\[(?P<dims>[0-9,]*)\](?P<suffix>.*)$")
 INT_RE = re.compile(r"^-?\d+$")
+FLOAT_RE = re.compile(r"^-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")  # finite: the report's JSON holds it
 
 
 def split_list(text: str) -> Optional[list[str]]:
@@ -67,8 +75,13 @@ def _integer(value: Any) -> Optional[int]:
     return None
 
 
+def _float(value: Any) -> Optional[float]:
+    number = float(value) if isinstance(value, float) or isinstance(value, str) and FLOAT_RE.match(value) else None
+    return number if number is not None and math.isfinite(number) else None
+
+
 def _parse_item(value: Any, arg: int, element: Optional[int], values: dict[Position, int],
-                nested: bool) -> tuple:
+                nested: bool, scalars: dict[Position, float]) -> tuple:
     if isinstance(value, str):
         match = TENSOR_RE.match(value)
         if match:
@@ -78,31 +91,40 @@ def _parse_item(value: Any, arg: int, element: Optional[int], values: dict[Posit
             return ("t", match.group("dtype"), len(dims), match.group("suffix"))
         items = None if nested else split_list(value)
         if items is not None:
-            return ("l", tuple(_parse_item(item, arg, j, values, True) for j, item in enumerate(items)))
+            return ("l", tuple(_parse_item(item, arg, j, values, True, scalars) for j, item in enumerate(items)))
     number = _integer(value)
     if number is not None:
         values[(arg, element, None)] = number
         return ("i",)
+    real = _float(value)
+    if real is not None:  # a position of its own: a float that changes is judged over time, as a size is
+        scalars[(arg, element, None)] = real
+        return ("f",)
     return ("o", str(value))
 
 
 @dataclass(frozen=True)
 class ParsedSignature:
-    """A signature as structure (dtypes, ranks, list lengths, non-integer arguments) and positions."""
+    """A signature as structure (dtypes, ranks, list lengths, other arguments) and positions: integers
+    (sizes, integer arguments) and floats (scalar arguments)."""
 
     structure: tuple
     values: Mapping[Position, int]
+    scalars: Mapping[Position, float] = field(default_factory=dict)
 
 
 def parse_signature(signature: Iterable[Any]) -> ParsedSignature:
     values: dict[Position, int] = {}
-    structure = tuple(_parse_item(arg, i, None, values, False) for i, arg in enumerate(signature))
-    return ParsedSignature(structure, values)
+    scalars: dict[Position, float] = {}
+    structure = tuple(_parse_item(arg, i, None, values, False, scalars) for i, arg in enumerate(signature))
+    return ParsedSignature(structure, values, scalars)
 
 
-def position_label(position: Position) -> str:
+def position_label(position: Position, scalar: bool = False) -> str:
     arg, element, dim = position
     where = f"arg {arg}" if element is None else f"arg {arg}[{element}]"
+    if scalar:
+        return f"{where} (a float)"
     return f"{where} (an integer)" if dim is None else f"dim {dim} of {where}"
 
 
@@ -147,15 +169,16 @@ class DimTimeline:
     """A position whose value changed over time: each value with the step it was first seen at."""
 
     position: Position
-    first_seen: tuple[tuple[int, int], ...]  # (step, value), by step then value
+    first_seen: tuple[tuple[int, Any], ...]  # (step, value), by step then value
     pattern: Optional[str] = None
+    scalar: bool = False  # a float argument, not a size
 
     @property
     def label(self) -> str:
-        return position_label(self.position)
+        return position_label(self.position, self.scalar)
 
     @property
-    def values(self) -> tuple[int, ...]:
+    def values(self) -> tuple[Any, ...]:
         return tuple(sorted({value for _, value in self.first_seen}))
 
     @property
@@ -175,12 +198,24 @@ class DimTimeline:
         parts = []
         for step in sorted(by_step)[:max_steps]:
             values = by_step[step]
-            shown = ",".join(map(str, values[:max_values])) + ("..." if len(values) > max_values else "")
+            shown = ",".join(map(self._text, values[:max_values])) + ("..." if len(values) > max_values else "")
             parts.append(f"{shown} (step {step})")
         more = len(by_step) - max_steps
         text = ", ".join(parts) + (f", ... {more} more step(s)" if more > 0 else "")
         where = self.label + (f" ({self.pattern})" if self.pattern else "")
         return f"{where}: {text}"
+
+    def _text(self, value: Any) -> str:
+        return f"{value:.6g}" if self.scalar else str(value)
+
+    def in_step(self, end: Optional[int] = None) -> Optional[tuple[int, int]]:
+        """(step, new values) of the first step after warm-up (and before ``end``, the end of the measured
+        steps: what runs after the last one is another phase) that brought ``IN_STEP_VALUES`` or more new
+        values when the position had a value at an earlier step (many compiles inside one step)."""
+        counts = Counter(step for step, _ in self.first_seen)
+        first = min(counts, default=0)
+        return next(((step, n) for step, n in sorted(counts.items()) if WARMUP_STEPS <= step < (end or step + 1)
+                     and step > first and n >= IN_STEP_VALUES), None)
 
     def to_json(self) -> dict[str, Any]:
         arg, element, dim = self.position
@@ -188,6 +223,7 @@ class DimTimeline:
         for step, value in self.first_seen:
             by_step[step].append(value)
         return {"arg": arg, "element": element, "dim": dim, "label": self.label, "pattern": self.pattern,
+                **({"scalar": True} if self.scalar else {}),
                 "values": list(self.values),
                 "first_seen": [{"step": s, "values": by_step[s]} for s in sorted(by_step)]}
 
@@ -206,10 +242,10 @@ class PartialBatch:
 
 @dataclass(frozen=True)
 class LateShapes:
-    kind: str  # varying | uneven_last_batch | other
+    kind: str  # varying | scalar | uneven_last_batch | other
     late_steps: tuple[int, ...]  # steps >= WARMUP_STEPS at which new signatures appeared
     late_signatures: int
-    varying: tuple[DimTimeline, ...] = ()  # varying: the positions that kept changing, most late steps first
+    varying: tuple[DimTimeline, ...] = ()  # varying, scalar: the positions that kept changing, most late steps first
     partial: tuple[PartialBatch, ...] = ()  # uneven_last_batch
     first_partial_seq: Optional[int] = None  # the earliest partial-batch signature (where the batch came in)
 
@@ -251,8 +287,9 @@ def _partial_steps(by_step: dict[int, list[TimedSignature]]) -> dict[int, tuple[
     return out
 
 
-def _timelines(sigs: list[TimedSignature]) -> list[DimTimeline]:
-    """Positions whose values were first seen at different steps, per class of equal structure."""
+def _timelines(sigs: list[TimedSignature], scalar: bool = False) -> list[DimTimeline]:
+    """Positions whose values were first seen at different steps, per class of equal structure (the
+    float arguments with ``scalar``, else the sizes and integers)."""
     out = []
     classes: dict[tuple, list[TimedSignature]] = defaultdict(list)
     for sig in sigs:
@@ -260,12 +297,13 @@ def _timelines(sigs: list[TimedSignature]) -> list[DimTimeline]:
     for members in classes.values():
         if len(members) < 2 or len({m.step for m in members}) < 2:
             continue
-        positions = set().union(*(m.parsed.values for m in members))
+        of = (lambda m: m.parsed.scalars) if scalar else (lambda m: m.parsed.values)
+        positions = set().union(*(of(m) for m in members))
         for position in sorted(positions, key=_position_order):
-            first: dict[int, int] = {}
+            first: dict[Any, int] = {}
             example = None
             for m in members:
-                value = m.parsed.values.get(position)
+                value = of(m).get(position)
                 if value is None:
                     continue
                 if value not in first or m.step < first[value]:
@@ -275,8 +313,8 @@ def _timelines(sigs: list[TimedSignature]) -> list[DimTimeline]:
             if len(first) < 2 or len(set(first.values())) < 2:
                 continue
             timeline = tuple(sorted((step, value) for value, step in first.items()))
-            pattern = position_pattern((example or members[0]).args, position)
-            out.append(DimTimeline(position, timeline, pattern))
+            pattern = None if scalar else position_pattern((example or members[0]).args, position)
+            out.append(DimTimeline(position, timeline, pattern, scalar))
     return out
 
 
@@ -285,15 +323,17 @@ def _position_order(position: Position) -> tuple[int, int, int]:
     return (arg, -1 if element is None else element, -1 if dim is None else dim)
 
 
-def keeps_changing(timeline: DimTimeline) -> bool:
-    """New values at two or more steps after warm-up, or at one when it changed during warm-up too."""
+def keeps_changing(timeline: DimTimeline, end: Optional[int] = None) -> bool:
+    """New values at two or more steps after warm-up, or at one when it changed during warm-up too, or
+    many inside one step after warm-up (``DimTimeline.in_step``)."""
     late = timeline.late_steps
     warm = [s for s in timeline.steps if s < WARMUP_STEPS]
-    return len(late) >= 2 or (len(late) == 1 and len(warm) >= 2)
+    return len(late) >= 2 or (len(late) == 1 and len(warm) >= 2) or timeline.in_step(end) is not None
 
 
-def classify(sigs: list[TimedSignature]) -> Optional[LateShapes]:
-    """What the signatures first seen after warm-up are; None when there are none."""
+def classify(sigs: list[TimedSignature], end: Optional[int] = None) -> Optional[LateShapes]:
+    """What the signatures first seen after warm-up are; None when there are none. ``end``: the steps
+    measured on this clock (a training slot's optimizer steps), None when unbounded."""
     late = [s for s in sigs if s.step >= WARMUP_STEPS]
     if not late:
         return None
@@ -305,10 +345,14 @@ def classify(sigs: list[TimedSignature]) -> Optional[LateShapes]:
     if len(partial) > MAX_PARTIAL_STEPS:
         partial = {}  # smaller batches at many steps: a batch size that varies, judged as any other dimension
     steady = [s for s in sigs if s.step not in partial]
-    varying = sorted((t for t in _timelines(steady) if keeps_changing(t)),
+    varying = sorted((t for t in _timelines(steady) if keeps_changing(t, end)),
                      key=lambda t: (-len(t.late_steps), -len(t.values), t.position[0]))
     if varying:
         return LateShapes("varying", late_steps, len(late), varying=tuple(varying))
+    scalars = sorted((t for t in _timelines(steady, scalar=True) if keeps_changing(t, end)),
+                     key=lambda t: (-len(t.late_steps), -len(t.values), _position_order(t.position)))
+    if scalars:
+        return LateShapes("scalar", late_steps, len(late), varying=tuple(scalars))
     if partial:
         seqs = [s.seq for s in sigs if s.step in partial and s.seq is not None]
         return LateShapes("uneven_last_batch", late_steps, len(late),

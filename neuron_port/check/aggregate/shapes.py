@@ -20,6 +20,7 @@ from typing import Optional
 
 from neuron_port.check.aggregate.base import Aggregator
 from neuron_port.check.aggregate.findings import rule_message, runtime_finding
+from neuron_port.check.aggregate.scalar_args import np902_message
 from neuron_port.check.aggregate.shape_timeline import (
     WARMUP_STEPS,
     LateShapes,
@@ -63,6 +64,7 @@ class _Group:
     module: Optional[str]
     slot: Slot
     sigs: dict[str, TimedSignature] = field(default_factory=dict)
+    end: Optional[int] = None  # a training slot: the optimizer steps measured (what comes after is no step)
 
 
 @dataclass
@@ -148,6 +150,8 @@ class ShapeAggregator(Aggregator):
                 if key not in groups:
                     groups[key] = _Group(event.op, site, module, slot)
                 per_group[key].append((event, order, step))
+                if slot.is_training:
+                    groups[key].end = max(groups[key].end or 0, timing.final_steps)
             for key, events in per_group.items():
                 group = groups[key]
                 if group.slot.kind == "signatures":  # the k-th new signature of the op at this line is step k
@@ -174,7 +178,7 @@ class ShapeAggregator(Aggregator):
                     slot, step = timing.slot(FirstSeen(c.optimizer_step, c.forward, None, c.phase, c.phase_forward))
                     late += c.signatures if slot.kind not in ("signatures", "setup") and step >= WARMUP_STEPS else 0
                 omitted_late[event.op] = max(omitted_late.get(event.op, 0), late)
-        analysed = [(g, classify(list(g.sigs.values()))) for g in groups.values()]
+        analysed = [(g, classify(list(g.sigs.values()), g.end)) for g in groups.values()]
         clock = None if not clocks else clocks.pop() if len(clocks) == 1 else "mixed"
         self._analysis = _Analysis(analysed, first_steps, sum(omitted.values()), sum(omitted_late.values()), clock,
                                    tuple(phases), tuple(loaders))
@@ -194,7 +198,7 @@ class ShapeAggregator(Aggregator):
             clock=analysis.clock, warmup_steps=WARMUP_STEPS, last_step=last[2] if last else None,
             first_run_compiles=len(analysis.first_steps) + analysis.omitted,
             after_warmup=late + analysis.omitted_late,
-            varying_sites=len({site_key(v.site) for v in variance if v.kind == "varying"}),
+            varying_sites=len({site_key(v.site) for v in variance if v.kind in RECOMPILING}),
             uneven_batch_sites=len({site_key(v.site) for v in variance if v.kind == "uneven_last_batch"}),
             last_phase=last[1].name if last and last[1].named else None, phases=analysis.phases)
 
@@ -238,18 +242,20 @@ class ShapeAggregator(Aggregator):
         by_line: dict[tuple, list[tuple[_Group, LateShapes, Optional[LoaderBatch]]]] = defaultdict(list)
         for group, late in self._analyse().groups:
             loader = self._loader_for(group.slot, late) if late is not None else None
-            if late is not None and (late.kind == "varying" or late.kind == "uneven_last_batch" and loader):
+            if late is not None and (late.kind in RECOMPILING or late.kind == "uneven_last_batch" and loader):
                 by_line[(group.op, site_key(group.site), group.slot.kind, group.slot.phase)].append(
                     (group, late, loader))
         out = []
         for (op, *_), items in by_line.items():
-            kind = "varying" if any(late.kind == "varying" for _, late, _ in items) else "uneven_last_batch"
+            kind = next((k for k in (*RECOMPILING, "uneven_last_batch") if any(late.kind == k for _, late, _ in items)))
             chosen = [(g, late, loader) for g, late, loader in items if late.kind == kind]
             worst_group, worst, loader = max(chosen, key=lambda gl: (
                 len(gl[1].varying[0].late_steps) if gl[1].varying else 0, gl[1].late_signatures, len(gl[0].sigs)))
             all_sigs = {text for g, _, _ in items for text in g.sigs}
             partial = sorted({p for _, late, _ in chosen for p in late.partial}, key=lambda p: (p.step, p.normal))
-            if kind == "varying":
+            if kind == "scalar":
+                buckets = []  # a value, not a size: a tensor argument, not padding
+            elif kind == "varying":
                 buckets = padding_buckets(worst.varying[0].values)
             else:
                 buckets = sorted({p.normal for p in partial})
@@ -276,16 +282,14 @@ class ShapeAggregator(Aggregator):
         variance = [v for v in self.shape_variance() if v.site is not None]  # no user frame: JSON only
         varying: dict[tuple, list[ShapeVarianceEntry]] = defaultdict(list)
         for v in variance:
-            if v.kind == "varying":
+            if v.kind in RECOMPILING:
                 varying[(site_key(v.site), _slot_key(v.slot))].append(v)
         varying_lines = {line for line, _ in varying}
         out = []
-        for items in sorted(varying.values(), key=lambda vs: (-len(vs[0].late_steps), site_key(vs[0].site))):
+        for items in sorted(varying.values(), key=lambda vs: (vs[0].kind != "varying", -len(vs[0].late_steps),
+                                                              site_key(vs[0].site))):
             worst = items[0]
-            dim = worst.varying[0]
-            message = rule_message("NP902", op=worst.op, dim=dim.describe(), steps=_steps(dim.late_steps),
-                                   n=worst.signatures, late=worst.after_warmup, buckets=list(worst.suggested_buckets),
-                                   phase=_in_phase(worst.slot))
+            message = np902_message(worst, _steps, _in_phase(worst.slot))
             if len(items) > 1:
                 message += f" (also {len(items) - 1} other op(s) here: {', '.join(sorted({v.op for v in items}))})"
             out.append(runtime_finding("NP902", message, worst.site))
@@ -309,6 +313,9 @@ class ShapeAggregator(Aggregator):
                                    advice=_batch_advice(first.slot, batch.normal))
             out.append(runtime_finding("NP910", message, first.site))
         return out
+
+
+RECOMPILING = ("varying", "scalar")  # the kinds NP902 reports, shapes before scalars
 
 
 def _slot_key(slot: Optional[Slot]) -> tuple:

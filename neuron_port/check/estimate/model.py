@@ -50,9 +50,12 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
     comm = collective_plan(work, device, max(ranks, 1))
     expected, fallback = time.expected, time.fallback
     exposed = max(comm["seconds"] - a["collective_overlap"] * expected, 0.0)
-    by_family = {**time.by_family, "fallback": fallback, "dispatch": dispatch, "collectives": exposed}
+    # signatures that keep changing compile in every steady step (the host waits for neuronx-cc)
+    recompiles = compile_time.get("steady_seconds_per_step") or 0.0
+    by_family = {**time.by_family, "fallback": fallback, "dispatch": dispatch, "collectives": exposed,
+                 **({"compiles": recompiles} if recompiles else {})}
     overlap = device.kind in ASYNC_KINDS  # the host issues ahead: the slower of host and device
-    eager = (max(expected, dispatch) if overlap else expected + dispatch) + fallback + exposed
+    eager = (max(expected, dispatch) if overlap else expected + dispatch) + fallback + exposed + recompiles
     compiled = expected + fallback + exposed
     hbm = int(device.hbm_gib * 2**30)
     per_step_usd = None if price.usd is None else eager * price.usd / 3600.0 * chips
@@ -131,7 +134,8 @@ def compile_estimate(work: StepWork, a: Mapping[str, float], device: Optional[De
     first = work.eager_neffs * a["eager_neff_compile_seconds"] + work.graphs * a["graph_compile_minutes"] * 60
     warm = (work.eager_neffs + work.graphs) * a["neff_load_seconds"]
     return {"neff": True, "eager_neffs": work.eager_neffs, "graphs": work.graphs, "first_run_seconds": first,
-            "warm_cache_seconds": warm}
+            "warm_cache_seconds": warm, "steady_compiles_per_step": work.steady_compiles,
+            "steady_seconds_per_step": work.steady_compiles * a["eager_neff_compile_seconds"]}
 
 
 def by_family(work: StepWork) -> list[dict[str, Any]]:

@@ -116,6 +116,9 @@ class StepWork:
     outside_steps_calls: int = 0
     eager_neffs: int = 0  # distinct native signatures (the most of any process: ranks share a cache)
     graphs: int = 0  # distinct torch.compile graphs compiled
+    # eager NEFF compiles in a mean steady step: signatures that keep changing (steady_compiles.py)
+    steady_compiles: float = 0.0
+    eager_sites: list[tuple[str, float]] = field(default_factory=list)  # the lines of the most eager calls
     peak_bytes: Optional[int] = None  # on the simulated device, the most of any process
     token_sources: list[TokenSource] = field(default_factory=list)  # most tokens first
     # the optimizer's parameter list (bytes, at their dtype): the most of any optimizer op, over its
@@ -139,7 +142,8 @@ class StepWork:
                 "fallback_modeled_flops": self.fallback_modeled_flops,
                 "fallback_modeled_bytes": self.fallback_modeled_bytes, "fallback_flops": self.fallback_flops,
                 "outside_steps_calls": self.outside_steps_calls, "eager_neffs": self.eager_neffs,
-                "graphs": self.graphs, "peak_bytes": self.peak_bytes,
+                "graphs": self.graphs, "peak_bytes": self.peak_bytes, "steady_compiles": self.steady_compiles,
+                "eager_sites": [{"site": site, "calls": calls} for site, calls in self.eager_sites],
                 "token_sources": [t.to_json() for t in self.token_sources],
                 "parameter_bytes": self.parameter_bytes, "float32_matmul_precision": self.float32_matmul_precision,
                 "world_size": self.world_size, "collectives": [c.to_json() for c in self.collectives],
@@ -161,6 +165,9 @@ class StepWork:
                    fallback_flops=amount(data, "fallback_flops", where, 0.0),
                    outside_steps_calls=count(data, "outside_steps_calls", where, 0),
                    eager_neffs=count(data, "eager_neffs", where), graphs=count(data, "graphs", where),
+                   steady_compiles=amount(data, "steady_compiles", where, 0.0),
+                   eager_sites=[(saved.text(s, "site", at, ""), amount(s, "calls", at, 0.0))
+                                for at, s in saved.objects(data, "eager_sites", where)],
                    peak_bytes=count(data, "peak_bytes", where, None),
                    token_sources=[TokenSource.from_json(t, at)
                                   for at, t in saved.objects(data, "token_sources", where)],

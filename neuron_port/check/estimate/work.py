@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Optional
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
 from neuron_port.check.estimate.flops import Work, base_name, parse_tensor, tensor_list, work
 from neuron_port.check.estimate.fusion import FUSIBLE, fused_bytes
+from neuron_port.check.estimate.steady_compiles import steady_compiles_per_step
 from neuron_port.check.estimate.stepwork import CollectiveWork, PhaseWork, StepWork, TokenSource, WorkItem
 from neuron_port.check.events import (
     CompileEvent,
@@ -48,6 +49,7 @@ from neuron_port.check.events import (
 __all__ = ["StepWork", "WorkItem", "TokenSource", "CollectiveWork", "per_step_calls", "site_name",
            "step_work"]
 
+MAX_EAGER_SITES = 3  # the lines named as where a step's eager ops come from
 NO_WORK = {family: Work(family, 0.0, 0.0, "fp32") for family in ("fallback", "copy/view", "other")}
 
 
@@ -100,6 +102,7 @@ class _Run:
         self.optimizer: dict[str, dict[tuple, float]] = defaultdict(dict)  # op -> signature -> list bytes
         self.collectives: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
         self.phases: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # kind -> calls, flops, bytes
+        self.eager_sites: dict[str, float] = defaultdict(float)  # "train.py:28 (`optimizer.step()`)" -> calls
 
     def optimizer_op(self, op: str, signature: Any) -> None:
         """An optimizer's (or clipping's) list op: its first list's bytes, once per distinct signature."""
@@ -149,6 +152,8 @@ class _Run:
         out.collectives = [CollectiveWork(op, size, calls / ranks, nbytes / ranks) for (op, size), (calls, nbytes)
                            in sorted(self.collectives.items()) if calls > 0]
         out.outside_phases = [PhaseWork(kind, *totals) for kind, totals in sorted(self.phases.items())]
+        top = sorted(self.eager_sites.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_EAGER_SITES]
+        out.eager_sites = [(site, calls / max(out.processes, 1)) for site, calls in top if calls > 0]
         return out
 
 
@@ -173,6 +178,8 @@ def _eager_compile(run: _Run, process: _Process, event: EagerCompileEvent) -> No
     training = run.outside(process, first, event.calls, event.outside_calls, w)
     calls = per_step_calls(training, first, process.measured)
     run.add(event.op, w, calls)
+    code = f" (`{event.site.code.strip()}`)" if event.site is not None and event.site.code.strip() else ""
+    run.eager_sites[site_name(event.site, process.cwd) + code] += calls
     if w.tokens is not None and calls > 0:
         module = event.site.module if event.site is not None else None
         run.tokens[(event.op, site_name(event.site, process.cwd), module)] += calls * w.tokens
@@ -299,6 +306,7 @@ def step_work(processes: Iterable[ProcessEvents]) -> StepWork:
             if handler is not None:
                 handler(run, process, event)
         run.out.eager_neffs = max(run.out.eager_neffs, process.native)
+        run.out.steady_compiles = max(run.out.steady_compiles, steady_compiles_per_step(recorded))  # one cache
         precision = getattr(recorded.summary, "float32_matmul_precision", None) if recorded.summary else None
         if run.out.float32_matmul_precision is None:
             run.out.float32_matmul_precision = precision

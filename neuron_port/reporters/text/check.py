@@ -132,7 +132,7 @@ def render_check(console: Console, report: Report) -> None:
                          if readiness is not None else no_ops_text(runtime)),
         f"CPU fallbacks: {len(runtime.fallbacks)} op(s), {ops.fallback_calls:,} call(s)",
         f"eager NEFF compiles: {ops.unique_signatures} unique signature(s), {runtime.shapes.after_warmup} after "
-        f"warm-up; {runtime.shapes.varying_sites} line(s) whose shapes keep changing, "
+        f"warm-up; {runtime.shapes.varying_sites} line(s) whose shapes or scalars keep changing, "
         f"{runtime.shapes.uneven_batch_sites} with an uneven last batch",
         f"torch.compile graphs: {sum(c.count for c in runtime.compiles)} compile(s) of "
         f"{len(runtime.compiles)} function(s)",
@@ -241,7 +241,7 @@ def _render_shapes(console: Console, runtime) -> None:
     for items in list(lines.values())[:MAX_ROWS]:
         v = items[0]
         ops = v.op + (f" +{len(items) - 1}" if len(items) > 1 else "")
-        if v.kind == "varying" and v.varying:
+        if v.kind in ("varying", "scalar") and v.varying:
             dim = v.varying[0]
             by_step: dict = {}
             for step, value in dim.first_seen:

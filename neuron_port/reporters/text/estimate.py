@@ -166,7 +166,19 @@ ACTIONS = {
     "fallback": "CPU fallbacks: the ops and lines in the fallback findings above run on the host",
     "collectives": "exposed collectives: fewer ranks, a larger batch per rank, or overlap (bucketing, prefetch)",
     "attention": "attention: a fused (flash) kernel is assumed; a shorter sequence or fewer heads",
+    "compiles": ("eager NEFF compiles in every step: the NP902 findings name the lines and the fix (a tensor lr, "
+                 "capturable=True, padding to buckets)"),
 }
+
+
+def eager_source(section: dict[str, Any]) -> str:
+    """Where the eager ops of a partly compiled step come from: the model is compiled, they are not."""
+    sites = (section.get("work") or {}).get("eager_sites") or []
+    eager = section["per_step"].get("eager_ops") or 0
+    where = ", ".join(f"{s['site']} {s['calls']:,.0f}" for s in sites)
+    return (f"per-op host dispatch of the {eager:,.0f} eager op(s) per step outside the compiled graphs"
+            f"{f' (most from {where})' if where else ''}: compile that code too (a compiled optimizer step, "
+            "a fused optimizer) or a larger batch per step")
 
 
 def action_line(section: dict[str, Any]) -> str:
@@ -178,6 +190,8 @@ def action_line(section: dict[str, Any]) -> str:
     fp32 = next((f for f in section["per_step"]["by_family"] if f["family"] == family), {})
     if family in ("matmul", "convolution") and (fp32.get("flops_by_dtype") or {}).get("fp32"):
         action = f"{family} in fp32: bf16 autocast (torch.autocast('neuron', dtype=torch.bfloat16))"
+    elif family == "dispatch" and section["per_step"].get("compiled_ops"):
+        action = eager_source(section)
     elif family in ACTIONS:
         action = ACTIONS[family]
     elif family in ("matmul", "convolution"):
@@ -276,7 +290,14 @@ def compile_line(section: dict[str, Any]) -> str:
     c = neff[0]["compile"]
     return (f"first run: {c['eager_neffs']:,} eager NEFF compile(s) and {c['graphs']} graph compile(s), "
             f"about {duration(c['first_run_seconds'])}; with a warm shared NEFF cache "
-            f"{duration(c['warm_cache_seconds'])}" + spared)
+            f"{duration(c['warm_cache_seconds'])}" + steady_compiles_text(c) + spared)
+
+
+def steady_compiles_text(c: dict[str, Any]) -> str:
+    """The compiles every steady step pays again (signatures that keep changing: NP902), cache or not."""
+    n = c.get("steady_compiles_per_step") or 0
+    return (f"; then {n:,.1f} more per steady step (NP902: they keep changing, the cache cannot serve them), "
+            f"{duration(c.get('steady_seconds_per_step') or 0)} per step, counted in the step time" if n else "")
 
 
 def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None:

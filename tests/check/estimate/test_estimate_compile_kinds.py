@@ -36,7 +36,8 @@ def test_only_a_trainium_row_is_charged_neff_compiles(report_schema):
     by_device = compiles(graphs=0)
     assert by_device["trn"] == {"neff": True, "eager_neffs": 40, "graphs": 0,
                                 "first_run_seconds": 40 * a["eager_neff_compile_seconds"],
-                                "warm_cache_seconds": 40 * a["neff_load_seconds"]}
+                                "warm_cache_seconds": 40 * a["neff_load_seconds"],
+                                "steady_compiles_per_step": 0.0, "steady_seconds_per_step": 0.0}
     # nothing to compile on a GPU in eager mode: zero, said plainly
     assert by_device["gpu"] == {"neff": False, "eager_neffs": 0, "graphs": 0, "first_run_seconds": 0.0,
                                 "warm_cache_seconds": 0.0, "note": "no NEFF compile on a GPU (eager CUDA kernels)"}

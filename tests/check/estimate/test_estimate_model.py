@@ -114,7 +114,8 @@ def test_roofline_on_a_synthetic_op_stream(tmp_path, devices):
     assert core["price"]["per_step_usd"] == pytest.approx(expected * 36 / 3600 / 2)
     assert core["price"]["per_million_tokens_usd"] == pytest.approx(expected * 36 / 3600 / 2 / 1000 * 1e6)
     assert core["compile"] == {"neff": True, "eager_neffs": 3, "graphs": 0, "first_run_seconds": 9.0,
-                               "warm_cache_seconds": pytest.approx(0.15)}
+                               "warm_cache_seconds": pytest.approx(0.15), "steady_compiles_per_step": 0.0,
+                               "steady_seconds_per_step": 0.0}
     chip = next(r for r in section["per_device"] if r["device"] == "test-chip")
     assert chip["step_seconds"]["lower"] < core["step_seconds"]["lower"]  # twice the peak, two issuing cores
     [mm_row] = [r for r in section["per_step"]["by_family"] if r["family"] == "matmul"]
