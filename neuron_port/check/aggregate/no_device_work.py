@@ -49,8 +49,7 @@ def no_device_work_finding(runtime: "RuntimeSection", processes: Sequence[Proces
     if frameworks:
         names = " and ".join(frameworks)
         call = next((f for f in ran if f.code in FRAMEWORK_CALLS), None)
-        what = (f"{names} (imported by the run) chose the CPU: it has no Trainium accelerator, and neither has the "
-                "simulated device")
+        what = f"{names} (imported by the run) chose the CPU: it has no Trainium accelerator"
         step = ("pass a custom Accelerator for the `neuron` device (`accelerator=NeuronAccelerator()`) or port "
                 "the loop to PyTorch or accelerate (NP610)")
         return _at(call, rule_message("NP913", what=what, next=step))
