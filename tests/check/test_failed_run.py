@@ -80,10 +80,11 @@ def test_an_unported_crash_prints_the_next_step_under_the_failure_line(tmp_path,
     assert result.returncode == 1
 
 
-def test_a_crash_before_a_whole_step_has_no_estimate_but_says_why(tmp_path, cli, sim_build):
+@pytest.mark.parametrize("mode", [(), ("--shape-only",)], ids=["real", "shape-only"])
+def test_a_crash_before_a_whole_step_has_no_estimate_but_says_why(tmp_path, cli, sim_build, mode):
     folder = project(tmp_path, {"train.py": OWN_BUG})
     report = tmp_path / "report.json"
-    result = check(cli, folder, "-o", str(report))
+    result = check(cli, folder, "-o", str(report), *mode)
     doc = json.loads(report.read_text())
     assert doc["runtime"]["ops"]["calls"] >= 1  # the op ran: on 858089d it was priced as a step
     assert "estimate" not in doc, doc.get("estimate", {}).get("steps")
