@@ -34,7 +34,7 @@ class LightningAccelerator(PythonRule):
     not run on your system since the accelerator is not available"). Whether Lightning ships a neuron
     accelerator is **not confirmed** (the Neuron docs list transformers, diffusers, PEFT and accelerate
     as running natively, not Lightning), so there is no spelling to rewrite to; ``accelerator="auto"``
-    would silently train on the CPU.
+    would silently train on the CPU (NP610).
 
     ## Example
     ```python
