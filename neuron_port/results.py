@@ -34,11 +34,18 @@ class Finding:
     effort: Optional[str]
     source: str = "static"
     cell: Optional[int] = None  # notebook cell index, when the file is a notebook
+    # the findings folded into this one (a kept scope's), each (line, column, code) in the same file
+    related: tuple[tuple[int, int, str], ...] = ()
 
     def to_json(self) -> dict:
         data = asdict(self)
         if data["cell"] is None:
             del data["cell"]
+        if self.related:
+            data["related"] = [{"path": self.path, "line": line, "column": column, "code": code}
+                               for line, column, code in self.related]
+        else:
+            del data["related"]
         return data
 
     def sort_key(self) -> tuple:

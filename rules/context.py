@@ -33,6 +33,7 @@ class Violation:
     effort: Optional[Effort] = None
     imports: tuple[Import, ...] = ()
     severity: Optional[Severity] = None
+    related: tuple = ()  # (rule code, node) of each report folded into this one (a kept scope's finding)
 
 
 class FileContext:

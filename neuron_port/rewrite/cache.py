@@ -351,6 +351,12 @@ def _decode(data: object, raw: bytes, display: str, real_path: str) -> Optional[
         for name in ("line", "column", "end_line", "end_column"):
             if type(item[name]) is not int:
                 return None
+        related = item["related"]  # JSON lists: [line, column, code] each
+        if not isinstance(related, list) or not all(
+                isinstance(r, list) and len(r) == 3 and type(r[0]) is int and type(r[1]) is int
+                and isinstance(r[2], str) for r in related):
+            return None
+        item["related"] = tuple(tuple(r) for r in related)
         findings.append(Finding(path=display, fix=Fix(available=fix[0], applied=fix[1], safety=fix[2]), **item))
     new_bytes = None
     if edit is not None:

@@ -4,6 +4,10 @@ replacements and needed imports, and repeat until a pass finds nothing to change
 Rules report; this module is the only place that edits a tree. The loop ends when a pass proposes no
 allowed fix, which is exactly the "second run changes nothing" guarantee; if that does not happen
 within MAX_PASSES the file is left alone and reported as an error.
+
+The report is the fixed point's (issue 34): the fixes applied, at their lines in the file as it was,
+and what is left as the last pass (the rules run again on the rewritten text) found it, at its lines in
+the rewritten text: exactly what a second run reports. A file no fix changed costs no second pass.
 """
 
 from __future__ import annotations
@@ -113,9 +117,46 @@ def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: E
     # collection of reference cycles
     context.shared.clear()
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
-    positions = (node_positions(module, (v.node for v in violations), ancestors)
+    positions = (node_positions(module, _located(violations), ancestors)
                  if violations and need_positions else None)
     return violations, positions
+
+
+def _located(reports: Sequence[Violation]):
+    """The nodes whose places the findings of ``reports`` give: each report's, and those folded into it."""
+    for report in reports:
+        yield report.node
+        for _, node in report.related:
+            yield node
+
+
+def _finding(report: Violation, rng, path: str, line_offset: int, cell: Optional[int], applied: bool,
+             positions: Optional[dict] = None) -> Finding:
+    related = tuple((positions[node].start.line + line_offset, positions[node].start.column + 1, code)
+                    for code, node in report.related) if report.related and positions else ()
+    return Finding(
+        code=report.rule.CODE,
+        name=report.rule.NAME,
+        severity=report.severity or report.rule.SEVERITY,
+        path=path,
+        line=rng.start.line + line_offset,
+        column=rng.start.column + 1,
+        end_line=rng.end.line + line_offset,
+        end_column=rng.end.column + 1,
+        message=report.message,
+        fix=Fix(available=report.replacement is not None, applied=applied, safety=report.safety or "none"),
+        effort=report.effort,
+        cell=cell,
+        related=tuple(sorted(related)),
+    )
+
+
+def _left_findings(module: cst.Module, reports: Sequence[Violation], positions, ancestors: dict, path: str,
+                   line_offset: int, cell: Optional[int]) -> list[Finding]:
+    """The last pass's reports (none of them applied), located in its tree: the rewritten text."""
+    if positions is None and reports:  # resolved here only: a pass after the first needs them for this alone
+        positions = node_positions(module, _located(reports), ancestors)
+    return [_finding(r, positions[r.node], path, line_offset, cell, False, positions) for r in reports]
 
 
 def _matches(code: str, pattern: Optional[Pattern[str]], seen: dict) -> bool:
@@ -263,25 +304,12 @@ def transform_source(
             if pass_number == 0:
                 allowed = _allowed(report, options)
                 first_allowed += allowed
-                first_findings.append(
-                    Finding(
-                        code=report.rule.CODE,
-                        name=report.rule.NAME,
-                        severity=report.severity or report.rule.SEVERITY,
-                        path=path,
-                        line=rng.start.line + line_offset,
-                        column=rng.start.column + 1,
-                        end_line=rng.end.line + line_offset,
-                        end_column=rng.end.column + 1,
-                        message=report.message,
-                        fix=Fix(available=report.replacement is not None, applied=allowed,
-                            safety=report.safety or "none"),
-                        effort=report.effort,
-                        cell=cell,
-                    )
-                )
+                first_findings.append(_finding(report, rng, path, line_offset, cell, allowed, positions))
         to_apply = [r for r in kept if _allowed(r, options)]
         if not to_apply:
+            if pass_number > 0:  # the fixed point: what is left is this pass's, at its lines in the new text
+                left = _left_findings(module, kept, positions, ancestors, path, line_offset, cell)
+                first_findings = [f for f in first_findings if f.fix.applied] + left
             break
         if pass_number == MAX_PASSES:
             raise RewriteError(

@@ -38,6 +38,7 @@ def _folded(context: FileContext, hidden: frozenset = frozenset()) -> list[Viola
     # is_available(), may have none when that rule is not selected: its reports stay, unfixed)
     reported = {(v.rule.CODE, v.node) for v in context.violations if v.rule not in hidden}
     folded: dict[cst.CSTNode, dict[str, int]] = {}
+    places: dict[cst.CSTNode, list[tuple[str, cst.CSTNode]]] = {}  # the folded reports keep their places
     kept: list[Violation] = []
     for report in context.violations:
         owner = None if report.rule.CODE in _NEVER_FOLDED else scope_of(report.rule.CODE, report.node, scopes, members)
@@ -51,6 +52,7 @@ def _folded(context: FileContext, hidden: frozenset = frozenset()) -> list[Viola
         else:
             counts = folded.setdefault(owner, {})
             counts[report.rule.CODE] = counts.get(report.rule.CODE, 0) + 1
+            places.setdefault(owner, []).append((report.rule.CODE, report.node))
     out: list[Violation] = []
     for report in kept:
         counts = folded.get(report.node) if is_scope_finding(report.rule.CODE, report.node, scopes) else None
@@ -58,7 +60,8 @@ def _folded(context: FileContext, hidden: frozenset = frozenset()) -> list[Viola
             total = sum(counts.values())
             listed = ", ".join(f"{code} x{n}" if n > 1 else code for code, n in sorted(counts.items()))
             report = replace(report, message=f"{report.message}; {total} finding{'s' * (total != 1)} inside "
-                             f"left as they are and folded into this one ({listed})")
+                             f"left as they are and folded into this one ({listed})",
+                             related=tuple(places[report.node]))
         out.append(report)
     return out
 

@@ -25,7 +25,8 @@ def rank_call(rule: PythonRule, node: cst.BaseExpression, key: str, call: cst.Ca
     if position is None:
         return False
     arg = arg_named(call, "device", position)
-    if arg is None or arg.star or not ranks.is_rank(arg.value):
+    if arg is None or arg.star or not (ranks.sets_rank_device(arg.value, call) if key == "set_device"
+                                       else ranks.is_rank(arg.value)):
         return False
     if key == "set_device":
         return True  # removed by NP502: torch.neuron.set_device(local_rank) raises on every rank but 0

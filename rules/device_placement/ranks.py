@@ -37,6 +37,7 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.device_placement.common import storage_lambda_call
+from neuron_port.rules.device_placement.rank_device_names import holds_rank_device
 from neuron_port.rules.device_placement.tables import (
     CUDA_API_DEVICE_ARGS,
     FORMAT_TEMPLATE_RE,
@@ -130,6 +131,8 @@ class RankDevices:
         self.set_device_fixes: dict[cst.Call, tuple[cst.CSTNode, cst.CSTNode]] = {}
         self._index_required: set[cst.CSTNode] = set()
         self._index_names: set[str] = set()  # names passed as device_id= of init_process_group
+        self._rank_templates: set = set()  # the rank's devices written as templates (``f"cuda:{rank}"``)
+        self._statements: dict = {}
         self._scan(module)
 
     # -- the questions the rules ask --------------------------------------------------------------
@@ -205,10 +208,15 @@ class RankDevices:
             elif kind is cst.SimpleStatementSuite:
                 _record_statements(node, node, statements)
         self._aliases(assigned, params)
+        self._statements = statements
         if self.context.target != "neuron":
             return  # the accelerator target keeps rank indices (what CUDA needs)
+        rank_templates = set()
         for node, index in templates:
-            self.sites += self.is_rank(index)
+            if self.is_rank(index):
+                self.sites += 1
+                rank_templates.add(node)
+        self._rank_templates = rank_templates
         for node in lambdas:
             self._storage_lambda(node)
         rank_set_devices = []
@@ -232,6 +240,10 @@ class RankDevices:
                     self.aliases.add(name)
                     changed = True
 
+    def sets_rank_device(self, node: cst.BaseExpression, call: Optional[cst.Call] = None) -> bool:
+        """``node``, the argument of ``call`` (a ``set_device``), is a rank or holds a rank's device."""
+        return self.is_rank(node) or holds_rank_device(node, call, self._statements, self._rank_templates)
+
     def _block(self, node: cst.CSTNode, why: str) -> None:
         self.blockers.append(Blocker(node, why))
 
@@ -252,7 +264,7 @@ class RankDevices:
         last = last_segment(call.func)
         if qualname in SET_DEVICE_QUALNAMES:
             arg = arg_named(call, "device", 0)
-            if arg is not None and not arg.star and self.is_rank(arg.value):
+            if arg is not None and not arg.star and self.sets_rank_device(arg.value, call):
                 self.sites += 1
                 return True
             return False

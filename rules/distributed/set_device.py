@@ -25,7 +25,8 @@ class DistributedSetDevice(SkipProse):
     of its own, the neuron target offers to delete it (``pass`` when it is the only statement of its
     block); NP201 leaves that call alone. A ``torch.cuda.set_device`` whose argument is not a rank is
     NP201's alone (renamed; one finding per call); other calls are reported: a ``torch.neuron`` spelling
-    with a non-rank argument gets advice, and on the accelerator target the call is what CUDA needs.
+    with a non-rank argument is left alone (what NP201's rename gives), and on the accelerator target the call
+    is what CUDA needs.
 
     ## Why is this bad?
     TorchNeuron's ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` (when unset) and
@@ -77,6 +78,9 @@ class DistributedSetDevice(SkipProse):
         # not a rank, torch.cuda spelling: NP201 renames it, and that is the only finding on the line
         Valid("import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
               "device = torch.device('neuron')\ntorch.cuda.set_device(device)\n"),
+        # not a rank, the neuron spelling (what NP201's rename gives): nothing asks to drop it again
+        Valid("import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
+              "torch.neuron.set_device(device)\n"),
     ]
     INVALID = [
         Invalid(
@@ -119,12 +123,6 @@ class DistributedSetDevice(SkipProse):
             "torch.cuda.set_device(local_rank)\n",
             None,  # CUDA needs it: the accelerator target only reports
             target="accelerator",
-            unsafe_fixes=True,
-        ),
-        Invalid(
-            "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
-            "torch.neuron.set_device(device)\n",
-            None,  # not a rank: advice only
             unsafe_fixes=True,
         ),
         Invalid(
@@ -173,7 +171,8 @@ class DistributedSetDevice(SkipProse):
         ranks = rank_devices(self.context, original_node) if self._calls and self.context.target == "neuron" else None
         for node, after_init in self._calls:
             arg = arg_named(node, "device", 0) or node.args[0]
-            rank = not arg.star and (ranks.is_rank(arg.value) if ranks is not None else is_rank_expression(arg.value))
+            rank = not arg.star and (ranks.sets_rank_device(arg.value, node) if ranks is not None
+                                     else is_rank_expression(arg.value))
             source = source_of(arg.value)
             source = source if len(source) <= 20 else "..."
             if not (self._init_seen or rank or "rank" in source.lower()):
@@ -193,7 +192,10 @@ class DistributedSetDevice(SkipProse):
                     continue
                 self.report(node, message)
                 continue
-            if self.context.target == "neuron" and self.context.qualname(node.func) == "torch.cuda.set_device":
-                continue  # not a rank: NP201's rename is the one finding on this call (one cause, one finding)
+            if self.context.target == "neuron" and self.context.qualname(node.func) in (
+                    "torch.cuda.set_device", "torch.neuron.set_device"):
+                # not a rank: NP201's rename is the one finding on this call (one cause, one finding), and
+                # what it renames is not asked to be dropped after the fix (the fixed point, issue 34)
+                continue
             self.report(node, f"each process has one NeuronCore, `neuron`: drop `set_device({source})` where it "
                         f"names a rank{extra}")

@@ -1,0 +1,77 @@
+"""The rewrite's fixed point (issue 34, item 2): after the fixes the rules run again on the rewritten text,
+and the report is that run's. What `rewrite` lists as left is exactly what `rewrite --check` reports on
+the rewritten tree (same code, place and message), over every fixture project and the wheel audit set's
+CI package; nothing a fix creates is missing from the first report. Through the real CLI, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from tests.rewrite.test_held_out import PACKAGE, load_audit
+
+FIXTURE_PROJECTS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and p.name != "expected")
+
+
+def _findings(cli, folder: Path, *extra: str) -> tuple[dict, set]:
+    done = cli("rewrite", ".", "--output-format", "json", "--fail-on", "never", *extra, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["errors"] == [], report["errors"]
+    return report, {(f["path"], f["line"], f["column"], f["code"], f["message"], f["fix"]["applied"])
+                    for f in report["findings"]}
+
+
+def _assert_fixed_point(cli, folder: Path) -> set:
+    """`rewrite` then `rewrite --check`: the second run's findings are the first run's left ones."""
+    _, first = _findings(cli, folder)
+    left = {f for f in first if not f[-1]}
+    second_report, second = _findings(cli, folder, "--check")
+    assert second_report["summary"]["fixes_pending"] == 0
+    assert second == left, (
+        "new in the second run:\n" + "\n".join(map(str, sorted(second - left)))
+        + "\nlisted as left but not reported again:\n" + "\n".join(map(str, sorted(left - second))))
+    return left
+
+
+@pytest.mark.parametrize("name", FIXTURE_PROJECTS)
+def test_fixture_left_findings_are_the_second_runs(name, tmp_path, cli):
+    work = tmp_path / name
+    shutil.copytree(FIXTURES / name, work)
+    _assert_fixed_point(cli, work)
+
+
+def test_audit_package_left_findings_are_the_second_runs(tmp_path, cli):
+    folder = load_audit().build_corpus([PACKAGE], tmp_path)[PACKAGE]
+    left = _assert_fixed_point(cli, folder)
+    assert len(left) > 20  # the corpus was really read
+
+
+def test_no_fix_creates_a_finding_another_fix_asks_to_undo(tmp_path, cli):
+    """The issue's example (and the README demo's): `device` holds the rank's device, so `set_device(device)`
+    is `set_device(local_rank)`, NP502's to remove. On 858089d NP201 renamed it and NP101 made `device` the
+    plain "neuron"; then the second run reported NP502 "drop `set_device(device)`", which the first had not."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import os
+        import torch
+        from torch.distributed import init_process_group
+
+        init_process_group(backend="nccl")
+        local_rank = int(os.environ["LOCAL_RANK"])
+        if local_rank >= 0:
+            device = f"cuda:{local_rank}"
+            torch.cuda.set_device(device)
+        else:
+            device = "cpu"
+        x = torch.ones(2, device=device)
+        """))
+    report, first = _findings(cli, tmp_path)
+    assert ("train.py", 9, 5, "NP502") in {f[:4] for f in first if f[-1]}, first
+    assert "set_device" not in (tmp_path / "train.py").read_text()
+    assert _findings(cli, tmp_path, "--check")[1] == {f for f in first if not f[-1]} == set()
