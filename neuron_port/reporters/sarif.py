@@ -254,6 +254,12 @@ def to_document(
                 physical["region"] = {"startLine": f.line, "startColumn": f.column,
                                       "endLine": max(f.end_line, f.line), "endColumn": max(1, f.end_column)}
             item["locations"] = [{"physicalLocation": physical}]
+            if f.related and f.cell is None:  # the findings folded into this one, each at its place
+                item["relatedLocations"] = [
+                    {"id": number, "message": {"text": code},
+                     "physicalLocation": {"artifactLocation": physical["artifactLocation"],
+                                          "region": {"startLine": line, "startColumn": column}}}
+                    for number, (line, column, code) in enumerate(f.related)]
         if id(f) in fixes:
             item["fixes"] = [fixes[id(f)]]
         properties: dict[str, Any] = {"name": f.name, "severity": f.severity, "source": f.source,
