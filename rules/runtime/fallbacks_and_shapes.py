@@ -98,9 +98,10 @@ class EagerShapeVariance(RuntimeRule):
       with a tensor lr when a scheduler changes it.
     The finding is at the user's line that issued the op (`optimizer.step()`, `scaler.step(optimizer)`).
 
-    In the estimate, the signatures this rule reports in the training steps after warm-up are compiles
-    every steady step pays (a new value is a new NEFF, the cache cannot serve it): counted per step
+    In the estimate, the signatures of the scalar message in the training steps after warm-up are compiles
+    every steady step pays (a scheduled lr never repeats: no cache serves it): counted per step
     (`compile.steady_compiles_per_step`) and priced in the step time (`eager_neff_compile_seconds` each).
+    Shapes stay first-run compiles: their values are bounded and each is cached once seen.
 
     ## Why is this bad?
     TorchNeuron compiles each new signature to a NEFF, which takes seconds (minutes for whole graphs).

@@ -1,8 +1,10 @@
-"""Eager NEFF compiles that recur in the steady state, per step: the signatures NP902 reports (a shape or
-a Python number that keeps changing: ``shape_timeline.classify``'s ``varying`` and ``scalar`` kinds), first
-seen in the training steps after warm-up, over the steady steps. On a cold or a warm cache alike each of
-them is a compile on Trainium (a new value is a new NEFF), so a steady step pays them, not only the first
-run. One-off late signatures (an uneven last batch, a phase after training) are the first run's.
+"""Eager NEFF compiles that recur in the steady state, per step: the signatures of NP902's scalar message
+(a Python number that keeps changing: ``shape_timeline.classify``'s ``scalar`` kind), first seen in the
+training steps after warm-up, over the steady steps. A scheduled lr or a step count never repeats, so on
+a cold or a warm cache alike each step compiles again: a steady step pays them, however long the job.
+Shapes that keep changing (``varying``) stay the first run's: their values are bounded (a maximum length,
+a maximum box count) and the cache serves each one once seen; one-off late signatures (an uneven last
+batch, a phase after training) too.
 
 Also where the eager ops of a step come from (``eager_sites``): the lines that issued the most eager op
 calls, for the estimate's next step when part of the step is compiled (the eager ops are then the
@@ -20,7 +22,7 @@ from neuron_port.check.events import EagerCompileEvent, ProcessEvents
 
 __all__ = ["steady_compiles_per_step"]
 
-RECURRING = ("varying", "scalar")
+RECURRING = ("scalar",)
 
 
 def steady_compiles_per_step(process: ProcessEvents) -> float:

@@ -296,7 +296,7 @@ def compile_line(section: dict[str, Any]) -> str:
 def steady_compiles_text(c: dict[str, Any]) -> str:
     """The compiles every steady step pays again (signatures that keep changing: NP902), cache or not."""
     n = c.get("steady_compiles_per_step") or 0
-    return (f"; then {n:,.1f} more per steady step (NP902: they keep changing, the cache cannot serve them), "
+    return (f"; then {n:,.1f} more per steady step (NP902: a Python number keeps changing, no cache serves it), "
             f"{duration(c.get('steady_seconds_per_step') or 0)} per step, counted in the step time" if n else "")
 
 
