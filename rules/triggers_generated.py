@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'a9607f98a8dd6756d364f06168711fce0b6315a62d399f702e5f1b12e31bb8c1'
+RULE_SOURCES_SHA256 = '9be1a7bafb3b071cbacd8139a78bbd0caa97bec091bb2277b68ac09ce3149bb3'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

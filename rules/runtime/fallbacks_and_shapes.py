@@ -85,9 +85,12 @@ class EagerShapeVariance(RuntimeRule):
     Not reported: new signatures at a single later step (a one-time compile, counted in
     `runtime.shapes.after_warmup`); a smaller last batch (NP910).
 
-    Scalars: a Python number passed to an op is part of its signature (the simulator hashes its value;
-    TorchNeuron lowers it into the compiled op, as its NKI guide says of kernels: "the first call compiles
-    the kernel for the input shapes, data types, and non-tensor argument values"). When no shape kept
+    Scalars: a Python number passed to an op is part of its signature (the simulator hashes its value).
+    That TorchNeuron's eager path does the same is inferred, not verified: its NEFF cache key hashes the
+    op's IR bytes, where a Python number is a constant, and its NKI guide says of kernels "the first call
+    compiles the kernel for the input shapes, data types, and non-tensor argument values"; if it passes
+    scalars as inputs instead, these compiles do not happen (the fixes below cost nothing either way,
+    and are what XLA devices ask for). When no shape kept
     changing but a float argument did, by the same test, the message says so, names the argument and
     the fix for the op that took it:
     - a fused optimizer (`fused=True`) with a learning rate from a scheduler: `_fused_adamw_` gets a new
