@@ -89,6 +89,9 @@ class RuntimeSection:
     lost_records: tuple[LostRecords, ...] = ()  # device work the counts miss (NP912, check/events/lost.py)
     next_step: Optional[str] = None  # a failed run of code not ported yet: what to do first (command.py)
     estimate_withheld: Optional[str] = None  # why the run has no estimate although ops ran (session.py)
+    # with a withheld estimate, the most device memory any process held before the failure (an OOM-killed
+    # run's peak is what its user needs most; the estimate's memory row is gone with the estimate)
+    device_peak_bytes: Optional[int] = None
 
     def __getattr__(self, name: str) -> Any:
         parts = self.__dict__.get("parts")  # not found as a field: one of the aggregators' parts
@@ -107,6 +110,7 @@ class RuntimeSection:
             **({"lost_records": [lost.to_json() for lost in self.lost_records]} if self.lost_records else {}),
             **({"next_step": self.next_step} if self.next_step else {}),
             **({"estimate_withheld": self.estimate_withheld} if self.estimate_withheld else {}),
+            **({"device_peak_bytes": self.device_peak_bytes} if self.device_peak_bytes is not None else {}),
         }
 
 

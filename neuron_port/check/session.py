@@ -140,7 +140,9 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         runtime, findings = build_runtime(processes, status, SiteMapper(path, tree), lost)
         estimate = build_estimate(processes, estimate_options(settings.source))
         withheld = withheld_reason(processes, status.succeeded) if estimate is not None else None
+        peak = (estimate.get("work") or {}).get("peak_bytes") if withheld and estimate else None
         runtime = replace(runtime, estimate=None if withheld else estimate, estimate_withheld=withheld,
+                          device_peak_bytes=peak,
                           mode="shape_only" if mode_env else "real")
     except (CommandError, PreviewError) as exc:
         raise UsageError(str(exc)) from None

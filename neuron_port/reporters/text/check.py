@@ -189,7 +189,9 @@ def render_check(console: Console, report: Report) -> None:
         _more(console, len(distributed))
 
     if runtime.estimate_withheld:
-        console.print(f"Estimate: {runtime.estimate_withheld}", markup=False, highlight=False)
+        peak = runtime.device_peak_bytes
+        held = f"; the device held at most {peak / 2**20:.1f} MiB before the failure" if peak else ""
+        console.print(f"Estimate: {runtime.estimate_withheld}{held}", markup=False, highlight=False)
     render_estimate(console, runtime.estimate)
 
     for failure in runtime.failures:

@@ -1,4 +1,4 @@
-"""The peak memory of a process killed by SIGKILL (what the OOM killer sends) still reaches the estimate:
+"""The peak memory of a process killed by SIGKILL (what the OOM killer sends) still reaches the report:
 the allocator raises it in the crash-proof counters header (neuron_backend/EVENTS.md), and the report
 rebuilt from the records carries it. The kill comes after a random number of allocations, repeatedly."""
 
@@ -32,6 +32,8 @@ def test_peak_bytes_survive_a_sigkill(tmp_path, cli, sim_build):
         doc = json.loads(report.read_text())
         assert doc["runtime"]["status"]["signal"] in ("SIGKILL", 9), doc["runtime"]["status"]
         assert doc["runtime"]["processes"][0].get("rebuilt"), doc["runtime"]["processes"]
-        peak = doc["estimate"]["per_device"][0]["memory"]["peak_bytes"]
+        # no step ran, so the estimate is withheld (issue 35); the peak stays in the report beside the reason
+        assert "estimate" not in doc and doc["runtime"]["estimate_withheld"]
+        peak = doc["runtime"]["device_peak_bytes"]
         held = sum((i + 1) * 2**20 for i in range(n))
         assert held <= peak < held + 2**20 * 4, (n, peak, held)
