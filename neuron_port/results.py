@@ -67,16 +67,29 @@ class FileResult:
     error: Optional[str] = None
     skipped: bool = False  # pre-filter: no rule could match
     written: bool = False
+    # a changed Python file: where the rewritten text's lines stand in the file as it is (rewrite/line_map.py)
+    line_map: tuple[tuple[int, int, int, bool], ...] = ()
 
     @property
     def changed(self) -> bool:
         return self.new_bytes is not None
 
     def reported_findings(self) -> list[Finding]:
-        """The findings as a report shows them: a fix counts as applied once the file is written."""
+        """The findings as a report shows them: a fix counts as applied once the file is written; until then
+        the file keeps its old lines, so what is left (found on the rewritten text) is shown at those."""
         if self.written:
             return list(self.findings)
-        return [replace(f, fix=replace(f.fix, applied=False)) if f.fix.applied else f for f in self.findings]
+        return [replace(f, fix=replace(f.fix, applied=False)) if f.fix.applied else self._at_old_lines(f)
+                for f in self.findings]
+
+    def _at_old_lines(self, finding: Finding) -> Finding:
+        if not self.line_map or finding.cell is not None:
+            return finding
+        from neuron_port.rewrite.line_map import old_line
+
+        line, end = old_line(self.line_map, finding.line), old_line(self.line_map, finding.end_line)
+        related = tuple((old_line(self.line_map, r_line), column, code) for r_line, column, code in finding.related)
+        return replace(finding, line=line, end_line=max(line, end), related=related)
 
     def without_rewrite(self) -> "FileResult":
         """This result for a file that keeps its old content (its rewrite could not be written)."""

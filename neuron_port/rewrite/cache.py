@@ -42,6 +42,7 @@ from typing import Optional
 from neuron_port.config import project_root
 from neuron_port.results import FileResult, Finding, Fix
 from neuron_port.rewrite.cache_files import CacheRefused, SafeFolder, load_secret_key
+from neuron_port.rewrite.sources import file_kind
 
 CACHE_DIR_NAME = ".neuron-port-cache"
 ENTRY_FORMAT = "rewrite-v2"
@@ -370,5 +371,10 @@ def _decode(data: object, raw: bytes, display: str, real_path: str) -> Optional[
             return None
         if error.startswith("\0"):
             error = display + error[1:]
-    return FileResult(path=display, real_path=real_path, findings=findings, fixes_applied=fixes,
-                      new_bytes=new_bytes, error=error, skipped=skipped)
+    result = FileResult(path=display, real_path=real_path, findings=findings, fixes_applied=fixes,
+                        new_bytes=new_bytes, error=error, skipped=skipped)
+    if new_bytes is not None and file_kind(display) == "python":  # as file_work does for a fresh result
+        from neuron_port.rewrite.line_map import line_map
+
+        result.line_map = line_map(raw, new_bytes)
+    return result

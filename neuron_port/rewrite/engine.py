@@ -7,7 +7,8 @@ within MAX_PASSES the file is left alone and reported as an error.
 
 The report is the fixed point's (issue 34): the fixes applied, at their lines in the file as it was,
 and what is left as the last pass (the rules run again on the rewritten text) found it, at its lines in
-the rewritten text: exactly what a second run reports. A file no fix changed costs no second pass.
+the rewritten text: exactly what a second run reports. A file no fix changed costs no second pass. When the
+rewrite is not written, the report moves what is left back to the file's own lines (rewrite/line_map.py).
 """
 
 from __future__ import annotations

@@ -124,6 +124,10 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes],
             **({"matched": True} if kind == "python" else {}),
         )
         _record(result, decoded, outcome.code, outcome.findings, outcome.fixes_applied, options)
+        if kind == "python" and result.changed:  # what is left stands at the rewritten text's lines
+            from neuron_port.rewrite.line_map import line_map
+
+            result.line_map = line_map(decoded.text, outcome.code)
         return result, _read_digest(result, decoded, raw)
     except (SourceError, RewriteError) as exc:
         result.error = str(exc)

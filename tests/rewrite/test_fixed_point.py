@@ -75,3 +75,30 @@ def test_no_fix_creates_a_finding_another_fix_asks_to_undo(tmp_path, cli):
     assert ("train.py", 9, 5, "NP502") in {f[:4] for f in first if f[-1]}, first
     assert "set_device" not in (tmp_path / "train.py").read_text()
     assert _findings(cli, tmp_path, "--check")[1] == {f for f in first if not f[-1]} == set()
+
+
+@pytest.mark.parametrize("name", FIXTURE_PROJECTS)
+def test_what_is_left_stands_at_the_lines_of_the_file_on_disk(cli, tmp_path, name):
+    """Nothing written (`--check`; `--diff` and `check --preview` the same): what is left points at the file
+    as it is, where editors, GitHub annotations and SARIF show it. Each left finding's line there holds the
+    text that the same finding's line holds in the rewritten file once `rewrite` wrote it (the fixed point
+    reports at the new lines; on 858089d's fixed point, --check said train.py:112 for the float64 at 113)."""
+    folder = tmp_path / name
+    shutil.copytree(FIXTURES / name, folder)
+    before = {p: p.read_text(encoding="utf-8", errors="replace").splitlines()
+              for p in folder.rglob("*.py")}
+    checked, _ = _findings(cli, folder, "--check", "--exit-zero")
+    written, _ = _findings(cli, folder)
+    at_new = {(f["path"], f["code"], f["message"], f["column"]): f["line"]
+              for f in written["findings"] if not f["fix"]["applied"] and "cell" not in f}
+    compared = 0
+    for f in checked["findings"]:
+        key = (f["path"], f["code"], f["message"], f["column"])
+        path = folder / f["path"]
+        if f["fix"]["available"] or "cell" not in f and path not in before or key not in at_new:
+            continue
+        new_lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        assert before[path][f["line"] - 1] == new_lines[at_new[key] - 1], (f, at_new[key])
+        compared += 1
+    left = [f for f in checked["findings"] if not f["fix"]["available"] and (folder / f["path"]) in before]
+    assert compared or not left
