@@ -11,6 +11,18 @@
 
 namespace neuron_sim {
 
+// PyTorch's efficient zero tensors (at::_efficientzerotensor: what autograd formulas return for a gradient
+// known to be zero, e.g. sgn's and sign's of a real input) have a storage without memory (a null data
+// pointer) and the ZeroTensor dispatch key, which makes every op that reads them see zeros
+// (aten/src/ATen/ZeroTensorFallback.cpp): ops the ZeroTensor key passes through (copies, clones, views,
+// factories like *_like) reach the device's kernels with the tensor as it is. The key crosses the alias
+// boundary both ways, so the CPU kernels see a zero tensor as on the CPU and a zero tensor they return
+// stays one on the device; dropping it left a tensor of N elements over no memory, read from address 0.
+static c10::DispatchKeySet with_zero_key(c10::DispatchKey backend, const at::Tensor& like) {
+  c10::DispatchKeySet ks(backend);
+  return like._is_zerotensor() ? ks.add(c10::DispatchKey::ZeroTensor) : ks;
+}
+
 void alias_deleter(void* ctx) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx)); }
 
 at::Tensor cpu_alias(const at::Tensor& t) {
@@ -19,8 +31,8 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   c10::DataPtr dp(si->data_ptr().get(), si, &alias_deleter, c10::Device(c10::kCPU));
   auto csi = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), si->nbytes(),
                                                    std::move(dp), c10::GetCPUAllocator(), /*resizable=*/true);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(csi)),
-                                                   c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(csi)), with_zero_key(c10::DispatchKey::CPU, t),
+                                                   t.dtype());
   impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   if (t.is_neg()) impl->_set_neg(true);
   if (t.is_conj()) impl->_set_conj(true);
@@ -53,11 +65,16 @@ at::Tensor wrap_cpu_result(const at::Tensor& r, c10::DeviceIndex dev) {
     // A view of a neuron tensor's memory: share that neuron storage.
     auto* nsi = static_cast<c10::StorageImpl*>(csi->data_ptr().get_context());
     nst = c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(nsi));
+  } else if (r._is_zerotensor()) {
+    // A new zero tensor: no memory, as PyTorch's ZeroTensorAllocator gives on any device.
+    nst = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), csi->nbytes(),
+        c10::DataPtr(nullptr, c10::Device(kNeuron, static_cast<c10::DeviceIndex>(dev))), nullptr, false));
   } else {
     nst = c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), csi->nbytes(),
                                                              wrap_storage(csi, dev), neuron_allocator(), true));
   }
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(nst), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(nst), with_zero_key(c10::DispatchKey::PrivateUse1, r),
                                                    r.dtype());
   impl->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
   if (r.is_neg()) impl->_set_neg(true);
