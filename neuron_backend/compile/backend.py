@@ -24,7 +24,9 @@ What it does, like TorchNeuron's Dynamo backend:
   ``[neuron-port simulator]`` error when it aliases its input (issue 39).
 
 While a compiled graph runs, the core's per-op accounting is paused: on Trainium a compiled graph
-is one NEFF, not a series of eager op compiles. A graph that fell back to eager is counted op by op.
+is one NEFF, not a series of eager op compiles. Its device memory is what the NEFF's inputs and outputs
+hold (the peak is taken at its end), not each intermediate (the NEFF's scratchpad, which the runtime
+manages). A graph that fell back to eager is counted op by op.
 
 Registered with Dynamo by ``register()`` (called from ``neuron_backend.enable()``) and through the
 ``torch_dynamo_backends`` entry point (``neuron = neuron_backend.compile.backend:neuron_backend``).
@@ -259,7 +261,10 @@ def lowering_summary(bad, kind: str) -> str:
 
 
 def _runner(g):
-    """Run an ATen graph with the core's per-op accounting paused (one NEFF, not eager ops)."""
+    """Run an ATen graph as one NEFF: the core's per-op accounting paused (no eager ops), and its memory
+    counted as the compiled program uses it (``mem_graph_begin``/``end``): the inputs, held for the whole
+    run, and the outputs (what AOTAutograd saves for the backward, the gradients, the results), not each
+    intermediate, which on Trainium lives in the NEFF's scratchpad, outside the allocator's statistics."""
     from ..device import runtime
 
     c = runtime.C
@@ -269,9 +274,11 @@ def _runner(g):
         if c is None:
             return fwd(*args)
         c.set_accounting(False)
+        c.mem_graph_begin()
         try:
-            return fwd(*args)
+            return fwd(*args)  # the intermediates die with fwd's frame, before the peak is taken below
         finally:
+            c.mem_graph_end()
             c.set_accounting(True)
 
     run._boxed_call = True  # AOTAutograd calling convention: one list argument

@@ -89,6 +89,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_peak_memory_stats",
         [](int64_t dev) { mem_reset_peak(check_device_index(dev, "reset_peak_memory_stats", true)); });
   m.def("empty_cache", [](int64_t dev) { mem_empty_cache(check_device_index(dev, "empty_cache", true)); });
+  m.def("mem_graph_begin", &mem_graph_begin);
+  m.def("mem_graph_end", &mem_graph_end);
   m.def("default_generator", [](int64_t dev) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(check_device_index(dev, "default_generator", true))));

@@ -15,6 +15,7 @@ struct DevMem {
       alloc_count{0}, free_count{0}, total_allocated{0};
 };
 static std::array<DevMem, kMaxDevices> g_mem;
+static std::atomic<int> g_graph_depth{0};  // > 0 while a compiled graph runs (mem_graph_begin)
 
 // The table entry of a device. Callers check the index against device_count() first; this
 // guards the table itself. (mem_on_alloc / mem_on_free run in deleters and must not throw: an
@@ -44,10 +45,12 @@ void mem_on_alloc(int dev, size_t n) {
   if (dev < 0 || dev >= kMaxDevices) dev = 0;
   auto& m = g_mem[dev];
   int64_t a = m.allocated.fetch_add(n, std::memory_order_relaxed) + n;
-  if (atomic_max(m.peak_allocated, a)) records_note_peak(a);  // crash-proof: kept if the process is killed
   int64_t r = m.rounded.fetch_add(round_size(n), std::memory_order_relaxed) + round_size(n);
-  atomic_max(m.reserved, r);
-  atomic_max(m.peak_reserved, m.reserved.load(std::memory_order_relaxed));
+  if (g_graph_depth.load(std::memory_order_relaxed) == 0) {
+    if (atomic_max(m.peak_allocated, a)) records_note_peak(a);  // crash-proof: kept if the process is killed
+    atomic_max(m.reserved, r);
+    atomic_max(m.peak_reserved, m.reserved.load(std::memory_order_relaxed));
+  }
   m.alloc_count.fetch_add(1, std::memory_order_relaxed);
   m.total_allocated.fetch_add(n, std::memory_order_relaxed);
 }
@@ -67,6 +70,16 @@ void mem_reset_peak(int dev) {
   auto& m = table_entry(dev);
   m.peak_allocated.store(m.allocated.load());
   m.peak_reserved.store(m.reserved.load());
+}
+void mem_graph_begin() { g_graph_depth.fetch_add(1, std::memory_order_relaxed); }
+void mem_graph_end() {
+  if (g_graph_depth.fetch_sub(1, std::memory_order_relaxed) != 1) return;  // still inside an outer graph
+  for (auto& m : g_mem) {
+    int64_t a = m.allocated.load(std::memory_order_relaxed);
+    if (atomic_max(m.peak_allocated, a)) records_note_peak(a);
+    atomic_max(m.reserved, m.rounded.load(std::memory_order_relaxed));
+    atomic_max(m.peak_reserved, m.reserved.load(std::memory_order_relaxed));
+  }
 }
 void mem_empty_cache(int dev) {
   auto& m = table_entry(dev);
