@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '9be1a7bafb3b071cbacd8139a78bbd0caa97bec091bb2277b68ac09ce3149bb3'
+RULE_SOURCES_SHA256 = '35403016a6aa237ed5061b890437b08c70ac60e3742f64dd15d0ae7f83ac0550'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

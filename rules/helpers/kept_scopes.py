@@ -19,6 +19,7 @@ from neuron_port.rules.helpers.names import walk
 # `--select NP104` run does not edit inside a CUDA-only module either (their own findings are then dropped).
 SCOPE_RULES = ("NP701", "NP713", "NP717", "NP720")
 
+_OUTER = "NP717"  # its kernel code holds the kernels NP701 keeps
 _KEY = "kept_scopes"  # FileContext.shared key: finding node -> (code of the rule, scope node)
 
 
@@ -48,8 +49,10 @@ def scope_of(code: str, node: cst.CSTNode, scopes: dict[cst.CSTNode, tuple[str, 
     """The finding node of the kept scope that the report of ``code`` on ``node`` lies inside (None when
     it lies in none, or is that scope's finding). ``members`` caches each scope's nodes (a module scope
     holds every node and is not walked)."""
-    # a module scope first: a kernel function inside a CUDA-only module folds into the module's finding
-    ordered = sorted(scopes.items(), key=lambda item: not isinstance(item[1][1], cst.Module))
+    # the outer scopes first: a kernel function inside a CUDA-only module, or inside NP717's kernel code of a
+    # module, folds into that finding
+    ordered = sorted(scopes.items(), key=lambda item: 0 if isinstance(item[1][1], cst.Module) else (
+        1 if item[1][0] == _OUTER else 2))
     if is_scope_finding(code, node, scopes) and isinstance(scopes[node][1], cst.Module):
         return None
     for finding_node, (owner, scope) in ordered:

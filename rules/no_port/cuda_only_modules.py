@@ -1,11 +1,13 @@
-"""NP717: modules and kernel functions that are CUDA-only as a whole, reported once and not edited inside.
+"""NP717: kernel code and modules that are CUDA-only, reported once and not edited inside.
 
-A module that imports a GPU kernel language or library (``tables.KERNEL_LIBRARIES``) at top level, with
-no fallback, cannot be imported on a Trainium host: whatever device tests, launch wrappers and kernel
-preconditions it holds serve that library, and rewriting them (``assert all(t.is_cuda ...)`` into
-``is_neuron``) inverts what they assert. A function decorated by such a library is a kernel. Both are
-decided by construction, once per file, and declared kept (``helpers/kept_scopes.py``): the engine applies
-no fix inside and folds the findings there into this one.
+A module that imports a GPU kernel library (``tables.KERNEL_LIBRARIES``) at top level, with no fallback,
+cannot be imported on a Trainium host, and its kernel code (the kernels, their launchers, what only they
+need: ``kernel_code.py``, decided by dependence) serves that library: rewriting its device tests and launch
+preconditions (``assert all(t.is_cuda ...)`` into ``is_neuron``) inverts what they assert. That code is
+declared kept (``helpers/kept_scopes.py``): the engine applies no fix inside and folds the findings there into
+this one; the module's other code (a model, a training loop) is ported and reported as usual. A module that is
+kernel code as a whole is one kept module. A function decorated by such a library elsewhere is a kernel, kept
+the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import libcst as cst
 from neuron_port.rules.helpers.kept_scopes import keep_scope
 from neuron_port.rules.helpers.names import dotted_name, walk
 from neuron_port.rules.no_port.common import covers
+from neuron_port.rules.no_port.kernel_code import KernelCode
 from neuron_port.rules.no_port.tables import KERNEL_LIBRARIES, NKI_ROUTE
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
@@ -45,8 +48,8 @@ def _imported(statement: cst.BaseSmallStatement) -> Optional[str]:
     return None
 
 
-def cuda_references(module: cst.Module) -> int:
-    """Names, attributes and strings that mention CUDA in ``module`` (what a reviewer would have read)."""
+def cuda_references(module: cst.CSTNode) -> int:
+    """Names, attributes and strings that mention CUDA in ``module`` (or in one statement of it) (what a reviewer would have read)."""
     count = 0
     for node in walk(module):
         if isinstance(node, cst.Name) and _CUDA_WORD.search(node.value):
@@ -62,8 +65,12 @@ class CudaOnlyModule(PythonRule):
     ## What it does
     A module whose top level imports a GPU kernel language or library with no fallback (Triton,
     TileLang, CuTe / CUTLASS, Helion, CuPy, PyCUDA, cuda-python, ``numba.cuda``; CUDA extension builds
-    stay NP708's) is reported once, on that import, with the number of CUDA references it holds; no fix is
-    applied anywhere inside it, and the findings of the other rules there are folded into this one. A
+    stay NP708's) is reported once, on that import, with its kernel code: the functions that use the
+    library (the ``@triton.jit`` kernels), their launchers (``kernel[grid](...)``), what only they need,
+    and classes made of them. No fix is applied inside that code, and the findings of the other rules there
+    are folded into this one (each keeps its place: related locations in JSON and SARIF, listed under it
+    with ``--verbose``). The rest of the module (a model that calls the launcher, a training loop) is
+    ported and reported at its lines as usual; a module that is all kernel code is one kept module. A
     function decorated by one of these libraries in an otherwise portable module (``@cuda.jit``,
     ``@tilelang.jit``, ``@cute.kernel``; Triton kernels are NP701's) is kept the same way.
 
@@ -80,7 +87,7 @@ class CudaOnlyModule(PythonRule):
 
     def add(x, y):
         assert x.is_cuda and y.is_cuda
-        ...
+        add_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, ...)
     ```
     Use instead: keep the module for GPUs and give the callers a torch path for ``neuron`` (the torch
     expression, or an NKI kernel registered with ``@torch_neuronx.nki_op``).
@@ -107,8 +114,13 @@ class CudaOnlyModule(PythonRule):
     ]
     INVALID = [
         Invalid("import torch\nimport triton\n\ndef add(x, y):\n    assert x.is_cuda and y.is_cuda\n"
-                "    return x + y\n", None, message_contains="2 CUDA references"),
+                "    grid = (triton.cdiv(x.numel(), 1024),)\n    return x + y\n", None,
+                message_contains="2 CUDA references"),
         Invalid("import cupy as cp\n", None, message_contains="CUDA-only module (imports `cupy`"),
+        Invalid("import torch\nimport triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n\ndef launch(x):\n"
+                "    assert x.is_cuda\n    k[(1,)](x)\n\ndef model_input():\n"
+                "    return torch.zeros(4, dtype=torch.float64)\n", None,
+                message_contains="CUDA-only kernel code (imports `triton` at top level; `k`, `launch`"),
         Invalid("import torch\n\ntry:\n    from numba import cuda\nexcept ImportError:\n    cuda = None\n\n"
                 "@cuda.jit\ndef scale(x, out):\n    out[0] = x[0]\n", None, message_contains="kernel `scale`"),
     ]
@@ -124,15 +136,36 @@ class CudaOnlyModule(PythonRule):
                 return
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        imports: list[cst.CSTNode] = []  # the top-level statements importing a kernel library
+        first: Optional[tuple[cst.BaseSmallStatement, str]] = None
         for statement in original_node.body:
             if not isinstance(statement, cst.SimpleStatementLine):
                 continue  # imports under try/if have a fallback: the module is not CUDA-only as a whole
             for small in statement.body:
                 library = _imported(small)
-                if library is None:
-                    continue
-                count = cuda_references(original_node)
-                self.report(small, f"CUDA-only module (imports `{library}` at top level, {count} CUDA "
-                            f"reference{'s' * (count != 1)}): not edited inside; give its callers a torch path")
-                keep_scope(self.context, self.CODE, small, original_node)
-                return
+                if library is not None:
+                    imports.append(statement)
+                    first = first or (small, library)
+        if first is None:
+            return
+        small, library = first
+        kernel = KernelCode(self.context, original_node)
+        scope = tuple(dict.fromkeys([*imports, *kernel.nodes]))
+        if kernel.whole_module:
+            count = cuda_references(original_node)
+            self.report(small, f"CUDA-only module (imports `{library}` at top level, {count} CUDA "
+                        f"reference{'s' * (count != 1)}): not edited inside; give its callers a torch path")
+            keep_scope(self.context, self.CODE, small, original_node)
+            return
+        if not kernel.nodes:
+            self.report(small, f"imports `{library}` at top level, and no code of the module uses it: remove the "
+                        "import (it fails on a Trainium host); the module is ported as usual", severity="warning",
+                        effort="low")
+            return
+        count = sum(cuda_references(node) for node in kernel.nodes)
+        shown = ", ".join(f"`{name}`" for name in kernel.names[:4]) + (", ..." if len(kernel.names) > 4 else "")
+        self.report(small, f"CUDA-only kernel code (imports `{library}` at top level; {shown or 'no function'}, "
+                    f"{count} CUDA reference{'s' * (count != 1)}): not edited inside, the rest of the module is "
+                    "ported; the import fails on a Trainium host: make it optional (`try: ... except "
+                    "ImportError`) or move the kernel code to its own module, and give its callers a torch path")
+        keep_scope(self.context, self.CODE, small, scope)

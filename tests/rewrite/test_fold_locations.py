@@ -58,15 +58,42 @@ def test_folded_findings_keep_their_lines_in_json_and_sarif(tmp_path, cli, repor
         jsonschema.validate(doc, report_schema)
         (fold,) = [f for f in doc["findings"] if f["code"] == "NP717"]
         related = {(r["path"], r["line"], r["code"]) for r in fold["related"]}
-        # the portable model code's float64 and CUDA device, the launcher's precondition: each at its line
-        assert {("mix.py", 19, "NP801"), ("mix.py", 20, "NP101"), ("mix.py", 12, "NP720")} <= related, (cached, related)
+        # the launcher's precondition and the kernel, each at its line
+        assert {("mix.py", 12, "NP720"), ("mix.py", 6, "NP701")} <= related, (cached, related)
         assert len(fold["related"]) == int(_FOLDED.search(fold["message"]).group(1))
     sarif = _report(cli, tmp_path, "sarif")
     (result,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "NP717"]
     places = {(loc["physicalLocation"]["region"]["startLine"], loc["message"]["text"])
               for loc in result["relatedLocations"]}
-    assert {(19, "NP801"), (20, "NP101"), (12, "NP720")} <= places
+    assert {(12, "NP720"), (6, "NP701")} <= places
     assert all(loc["physicalLocation"]["artifactLocation"]["uri"] == "mix.py" for loc in result["relatedLocations"])
+
+
+def test_a_kernel_module_s_portable_code_is_ported_at_its_lines(tmp_path, cli):
+    """NP717 keeps the kernel code (the @triton.jit kernel, its launcher), not the whole module: the model's
+    float64 and CUDA device in the same file are findings of their own at their lines, in text, JSON and SARIF,
+    and the CUDA device string is rewritten. On 858089d the whole module was one fold with no line inside."""
+    (tmp_path / "mix.py").write_text(MIXED)
+    doc = _report(cli, tmp_path)
+    (fold,) = [f for f in doc["findings"] if f["code"] == "NP717"]
+    assert "`add_kernel`, `add`" in fold["message"] and "kernel code" in fold["message"]
+    assert {(r["line"], r["code"]) for r in fold["related"]}.isdisjoint({(19, "NP801"), (20, "NP101")})
+    own = {(f["line"], f["code"]) for f in doc["findings"]}
+    assert {(19, "NP801"), (20, "NP101")} <= own, own
+    sarif = _report(cli, tmp_path, "sarif")
+    results = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
+               for r in sarif["runs"][0]["results"]}
+    assert {("NP801", 19), ("NP101", 20)} <= results
+    text = cli("rewrite", ".", "--check", "--verbose", "--fail-on", "never", cwd=tmp_path)
+    lines = text.stdout.splitlines()
+    assert any(line.startswith("mix.py:19:") and " NP801 " in line for line in lines), text.stdout
+    assert any(line.startswith("mix.py:20:") and " NP101 " in line for line in lines), text.stdout
+    # --verbose lists the fold's findings at their places under it
+    at = next(i for i, line in enumerate(lines) if " NP717 " in line)
+    assert "    mix.py:12:" in "\n".join(lines[at + 1:at + 8]) and "(folded into NP717 above)" in lines[at + 1]
+    cli("rewrite", ".", cwd=tmp_path)
+    written = (tmp_path / "mix.py").read_text()
+    assert '.to("neuron")' in written and "assert x.is_cuda" in written  # the launcher's precondition is kept
 
 
 def _folds_all_located(doc: dict) -> list[str]:

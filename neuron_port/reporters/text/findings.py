@@ -30,12 +30,18 @@ def finding_line(f: Finding) -> str:
     return f"{where} {f.code}{marker} {f.message}{effort}"
 
 
-def render_findings(console: Console, report: Report, include_fixed: bool = False) -> None:
+def render_findings(console: Console, report: Report, include_fixed: bool = False, related: bool = False) -> None:
+    """``related``: under a finding that folds others (a kept scope), each folded one at its place
+    (``--verbose``; JSON and SARIF always list them)."""
     for f in report.findings:
         if f.fix.applied and not include_fixed:
             continue
         style = SEVERITY_STYLE.get(f.severity, "")
         console.print(finding_line(f), style=style, markup=False, highlight=False, soft_wrap=True)
+        if related and f.cell is None:
+            for line, column, code in f.related:
+                console.print(f"    {f.path}:{line}:{column} {code} (folded into {f.code} above)", markup=False,
+                              highlight=False, soft_wrap=True)
 
 
 def render_errors(console: Console, report: Report) -> None:
@@ -129,7 +135,7 @@ def emit(report: Report, context: RenderContext, streams: Streams) -> None:
         render_check(Console(file=streams.out.file, highlight=False, emoji=False, markup=False, width=width), report)
         render_findings(streams.out, report)
         return
-    render_findings(streams.out, report, include_fixed=context.verbose)
+    render_findings(streams.out, report, include_fixed=context.verbose, related=context.verbose)
     if not context.quiet:
         mode = "write" if report.wrote else ("diff" if context.diff else "check")
         render_summary(streams.out, report, mode=mode)
