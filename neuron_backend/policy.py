@@ -101,3 +101,9 @@ def complex_decomposed_ops() -> tuple[list[str], list[str]]:
 def memory_format_note_ops() -> list[str]:
     """Native ops whose CPU kernel allocates the result in suggest_memory_format(input): run, and noted."""
     return sorted(set(load().get("memory_format", {}).get("suggested_format_ops", [])))
+
+
+def static_scalar_args() -> list[str]:
+    """The number arguments TorchNeuron compiles in by value ("op:arg"); any other Scalar / float argument
+    keys a signature by its type only (``rules/op_policy.toml`` [static_scalars])."""
+    return sorted(set(load().get("static_scalars", {}).get("args", [])))

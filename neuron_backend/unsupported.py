@@ -96,7 +96,8 @@ def _note(feature: str, op: str, message: str, action: str) -> None:
 def configure(c_module) -> None:
     """Hand the feature policy and the note callback to the C++ core (also re-reads the environment)."""
     decomposed, views = policy.complex_decomposed_ops()
-    c_module.set_feature_policy(policy.complex_decompose(), decomposed, views, policy.memory_format_note_ops())
+    c_module.set_feature_policy(policy.complex_decompose(), decomposed, views, policy.memory_format_note_ops(),
+                                policy.static_scalar_args())
     c_module.set_note_callback(_note)
 
 

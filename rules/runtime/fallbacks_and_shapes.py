@@ -85,20 +85,20 @@ class EagerShapeVariance(RuntimeRule):
     Not reported: new signatures at a single later step (a one-time compile, counted in
     `runtime.shapes.after_warmup`); a smaller last batch (NP910).
 
-    Scalars: a Python number passed to an op is part of its signature (the simulator hashes its value).
-    That TorchNeuron's eager path does the same is inferred, not verified: its NEFF cache key hashes the
-    op's IR bytes, where a Python number is a constant, and its NKI guide says of kernels "the first call
-    compiles the kernel for the input shapes, data types, and non-tensor argument values"; if it passes
-    scalars as inputs instead, these compiles do not happen (the fixes below cost nothing either way,
-    and are what XLA devices ask for). When no shape kept
-    changing but a float argument did, by the same test, the message says so, names the argument and
-    the fix for the op that took it:
-    - a fused optimizer (`fused=True`) with a learning rate from a scheduler: `_fused_adamw_` gets a new
-      `lr` every step. Fix: `lr=torch.tensor(1e-3)` (the schedulers update a tensor lr in place).
-    - a foreach optimizer (the default on the device) without `capturable`: Adam's bias corrections are
-      Python floats computed from the step count, new every step (`_foreach_div_.ScalarList`,
-      `_foreach_addcdiv_.ScalarList`). Fix: `capturable=True` (the step count stays a device tensor),
-      with a tensor lr when a scheduler changes it.
+    Scalars: TorchNeuron's eager kernels lift a Python int or float argument to a 0-d tensor input and
+    key the NEFF cache on its type, not its value ("For scalars, include only type (not value). Values
+    are runtime parameters, not compile-time constants": torch_neuronx/kernels/base.py:146; the lifting:
+    python_ops/processors/argument_processor.py:106-109; source mirror
+    https://github.com/parmoham-aws/test-repo-parmoham/tree/98154b86, docs/sources/scalar-arguments.md).
+    So a learning rate from a scheduler (`lr` of `_fused_adamw_`) or Adam's bias corrections (the
+    `_foreach_*.ScalarList` calls of a foreach Adam) reuse one NEFF; the simulator keys them the same
+    way. The exceptions are the arguments an op's TorchNeuron registration declares static: their value
+    is compiled in (`alpha` of `add_`/`sub_`/`_foreach_add_`, `exponent` of `pow`, `p` of dropout, `eps`
+    of the norms: rules/op_policy.toml [static_scalars]). When no shape kept changing but such an
+    argument did, by the same test, the message says so, names the argument and the fix: pass the
+    number in a tensor position (`p.add_(g * -lr)` rather than `p.add_(g, alpha=-lr)`) or keep it
+    fixed. The case met in training: `torch.optim.SGD` (foreach, the default on the device) with a
+    scheduler steps with `_foreach_add_(params, grads, alpha=-lr)`, a new `alpha` every step.
     The finding is at the user's line that issued the op (`optimizer.step()`, `scaler.step(optimizer)`).
 
     In the estimate, the signatures of the scalar message in the training steps after warm-up are compiles
@@ -119,10 +119,10 @@ class EagerShapeVariance(RuntimeRule):
     Use instead: pad to a few buckets (`T = bucket(T)`, e.g. powers of two) and mask the padding; for
     a KV cache, preallocate it at the maximum length and write into it.
     ```python
-    optimizer = torch.optim.AdamW(params, lr=3e-4, fused=True)  # a scheduler changes lr: new NEFF each step
+    for p in params:
+        p.add_(p.grad, alpha=-scheduler.get_last_lr()[0])  # `alpha` is compiled in: new NEFF each step
     ```
-    Use instead: `torch.optim.AdamW(params, lr=torch.tensor(3e-4), fused=True)`, or
-    `torch.optim.AdamW(params, lr=torch.tensor(3e-4), capturable=True)`.
+    Use instead: `p.add_(p.grad * -lr)` (a number in a tensor position is a runtime input).
 
     ## Fix safety
     No automatic fix: padding needs masks that only the model author can place.
@@ -140,8 +140,9 @@ class EagerShapeVariance(RuntimeRule):
     MESSAGE = ("`{op}` kept getting new shapes after warm-up{phase}, at steps {steps}: {dim}; "
                "{n} eager NEFF compiles here, {late} after warm-up; pad to buckets {buckets}")
     # The same cost from a Python number in the signature (shape_timeline's ``scalar`` kind)
-    SCALAR_MESSAGE = ("`{op}` got a new value of {name} after warm-up{phase}, at steps {steps}: {dim}; a Python "
-                      "number in an eager signature: {n} NEFF compiles here, {late} after warm-up; {fix}")
+    SCALAR_MESSAGE = ("`{op}` got a new value of {name} after warm-up{phase}, at steps {steps}: {dim}; TorchNeuron "
+                      "compiles this argument into the op (static in its registration), so each new value is a "
+                      "new NEFF: {n} NEFF compiles here, {late} after warm-up; {fix}")
     VALID = [
         Valid("import torch\nfor _ in range(3):\n    x = torch.ones(2, 8, device='neuron') * 2\n"),
         Valid("""
@@ -152,14 +153,16 @@ class EagerShapeVariance(RuntimeRule):
             model = model.to("neuron")
             for p in model.parameters():  # one line, many shapes: all in warm-up
                 nn.init.normal_(p, std=0.02)
-            # capturable: Adam's bias corrections stay on the device (floats would change every step)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
+            # a scheduled lr: Adam's lr and bias corrections are runtime inputs of its eager ops (one NEFF)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / 10)
             for step in range(6):
                 x = torch.randn(16, 8, device="neuron")
                 loss = model(x).square().mean()
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=False)
+                scheduler.step()
             """),
     ]
     INVALID = [
@@ -185,14 +188,14 @@ class EagerShapeVariance(RuntimeRule):
             from torch import nn
 
             model = nn.Linear(8, 4).to("neuron")
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / 10)
             for step in range(6):
                 model(torch.randn(16, 8, device="neuron")).square().mean().backward()
                 optimizer.step()
                 optimizer.zero_grad()
                 scheduler.step()
-            """, message_contains="`aten::_fused_adamw_` got a new value of `lr` after warm-up, at steps 2, 3, 4, 5"),
+            """, message_contains="`aten::_foreach_add_.List` got a new value of `alpha` after warm-up, at steps 2, 3, 4, 5"),
     ]
 
 

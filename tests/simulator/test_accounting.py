@@ -22,6 +22,11 @@ d = a.double()                                     # MARK-double
 e = d * 3                                          # MARK-mul64
 f = a * 0.5                                        # MARK-pyscalar
 idx = torch.arange(4, device="neuron")             # MARK-int64
+b = torch.ones(3, device="neuron")
+for lr in (0.1, 0.2, 0.3):
+    b * lr                                         # MARK-lifted
+    torch._foreach_mul_([b], lr)                   # MARK-foreach
+    b.add_(b, alpha=-lr)                           # MARK-static
 neuron_backend.events.record("compile", function="fwd", graph=1, reason="first call")   # MARK-record
 w = torch.randn(5, 5, device="neuron", requires_grad=True)
 loss = torch.tanh(w @ w).sum()
@@ -90,6 +95,24 @@ def test_float64_demotion_recorded_with_line(acc):
     i64 = [e for e in acc.kind("demotion") if e["dtype"] == "int64"]
     assert i64 and all(e["aggregated"] for e in i64)
     assert len({e["op"] for e in i64}) == len(i64)  # one record per op
+
+
+def test_scalar_arguments_keyed_as_torchneuron_keys_them(acc):
+    """TorchNeuron lifts a Python number to a 0-d tensor input and keys the NEFF on its type
+    (docs/sources/scalar-arguments.md): a new lr is a cache hit; an argument its registration declares
+    static (`alpha` of add_) is compiled in, so each value is a new signature. The text shows the number."""
+    def at(marker):
+        return [e for e in acc.kind("eager_compile") if e["site"] and e["site"]["line"] == acc.line_of(marker)]
+
+    [pyscalar] = at("MARK-pyscalar")
+    assert pyscalar["signature"] == ["f32[4,4]", "0.5"]  # the value, not f64[]
+    [lifted] = at("MARK-lifted")
+    assert lifted["signature"] == ["f32[3]", "0.10000000000000001"] and lifted["calls"] == 3
+    [foreach] = at("MARK-foreach")
+    assert foreach["op"] == "aten::_foreach_mul_.Scalar" and foreach["calls"] == 3
+    static = at("MARK-static")
+    assert sorted(e["signature"][2] for e in static) == [
+        "-0.10000000000000001", "-0.20000000000000001", "-0.29999999999999999"]
 
 
 def test_record_api_event(acc):

@@ -73,10 +73,12 @@ int route_through_fallback(const std::string& ns, const std::string& prefix);
 void set_accounting(bool on);
 void set_emulate_float64(bool on);
 void set_policy(const std::vector<std::string>& native, const std::vector<std::string>& native_no_neff);
-// Complex decomposition (TORCH_NEURONX_COMPLEX_DECOMPOSE) and its op lists, and the ops whose
-// memory-format behaviour is noted as unconfirmed (rules/op_policy.toml [complex], [memory_format]).
+// Complex decomposition (TORCH_NEURONX_COMPLEX_DECOMPOSE) and its op lists, the ops whose
+// memory-format behaviour is noted as unconfirmed, and the number arguments TorchNeuron compiles in
+// by value ("op:arg", rules/op_policy.toml [complex], [memory_format], [static_scalars]).
 void set_feature_policy(bool complex_decompose, const std::vector<std::string>& complex_decomposed,
-                        const std::vector<std::string>& complex_views, const std::vector<std::string>& memfmt_note_ops);
+                        const std::vector<std::string>& complex_views, const std::vector<std::string>& memfmt_note_ops,
+                        const std::vector<std::string>& static_scalars);
 
 // Statistics export: per op (name, policy, calls, signatures), per signature (calls, site id,
 // SigFlag bits, unsupported feature, description).

@@ -1,7 +1,8 @@
 // The boxed CPU fallback with per-op accounting.
 //
 // Every op without an explicit PrivateUse1 kernel lands in neuron_fallback(). It
-//   1. counts the call by op and by signature (op + shapes + dtypes + scalar arguments): a new
+//   1. counts the call by op and by signature (op + shapes + dtypes + integer and static arguments'
+//      values, other numbers' types: signatures.h): a new
 //      signature is an eager NEFF compile on Trainium, a repeated one a cache hit;
 //   2. on a *new* signature only, calls into Python once to capture the user's source line;
 //   3. replaces neuron tensors by zero-copy CPU aliases and redispatches to the CPU kernel;
@@ -84,7 +85,11 @@ C10_NOINLINE static void note_pad_memfmt(const OpInfo& o) {
 static Decision account(OpInfo* o, const torch::jit::Stack& stack, size_t begin, size_t nargs) {
   uint32_t flags = 0;
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < nargs; ++i) h = hash_ivalue(h, stack[begin + i], flags);
+  for (size_t i = 0; i < nargs; ++i) {
+    uint64_t bit = i < 64 ? 1ULL << i : 0;
+    if (o->runtime_scalar_mask & bit) h = hash_runtime_scalar(h, stack[begin + i], flags);
+    else h = hash_ivalue(h, stack[begin + i], flags, (o->static_arg_mask & bit) != 0);
+  }
   for (int i : o->dtype_args) {
     const auto& v = stack[begin + i];
     if (v.isInt()) flags |= dtype_flags(static_cast<c10::ScalarType>(v.toInt()));

@@ -21,6 +21,7 @@ static std::unordered_set<std::string> g_native, g_native_no_neff;
 // Feature policy (set_feature_policy): complex decomposition and the memory-format notes.
 static std::atomic<bool> g_complex_decompose{true};
 static std::unordered_set<std::string> g_complex_decomposed, g_complex_views, g_memfmt_note_ops;
+static std::unordered_set<std::string> g_static_scalars;  // "base:arg" or "base.overload:arg"
 static std::atomic<bool> g_policy_set{false};  // written under g_ops_mu, atomic for any other reader
 std::atomic<bool> g_accounting{true};
 std::atomic<bool> g_emulate_f64{false};  // NEURON_PORT_FLOAT64=emulate: round float64 results to float32 precision
@@ -69,6 +70,23 @@ int complex_policy(const OpInfo& o) {
   return kFallback;
 }
 
+static bool static_arg(const OpInfo& o, const std::string& arg) {
+  std::string full = o.overload.empty() ? o.base : o.base + "." + o.overload;
+  return g_static_scalars.count(full + ":" + arg) || g_static_scalars.count(o.base + ":" + arg);
+}
+
+// Which number arguments keep their value in the signature (under g_ops_mu).
+static void classify_scalars(OpInfo& o, const c10::FunctionSchema& schema) {
+  o.runtime_scalar_mask = o.static_arg_mask = 0;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size() && i < 64; ++i)
+    if (static_arg(o, args[i].name())) o.static_arg_mask |= 1ULL << i;
+  for (const auto& [i, name] : o.number_args)
+    if (i < 64 && !(o.static_arg_mask & (1ULL << i))) o.runtime_scalar_mask |= 1ULL << i;
+}
+
+static bool number_kind(c10::TypeKind k) { return k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType; }
+
 static OpInfo* make_op_info(const c10::OperatorHandle& op) {
   auto* o = new OpInfo();
   const auto& schema = op.schema();
@@ -92,7 +110,14 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
     static const std::unordered_set<std::string> index_names = {"index", "indices", "idx", "offsets", "target",
                                                                 "offsets2bag", "lengths", "batch_sizes"};
     if (index_names.count(a.name())) o->index_args.push_back(static_cast<int>(i));
+    bool number = number_kind(kind);
+    if (kind == c10::TypeKind::ListType) {
+      auto el = ty->kind() == c10::TypeKind::OptionalType ? ty->castRaw<c10::OptionalType>()->getElementType() : ty;
+      number = number_kind(el->castRaw<c10::ListType>()->getElementType()->kind());
+    }
+    if (number) o->number_args.emplace_back(static_cast<int>(i), a.name());
   }
+  classify_scalars(*o, schema);
   static const std::unordered_set<std::string> mixed_ok = {
       "copy_", "_copy_from", "_to_copy", "index", "index_put_", "_index_put_impl_", "index_put",
       "set_", "_foreach_copy_", "_fused_adamw_", "_fused_adam_", "_fused_sgd_"};
@@ -268,13 +293,18 @@ void journal_signature_policy(const SigInfo& s, int policy) {
 }
 
 void set_feature_policy(bool complex_decompose, const std::vector<std::string>& complex_decomposed,
-                        const std::vector<std::string>& complex_views, const std::vector<std::string>& memfmt_note_ops) {
+                        const std::vector<std::string>& complex_views, const std::vector<std::string>& memfmt_note_ops,
+                        const std::vector<std::string>& static_scalars) {
   std::lock_guard<std::mutex> l(g_ops_mu);
+  g_static_scalars = std::unordered_set<std::string>(static_scalars.begin(), static_scalars.end());
   g_complex_decompose.store(complex_decompose, std::memory_order_relaxed);
   g_complex_decomposed = std::unordered_set<std::string>(complex_decomposed.begin(), complex_decomposed.end());
   g_complex_views = std::unordered_set<std::string>(complex_views.begin(), complex_views.end());
   g_memfmt_note_ops = std::unordered_set<std::string>(memfmt_note_ops.begin(), memfmt_note_ops.end());
-  for (auto& kv : g_ops) kv.second->pad_memfmt_note = listed(g_memfmt_note_ops, *kv.second);
+  for (auto& kv : g_ops) {
+    kv.second->pad_memfmt_note = listed(g_memfmt_note_ops, *kv.second);
+    classify_scalars(*kv.second, *static_cast<const c10::FunctionSchema*>(kv.first));
+  }
 }
 
 void set_policy(const std::vector<std::string>& native, const std::vector<std::string>& native_no_neff) {

@@ -54,6 +54,12 @@ struct OpInfo {
   bool pad_memfmt_note = false;  // the CPU kernel allocates its result in suggest_memory_format(input)
   std::vector<int> writable_args;  // Tensor(a!) arguments (in-place self, out=)
   std::vector<int> index_args;     // integer index arguments (index, indices, ...): never upcast
+  // Number arguments (schema Scalar / float, lists of them), by position: TorchNeuron lifts their
+  // values to 0-d tensor inputs and keys its NEFF cache on their type only, unless its registration
+  // of the op declares the argument static (docs/estimate.md, "Scalars in eager signatures").
+  std::vector<std::pair<int, std::string>> number_args;
+  uint64_t runtime_scalar_mask = 0;  // bit i: argument i's value is not part of the signature
+  uint64_t static_arg_mask = 0;      // bit i: argument i is static (a wrapped number there keeps its value)
   int mha_mask = -1, mha_need_weights = -1, mha_avg = -1, mha_mask_type = -1;
   // Host time of this op's CPU-fallback kernel runs (ns): the cost model's fallback time (EVENTS.md).
   std::atomic<int64_t> fallback_host_ns{0};

@@ -28,6 +28,19 @@ std::string describe(const c10::IValue& v, int depth) {
   if (v.isTensor()) {
     const auto& t = v.toTensor();
     if (!t.defined()) return "None";
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // A Python number in a tensor position (x * 0.5): its value, as a Scalar argument prints.
+      // (Read in place: wrapped numbers are CPU tensors of double, long, bool or complex double.)
+      const void* p = t.const_data_ptr();
+      switch (t.scalar_type()) {
+        case c10::ScalarType::Double: os << c10::IValue(*static_cast<const double*>(p)); break;
+        case c10::ScalarType::Long: os << c10::IValue(*static_cast<const int64_t*>(p)); break;
+        case c10::ScalarType::Bool: os << c10::IValue(*static_cast<const bool*>(p)); break;
+        case c10::ScalarType::ComplexDouble: os << c10::IValue(*static_cast<const c10::complex<double>*>(p)); break;
+        default: os << dtype_short(t.scalar_type()) << "[]";
+      }
+      return os.str();
+    }
     os << dtype_short(t.scalar_type()) << "[";
     for (int64_t i = 0; i < t.dim(); ++i) os << (i ? "," : "") << t.size(i);
     os << "]";

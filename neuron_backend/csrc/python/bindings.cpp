@@ -49,7 +49,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     set_callbacks(site_cb.is_none() ? nullptr : site_cb.ptr(), unsup_cb.is_none() ? nullptr : unsup_cb.ptr());
   });
   m.def("set_feature_policy", &set_feature_policy, py::arg("complex_decompose"), py::arg("complex_decomposed"),
-        py::arg("complex_views"), py::arg("memory_format_notes"));
+        py::arg("complex_views"), py::arg("memory_format_notes"), py::arg("static_scalars"));
   m.def("set_note_callback", [](py::object cb) { set_note_callback(cb.is_none() ? nullptr : cb.ptr()); });
   m.def("set_accounting", &set_accounting);
   m.def("accounting_enabled", []() { return accounting_on(); });

@@ -1,15 +1,20 @@
-"""NP902's message for one line: a shape that kept changing, or a Python number in an eager signature
-that kept changing (``shape_timeline.classify``'s ``scalar`` kind), with the argument named and the fix
-for the op that took it.
+"""NP902's message for one line: a shape that kept changing, or a number argument of an eager op that kept
+changing (``shape_timeline.classify``'s ``scalar`` kind), with the argument named and the fix.
 
-A Python float passed to an op is part of its eager signature (the simulator hashes its value; TorchNeuron
-lowers it into the compiled graph as a constant, so each new value is a new NEFF: /work/shared
-torchneuron.md 2.1, "non-tensor argument values"). The optimizers pass them every step: a fused AdamW the
-learning rate a scheduler changes (``lr`` of ``_fused_adamw_``), a foreach Adam without ``capturable`` its
-bias corrections, which change with the step count (``_foreach_div_.ScalarList``)."""
+Which numbers can do that: TorchNeuron's eager kernels lift a Python int or float argument to a 0-d tensor
+input and key the NEFF cache on its type only (torch_neuronx/kernels/base.py:146, get_cache_key: "For
+scalars, include only type (not value). Values are runtime parameters, not compile-time constants";
+python_ops/processors/argument_processor.py:106-109; docs/sources/scalar-arguments.md), so a scheduled
+lr or Adam's bias corrections reuse one NEFF and the simulator does not see them change. The arguments an
+op's registration declares static are compiled in by value (``rules/op_policy.toml`` [static_scalars]):
+those are the ones this message is about, e.g. ``alpha`` of ``_foreach_add_.List``, which
+``torch.optim.SGD`` passes ``-lr`` every step."""
 
 from __future__ import annotations
 
+import sys
+from functools import lru_cache
+from pathlib import Path
 from typing import Callable
 
 from neuron_port.check.aggregate.findings import rule_message
@@ -17,38 +22,56 @@ from neuron_port.check.aggregate.shape_entries import ShapeVarianceEntry
 from neuron_port.check.aggregate.shape_timeline import DimTimeline
 from neuron_port.rules.registry import rule_by_code
 
-__all__ = ["np902_message", "scalar_name"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
-_ADAM = {6: "lr", 7: "beta1", 8: "beta2", 9: "weight_decay", 10: "eps"}
-# The float arguments of the fused optimizer kernels, by position (native_functions.yaml, PyTorch 2.13).
-FUSED_ARGS = {"_fused_adam_": _ADAM, "_fused_adamw_": _ADAM,
-              "_fused_sgd_": {3: "weight_decay", 4: "momentum", 5: "lr", 6: "dampening"},
-              "_fused_adagrad_": {4: "lr", 5: "lr_decay", 6: "weight_decay", 7: "eps"}}
+__all__ = ["np902_message", "scalar_name", "static_args"]
 
 
 def _base(op: str) -> str:
     return op.removeprefix("aten::").split(".")[0]
 
 
+@lru_cache(maxsize=1)
+def _static_table() -> dict[str, tuple[str, ...]]:
+    import neuron_port.rules as rules
+
+    with open(Path(rules.__file__).parent / "op_policy.toml", "rb") as f:
+        entries = tomllib.load(f).get("static_scalars", {}).get("args", [])
+    table: dict[str, list[str]] = {}
+    for entry in entries:
+        op, _, arg = entry.partition(":")
+        table.setdefault(op, []).append(arg)
+    return {op: tuple(args) for op, args in table.items()}
+
+
+def static_args(op: str) -> tuple[str, ...]:
+    """The number arguments of ``op`` (``aten::add_.Tensor``) that TorchNeuron compiles in by value."""
+    name = op.removeprefix("aten::")
+    table = _static_table()
+    return table.get(name) or table.get(_base(op)) or ()
+
+
 def scalar_name(op: str, timeline: DimTimeline) -> str:
-    """``lr`` (of a fused optimizer), ``scalars`` (a foreach op's list), else ``arg N``."""
+    """The static argument's name when the op has one (``alpha``), else ``arg N``."""
     arg, element, _ = timeline.position
-    named = FUSED_ARGS.get(_base(op), {}).get(arg)
-    if named:
-        return f"`{named}`"
-    if _base(op).startswith("_foreach_"):
-        return "the per-parameter scalars" if element is not None else "the scalar"
+    named = static_args(op)
+    if len(named) == 1:
+        return f"`{named[0]}`"
     return f"arg {arg}" if element is None else f"arg {arg}[{element}]"
 
 
 def _fix(op: str, name: str) -> str:
     base = _base(op)
-    if base in FUSED_ARGS:
-        return f"pass {name} as a tensor (`{name.strip('`')}=torch.tensor(...)`; schedulers update it in place)"
-    if base.startswith("_foreach_"):
-        return ("create the optimizer with `capturable=True` (the step count stays on the device), with a tensor "
-                "`lr=torch.tensor(...)` if a scheduler changes it")
-    return "pass the number as a 0-d tensor on the device"
+    if base in ("add", "add_", "sub", "sub_", "_foreach_add", "_foreach_add_", "_foreach_sub", "_foreach_sub_") \
+            and name == "`alpha`":
+        example = ("`torch._foreach_add_(params, torch._foreach_mul(grads, -lr))`" if base.startswith("_foreach")
+                   else "`p.add_(g * -lr)`")
+        return (f"multiply the tensor by the number instead of passing it as {name} ({example}: a number in a "
+                "tensor position is a runtime input), or keep it fixed")
+    return "pass the number in a tensor position (a runtime input), or keep it fixed"
 
 
 def np902_message(entry: ShapeVarianceEntry, steps: Callable[[tuple[int, ...]], str], phase: str) -> str:

@@ -14,9 +14,10 @@ what matters is what keeps appearing later:
   Also a position that took ``IN_STEP_VALUES`` or more new values inside one step after warm-up, when the
   line had run at an earlier step (a loop over images whose box counts differ: many compiles in one step;
   a line that first runs late, such as a loop over the parameters that starts at step 5, is its warm-up).
-- ``scalar``: no shape kept changing, but a float argument did, by the same test (a Python-float
-  learning rate from a scheduler in ``_fused_adamw_``, Adam's bias corrections in ``_foreach_div_``): the
-  value is part of the eager signature, so each new value compiles again. NP902's scalar message.
+- ``scalar``: no shape kept changing, but a float argument did, by the same test: an argument TorchNeuron
+  compiles in by value (``alpha=-lr`` of SGD's ``_foreach_add_`` under a scheduler; rules/op_policy.toml
+  [static_scalars]; other numbers are runtime inputs there and keep one signature), so each new value
+  compiles again. NP902's scalar message.
 - ``other``: new signatures after warm-up that are neither (a one-off phase such as the first evaluation
   or a generation after training); counted, no finding.
 

@@ -1,7 +1,10 @@
 """Eager NEFF compiles that recur in the steady state, per step: the signatures of NP902's scalar message
-(a Python number that keeps changing: ``shape_timeline.classify``'s ``scalar`` kind), first seen in the
-training steps after warm-up, over the steady steps. A scheduled lr or a step count never repeats, so on
-a cold or a warm cache alike each step compiles again: a steady step pays them, however long the job.
+(a number argument that TorchNeuron compiles in by value and that keeps changing: ``alpha=-lr`` of
+``torch.optim.SGD``'s ``_foreach_add_`` under a scheduler; ``shape_timeline.classify``'s ``scalar`` kind),
+first seen in the training steps after warm-up, over the steady steps. A scheduled lr never repeats, so
+on a cold or a warm cache alike each step compiles again: a steady step pays them, however long the job.
+Numbers TorchNeuron lifts to tensor inputs (most: ``lr`` of a fused AdamW, a foreach Adam's bias
+corrections) never make a new signature (docs/sources/scalar-arguments.md).
 Shapes that keep changing (``varying``) stay the first run's: their values are bounded (a maximum length,
 a maximum box count) and the cache serves each one once seen; one-off late signatures (an uneven last
 batch, a phase after training) too.
