@@ -16,6 +16,7 @@ Public API:
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -28,11 +29,23 @@ _enabled = False
 _refused: str | None = None
 
 
+_IDENTITY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "identity")
+
+
 def _real_torch_neuronx() -> bool:
+    """A torch_neuronx that is not ours (identity/: the simulated one and the early import of `check`'s
+    children, which is in sys.modules while it imports torch)."""
     try:
-        return importlib.util.find_spec("torch_neuronx") is not None
+        spec = importlib.util.find_spec("torch_neuronx")
     except (ImportError, ValueError):
         return False
+    if spec is None:
+        return False
+    origin = os.path.abspath(spec.origin or "")
+    if not origin.startswith(_IDENTITY + os.sep):
+        return True
+    path = [p for p in sys.path if not os.path.abspath(p or os.curdir).startswith(_IDENTITY + os.sep)]
+    return importlib.machinery.PathFinder.find_spec("torch_neuronx", path) is not None
 
 
 def _autoload() -> None:

@@ -6,7 +6,9 @@ transformers (``is_torch_neuron_available``), accelerate (``is_neuron_available`
 this a Trainer, an ``Accelerator`` or a pipeline under `check` would train on the CPU, where on Trainium it
 trains on ``neuron``. ``install()`` appends a finder to ``sys.meta_path`` that answers for the module
 ``torch_neuronx`` (the package beside this file: torch.neuron's simulated functions under TorchNeuron's
-names) and for the distribution ``torch-neuronx``.
+names) and for the distribution ``torch-neuronx``. A program that imports ``torch_neuronx`` before torch
+(which works on Trainium) finds ``early/torch_neuronx``, on the PYTHONPATH `check` gives its command: it
+imports torch, whose autoload installs the finder, and puts this package in its place.
 
 Only the torch.backends autoload calls ``install()``, when NEURON_PORT_SIMULATE=1 (set by `check` for the
 command it runs, inherited by its torchrun ranks and subprocesses) and the simulator is enabled: an

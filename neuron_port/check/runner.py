@@ -172,6 +172,18 @@ def kill_grace() -> float:
     return grace
 
 
+def early_import_path() -> Optional[str]:
+    """The folder whose ``torch_neuronx`` lets a program import it before torch (found without importing
+    neuron_backend, which the static half does not load)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("neuron_backend")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]) / "identity" / "early"
+    return str(folder) if (folder / "torch_neuronx" / "__init__.py").is_file() else None
+
+
 def run_command(
     argv: list[str],
     cwd: Path,
@@ -197,6 +209,9 @@ def run_command(
     env = dict(os.environ)
     events_env, status.events_token = run_environment(events_dir)
     env.update({"NEURON_PORT_SIMULATE": "1", "PYTHONUNBUFFERED": "1", tree.marker: "1", **events_env})
+    early = early_import_path()
+    if early:  # `import torch_neuronx` before `import torch` (neuron_backend/identity/early/)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), early) if p)
     if extra_env:
         env.update(extra_env)
     events_dir.mkdir(parents=True, exist_ok=True)  # before the command starts; the caller removes it

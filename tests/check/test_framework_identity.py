@@ -191,6 +191,22 @@ def test_torchrun_ranks_and_their_subprocesses_find_torch_neuronx(tmp_path, cli,
     assert {d["op"] for d in doc["runtime"]["distributed"]} >= {"process_group", "all_gather_into_tensor"}
 
 
+IMPORT_FIRST = """\
+import torch_neuronx  # before torch, as a Trainium script may
+import torch
+
+x = torch.ones(2, device="neuron") * 2
+print("device:", x.device, torch_neuronx.neuron is torch.neuron, torch_neuronx.device_count() > 0)
+"""
+
+
+def test_torch_neuronx_imported_before_torch(tmp_path, cli, sim_build):
+    """On Trainium `import torch_neuronx` works before `import torch` (the package imports torch); under
+    `check` too (neuron_backend/identity/early/). Failed with ModuleNotFoundError before."""
+    doc = run_check(cli, tmp_path, IMPORT_FIRST)
+    assert printed(doc, "device:") == ["device: neuron:0 True True"]
+
+
 PROBE = """\
 import importlib.util, sys
 {setup}
