@@ -118,3 +118,29 @@ def test_the_line_falls_back_to_the_library_frame_and_other_namespaces_say_why()
     assert lowering.user_line(node) == (F.__file__, 7)
     assert lowering.user_line(types.SimpleNamespace(meta={})) == (None, None)
     assert "ATen and prims ops only" in lowering.lowering_reason("torchvision", "roi_align", {})
+
+
+def test_one_hots_asserts_are_dropped_as_torch_mlirs_importer_drops_them():
+    """PyTorch's one_hot decomposition adds two `_assert_async.msg` (side-effectful: AOTAutograd keeps them);
+    Torch-MLIR's FX importer, which TorchNeuron's compile path imports with, drops that op before import
+    (torch_mlir/extras/fx_importer.py, NODE_CANONICALIZE; rules/compile_lowering.toml [import], probed with
+    torch-mlir 20261001). A MoE router's one_hot therefore compiles (it was refused before)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def route(ids, w):
+        return torch.nn.functional.one_hot(ids, 8).float() @ w
+
+    torch._dynamo.reset()
+    torch.compile(route, backend=aot_autograd(fw_compiler=keep), dynamic=False)(torch.tensor([1, 2, 3]),
+                                                                                 torch.randn(8, 4))
+    [g] = graphs
+    targets = [n.target for n in g.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.aten._assert_async.msg) == 2
+    assert "_assert_async.msg" in policy.compile_lowering()["dropped"]
+    assert lowering.unlowerable_ops(g) == []
