@@ -31,7 +31,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from ..device import runtime
-from . import collectives, compat, memory, metas, serialization, values
+from . import collectives, compat, memory, metas, pretrained, serialization, values
 
 _ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _FACTORY, _COMPOSITE, _METADATA, _COLLECTIVE, _PASS = range(8)
 _FACTORIES = ("aten::empty.memory_format", "aten::empty_strided")
@@ -74,24 +74,29 @@ def _route(func) -> tuple[int, object]:
     return _ACCOUNT, None
 
 
-_DEVICE, _REAL, _OTHER = range(3)
+_DEVICE, _REAL, _OTHER, _HOST = range(4)
 
 
 def _kind_of_call(args, kwargs) -> int:
-    """_DEVICE: a fake tensor or the neuron device is involved; _OTHER: a meta tensor (FakeTensorMode's
+    """_DEVICE: a fake tensor on the device or the neuron device is involved; _HOST: fakes on the host
+    only (weights ``from_pretrained`` did not read: pretrained.py); _OTHER: a meta tensor (FakeTensorMode's
     own meta computations, which must reach it); _REAL: plain CPU work."""
     kind = _REAL
     for a in (*args, *kwargs.values()):
         if isinstance(a, FakeTensor):
-            return _DEVICE
-        if isinstance(a, torch.Tensor):
-            if a.is_meta:
+            if a.fake_device.type == "neuron":
+                return _DEVICE
+            kind = _HOST
+        elif isinstance(a, torch.Tensor):
+            if a.is_meta and kind == _REAL:
                 kind = _OTHER
         elif isinstance(a, (list, tuple)):
             for e in a:
                 if isinstance(e, FakeTensor):
-                    return _DEVICE
-                if isinstance(e, torch.Tensor) and e.is_meta:
+                    if e.fake_device.type == "neuron":
+                        return _DEVICE
+                    kind = _HOST
+                elif isinstance(e, torch.Tensor) and e.is_meta and kind == _REAL:
                     kind = _OTHER
     device = kwargs.get("device")
     if device is not None:
@@ -140,6 +145,13 @@ class RecordingMode(TorchDispatchMode):
                 return func(*args, **kwargs)
         if call == _OTHER:
             return func(*args, **kwargs)
+        if call == _HOST:  # host work on fakes: no device call, no device memory; a read is a placeholder
+            try:
+                return func(*args, **kwargs)
+            except DynamicOutputShapeException:
+                return values.data_dependent_shape(func, args, kwargs)
+            except DataDependentOutputException as error:
+                return values.data_dependent_value(func, args, kwargs, error)
         route = self._routes.get(func)
         if route is None:
             route = self._routes[func] = _route(func)
@@ -189,12 +201,23 @@ class _FakeMode(FakeTensorMode):
         return True
 
 
+_fake_mode: FakeTensorMode | None = None
+
+
+def host_fake(like: torch.Tensor) -> FakeTensor:
+    """A fake CPU tensor of ``like``'s shape, strides and dtype (a weight that was not read: no bytes)."""
+    with _disable_current_modes(), _fake_mode:
+        return torch.empty_strided(like.size(), like.stride(), dtype=like.dtype, device="cpu")
+
+
 def enter() -> None:
     """Push both modes for the rest of the process (the main thread; autograd's threads inherit them)."""
-    fake = _FakeMode(allow_non_fake_inputs=True)
+    global _fake_mode
+    fake = _fake_mode = _FakeMode(allow_non_fake_inputs=True)
     fake.__enter__()
     RecordingMode().__enter__()
     compat.install()
     memory.install()
     metas.register()
     serialization.install()
+    pretrained.install()
