@@ -24,6 +24,12 @@ Layout and behaviour follow TorchNeuron's PersistentCacheBackend:
 * key: a 128-bit hash (BLAKE2b here, XXH3-128 on Trainium) of the simulator version string, the
   kind (eager op / compiled graph) and the op or graph text with shapes and dtypes.
 
+Messages: TorchNeuron logs each lookup (``[NEFF_CACHE] Cache HIT for key:``, ``MISS``, ``Storing NEFF``) at
+INFO through its own C++ logger (csrc/core/NeuronLogging.h), whose level is ``TORCH_NEURONX_LOG_LEVEL``
+(0 error, 1 warning, 2 info, 3 debug; default warning), not Python's logging: a program's
+``logging.basicConfig(level=logging.INFO)`` does not show them. The simulator's logger does the same: its own
+stderr handler at that level, not propagated to the program's root logger.
+
 Cost: compiled graphs are looked up when they are compiled (rare). Eager signatures are looked up
 once, at process exit, from the C++ core's signature table: nothing runs per op.
 """
@@ -53,7 +59,28 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEX
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
-log = logging.getLogger("neuron_backend.neff_cache")
+LOG_LEVEL_ENV = "TORCH_NEURONX_LOG_LEVEL"
+_LOG_LEVELS = (logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG)
+
+
+def _logger() -> logging.Logger:
+    """TorchNeuron's log: its own level (``TORCH_NEURONX_LOG_LEVEL``) and stderr line, whatever the program's
+    logging configuration (NeuronLogging.h: "[Neuron] [INFO] ...")."""
+    logger = logging.getLogger("neuron_backend.neff_cache")
+    try:
+        level = _LOG_LEVELS[int(os.environ.get(LOG_LEVEL_ENV, "1"))]
+    except (ValueError, IndexError):
+        level = logging.WARNING
+    logger.setLevel(level)
+    logger.propagate = False
+    if not logger.handlers:
+        handler = logging.StreamHandler()  # sys.stderr at the time of each message
+        handler.setFormatter(logging.Formatter("[Neuron] [%(levelname)s] %(message)s"))
+        logger.addHandler(handler)
+    return logger
+
+
+log = _logger()
 _lock = threading.Lock()
 _counts = {"eager": {"signatures": 0, "hits": 0, "misses": 0},
            "compiled": {"graphs": 0, "hits": 0, "misses": 0}}
