@@ -201,23 +201,13 @@ class _FakeMode(FakeTensorMode):
         return True
 
 
-_fake_mode: FakeTensorMode | None = None
-
-
-def host_fake(like: torch.Tensor) -> FakeTensor:
-    """A fake CPU tensor of ``like``'s shape, strides and dtype (a weight that was not read: no bytes)."""
-    with _disable_current_modes(), _fake_mode:
-        return torch.empty_strided(like.size(), like.stride(), dtype=like.dtype, device="cpu")
-
-
 def enter() -> None:
     """Push both modes for the rest of the process (the main thread; autograd's threads inherit them)."""
-    global _fake_mode
-    fake = _fake_mode = _FakeMode(allow_non_fake_inputs=True)
+    fake = _FakeMode(allow_non_fake_inputs=True)
     fake.__enter__()
     RecordingMode().__enter__()
     compat.install()
     memory.install()
     metas.register()
     serialization.install()
-    pretrained.install()
+    pretrained.install(fake)

@@ -25,6 +25,9 @@ from __future__ import annotations
 import functools
 import os
 
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
 from . import values
 from .after_import import after_import
 
@@ -32,14 +35,23 @@ PLACEHOLDER_WEIGHTS = "placeholder weights (the config's shapes and dtypes; the 
 _MODULE = "transformers.modeling_utils"
 
 
-def install() -> None:
+_fake_mode = None  # the run's FakeTensorMode (mode.py)
+
+
+def install(fake_mode) -> None:
+    global _fake_mode
+    _fake_mode = fake_mode
     after_import(_MODULE, _patch)
+
+
+def host_fake(like: torch.Tensor) -> torch.Tensor:
+    """A fake CPU tensor of ``like``'s shape, strides and dtype (a weight that was not read: no bytes)."""
+    with _disable_current_modes(), _fake_mode:
+        return torch.empty_strided(like.size(), like.stride(), dtype=like.dtype, device="cpu")
 
 
 def _placeholders(model) -> dict:
     """A placeholder per key the checkpoint would hold: the meta model's state dict, tied copies left out."""
-    from .mode import host_fake
-
     tied = set(getattr(model, "all_tied_weights_keys", None) or ())
     return {key: host_fake(t) for key, t in model.state_dict().items() if key not in tied}
 
