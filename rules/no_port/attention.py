@@ -76,7 +76,8 @@ class Xformers(PackageRule):
 
     ## What it does
     Reports every import of ``xformers`` and every use (``xformers.ops.memory_efficient_attention``,
-    attention biases such as ``LowerTriangularMask``, ``SwiGLU``), each with the torch replacement.
+    attention biases such as ``LowerTriangularMask``, ``SwiGLU``, ``scaled_index_add``), each with the torch
+    replacement of that op: SDPA for its attention, the PyTorch ops a fused op stands for otherwise.
 
     ## Why is this bad?
     xformers' memory-efficient attention and fused ops are CUDA (and Triton) kernels; on a Trainium
@@ -105,7 +106,7 @@ class Xformers(PackageRule):
     NAME = "xformers"
     SEVERITY = "error"
     EFFORT = "medium"
-    MESSAGE = "xformers' kernels are CUDA-only: use F.scaled_dot_product_attention"
+    MESSAGE = "xformers' kernels are CUDA-only: use the PyTorch ops they fuse (attention: F.scaled_dot_product_attention)"
     TRIGGERS = ("xformers",)
     LABEL = "xformers"
     ADVICE = XFORMERS
@@ -114,4 +115,7 @@ class Xformers(PackageRule):
     INVALID = [
         Invalid("import xformers.ops as xops\ny = xops.memory_efficient_attention(q, k, v)\n", None,
                 message_contains="memory_efficient_attention"),
+        # not attention: the advice is the op it fuses, not SDPA
+        Invalid("from xformers.ops import scaled_index_add\ny = scaled_index_add(x, index, source, scaling)\n", None,
+                message_contains="input.index_add(0, index, source * scaling"),
     ]

@@ -50,7 +50,13 @@ FLASH_ATTN: Advice = {
 }
 
 XFORMERS: Advice = {
-    "xformers": ("xformers' kernels are CUDA-only: " + SDPA_ROUTE, "medium"),
+    "xformers": ("xformers' kernels are CUDA-only: use the PyTorch ops each one fuses (attention: "
+                 + SDPA_ROUTE.removeprefix("use ") + ")", "medium"),
+    # its fused non-attention ops: the torch ops they fuse, not SDPA
+    "xformers.ops": ("xformers' ops are CUDA/Triton kernels: use the PyTorch ops each one fuses", "medium"),
+    "xformers.ops.scaled_index_add": ("use `input.index_add(0, index, source * scaling, alpha=alpha)`", "low"),
+    "xformers.ops.index_select_cat": (
+        "use `torch.cat([s.index_select(0, i).flatten() for s, i in zip(sources, indices)])`", "low"),
     "xformers.ops.memory_efficient_attention": (
         SDPA_ROUTE + " on (batch, heads, seq, dim): xformers takes (batch, seq, heads, dim)", "medium"),
     "xformers.ops.fmha": ("attention biases map to SDPA's `attn_mask` / `is_causal=True` "
