@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '35403016a6aa237ed5061b890437b08c70ac60e3742f64dd15d0ae7f83ac0550'
+RULE_SOURCES_SHA256 = '5c4f0935e69ce530e641210d4e85c22526f2f87326493b6b60e73896669ec4f1'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -77,6 +77,7 @@ RULES = (
     ('NP715', 'numba-cuda', 'python', ('neuron', 'accelerator'), ('numba',)),
     ('NP716', 'torch-private-cuda', 'python', ('neuron', 'accelerator'), ('_compile_kernel', '_C\\._cuda')),
     ('NP717', 'cuda-only-module', 'python', ('neuron', 'accelerator'), ('triton', 'tilelang', 'cutlass', 'helion', 'cupy', 'pycuda', 'numba', 'cuda\\.bindings', 'cuda\\.core')),
+    ('NP718', 'cuda-extension-import', 'python', ('neuron', 'accelerator'), ('_cuda', 'cuda_', 'amp_C', 'apex_C', 'syncbn', 'rotary_emb', 'dropout_layer_norm', '_lib', '_ext', 'cpp_extension')),
     ('NP720', 'cuda-only-branch', 'python', ('neuron', 'accelerator'), ('is_cuda', "'cuda'", '"cuda"')),
     ('NP799', 'invalid-suppression', 'python', ('neuron', 'accelerator'), ('neuron-port',)),
     ('NP801', 'float64', 'python', ('neuron', 'accelerator'), ('\\.[ \\t]*(?:float64|double|DoubleTensor)\\b', 'import\\b[^\\n]*\\b(?:float64|double|DoubleTensor)\\b', 'float64(?<=[\\s(,]float64)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)', 'double(?<=[\\s(,]double)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)', 'DoubleTensor(?<=[\\s(,]DoubleTensor)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)')),
@@ -178,6 +179,7 @@ RULE_MODULES = {
     'NP715': 'no_port.raw_cuda',
     'NP716': 'no_port.raw_cuda',
     'NP717': 'no_port.cuda_only_modules',
+    'NP718': 'no_port.extension_imports',
     'NP720': 'no_port.cuda_only_branches',
     'NP799': 'no_port.suppressions',
     'NP801': 'precision_features.dtypes',
@@ -261,12 +263,17 @@ REQUIRED_TEXTS = {
     '\\.cuh': (('.cuh',),),
     '_C\\._cuda': (('_C._cuda',),),
     '_compile_kernel': (('_compile_kernel',),),
+    '_cuda': (('_cuda',),),
+    '_ext': (('_ext',),),
     '_graph_annotations': (('_graph_annotations',),),
     '_inductor': (('_inductor',),),
+    '_lib': (('_lib',),),
     '_scaled_mm': (('_scaled_mm',),),
     'accelerator(?<!\\waccelerator)\\s*=': (('accelerator',), ('=',)),
     'all_to_all_single': (('all_to_all_single',),),
+    'amp_C': (('amp_C',),),
     'apex': (('apex',),),
+    'apex_C': (('apex_C',),),
     'assume_static_by_default': (('assume_static_by_default',),),
     'autocast': (('autocast',),),
     'barrier': (('barrier',),),
@@ -287,6 +294,7 @@ REQUIRED_TEXTS = {
     'cuda.amp': (('cuda',), ('amp',)),
     'cuda\\.bindings': (('cuda.bindings',),),
     'cuda\\.core': (('cuda.core',),),
+    'cuda_': (('cuda_',),),
     'cuda_graph': (('cuda_graph',),),
     'cudagraphs': (('cudagraphs',),),
     'cudnn': (('cudnn',),),
@@ -301,6 +309,7 @@ REQUIRED_TEXTS = {
     'device_ids': (('device_ids',),),
     'device_map': (('device_map',),),
     'double(?<=[\\s(,]double)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('double',),),
+    'dropout_layer_norm': (('dropout_layer_norm',),),
     'dtype\\s*=\\s*\\(*\\s*(?:\\w+\\s*\\.\\s*)+(?:float16|half)\\b': (('dtype',), ('float16', 'half'), ('=',)),
     'dtype\\s*=\\s*\\(*\\s*[rRuU]?["\'](?:float16|fp16|half)["\']': (('dtype',), ('float16', 'fp16', 'half'), ('=',)),
     'dynamic(?<!\\wdynamic)\\s*=(?!=)': (('dynamic',), ('=',)),
@@ -370,6 +379,7 @@ REQUIRED_TEXTS = {
     'rank': (('rank',),),
     'recv(?<=[\\s(,]recv)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('recv',),),
     'recv_anysource(?<=[\\s(,]recv_anysource)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('recv_anysource',),),
+    'rotary_emb': (('rotary_emb',),),
     'sdp_kernel': (('sdp_kernel',),),
     'sdpa_kernel': (('sdpa_kernel',),),
     'send(?<=[\\s(,]send)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('send',),),
@@ -378,6 +388,7 @@ REQUIRED_TEXTS = {
     'sparse(?<!\\wsparse)\\w*[ \\t]*(?:\\.[A-Za-z_]|\\()': (('sparse',), ('.', '(')),
     'sparse(?<=[\\s(,]sparse)\\w*[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('sparse',),),
     'stft': (('stft',),),
+    'syncbn': (('syncbn',),),
     'tilelang': (('tilelang',),),
     'transformer_engine': (('transformer_engine',),),
     'triton': (('triton',),),

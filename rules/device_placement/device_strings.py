@@ -103,6 +103,8 @@ class CudaDeviceString(DeviceStringRule):
         Valid("device = 'neuron' if torch.neuron.is_available() else 'cpu'\n"),
         Valid('"""Runs on cuda."""\nprint("cuda is not available")\nlogger.info("cuda")\n'),
         Valid("import torch\nhas = hasattr(torch, 'cuda')\nmod = getattr(torch, 'cuda')\n"),
+        # an enum member's value is what its callers pass (`TimerType("cuda")`), not a device
+        Valid("import enum\n\n\nclass TimerType(str, enum.Enum):\n    CPU = 'cpu'\n    CUDA = 'cuda'\n"),
         Valid("ctx = torch.autocast(device_type='cuda', dtype=torch.bfloat16)\n"),  # NP3xx
         Valid("model = AutoModel.from_pretrained(name, device_map='cuda')\n"),  # NP6xx
         Valid("if device.type == 'cuda':\n    pass\n"),  # NP102

@@ -32,6 +32,8 @@ def _is_neuron_device_string(node: cst.CSTNode) -> bool:
     return value is not None and (value == "neuron" or value.startswith("neuron:"))
 
 
+_ENUM_BASES = frozenset({"Enum", "StrEnum", "IntEnum", "Flag", "IntFlag"})
+
 # Where a candidate string sits; a stronger role wins when two parents mark the same node.
 _PRIORITY = {"value": 0, "container": 1, "key": 2, "check": 3, "multibackend": 4, "skip": 5}
 
@@ -65,6 +67,19 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
     def visit_Expr(self, node: cst.Expr) -> None:
         if isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
             self._mark(node.value, "skip")  # docstrings and bare string statements
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        # `class TimerType(str, Enum): CUDA = "cuda"`: a member's value is what callers pass
+        # (`TimerType("cuda")`, a config string), a name of the enum, not a device the program moves data to
+        if not any(last_segment(b.value) in _ENUM_BASES or (self.context.qualname(b.value) or "").startswith("enum.")
+                   for b in node.bases):
+            return
+        for statement in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                        for part in (small.value, *children(small.value)):
+                            self._mark(part, "skip")
 
     def visit_ConcatenatedString(self, node: cst.ConcatenatedString) -> None:
         self._mark(node.left, "skip")

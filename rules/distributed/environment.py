@@ -39,6 +39,9 @@ class CudaVisibleDevices(SkipProse):
     os.environ["NEURON_RT_VISIBLE_CORES"] = str(local_rank)
     ```
 
+    A value that selects no GPU (``"-1"``, ``""``: the program hides the GPUs to run on the CPU) is
+    reported without a fix: ``NEURON_RT_VISIBLE_CORES`` has no value for no core.
+
     ## Fix safety
     Unsafe: the values mean different things. CUDA takes a comma list of GPU indices ("0,1"); the Neuron
     runtime takes logical NeuronCore indices, documented as ranges ("0-1"), and a GPU index is not a core
@@ -62,6 +65,10 @@ class CudaVisibleDevices(SkipProse):
     )
     TRIGGERS = (CUDA_VISIBLE_DEVICES,)
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._hiding: set[cst.CSTNode] = set()  # the names set to a value that selects no GPU
+
     VALID = [
         Valid('import os\nos.environ["NEURON_RT_VISIBLE_CORES"] = "0-3"\n'),
         Valid('"""Set CUDA_VISIBLE_DEVICES before running."""\n'),
@@ -75,16 +82,51 @@ class CudaVisibleDevices(SkipProse):
             unsafe_fixes=True,
         ),
         Invalid("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", None),
+        Invalid("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '-1'\n", None, unsafe_fixes=True,
+                message_contains="hides every GPU"),
         Invalid("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", None, target="accelerator", unsafe_fixes=True),
     ]
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:  # os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+            if isinstance(target.target, cst.Subscript) and len(target.target.slice) == 1:
+                index = target.target.slice[0].slice
+                if isinstance(index, cst.Index):
+                    self._note_value(index.value, node.value)
+
+    def _on_call(self, node: cst.Call) -> None:
+        # os.environ.setdefault(NAME, "-1") / os.putenv(NAME, "-1") (not a read's default: environ.get(NAME, ""))
+        setter = isinstance(node.func, cst.Attribute) and node.func.attr.value in ("setdefault", "putenv")
+        if setter and len(node.args) >= 2 and node.args[0].keyword is None:
+            self._note_value(node.args[0].value, node.args[1].value)
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        self._note_value(node.key, node.value)
+
+    def _note_value(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if string_value(key) == CUDA_VISIBLE_DEVICES and hides_every_gpu(string_value(value)):
+            self._hiding.add(key)
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if string_value(node) != CUDA_VISIBLE_DEVICES or node in self._prose:
+            return
+        if node in self._hiding:
+            self.report(node, "CUDA_VISIBLE_DEVICES set to no device hides every GPU (the program runs on the CPU); "
+                        "NEURON_RT_VISIBLE_CORES has no value for no core: left as it is")
             return
         if self.context.target == "accelerator":
             self.report(node)
             return
         self.report(node, replacement=replace_string(node, NEURON_RT_VISIBLE_CORES), safety="unsafe")
+
+
+def hides_every_gpu(value) -> bool:
+    """A CUDA_VISIBLE_DEVICES value that selects no GPU (``"-1"``, ``""``, ``"none"``): CUDA enumerates the
+    listed devices up to the first invalid one, so these leave none."""
+    if value is None:
+        return False
+    value = value.strip().lower()
+    return value == "" or value.startswith("-") or value in ("none", "nodevfiles", "void")
 
 
 class CudaEnvVar(SkipProse):

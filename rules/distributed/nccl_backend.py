@@ -11,7 +11,7 @@ from neuron_port.rules.distributed.prose import SkipProse
 from neuron_port.rules.distributed.tables import BACKEND_MAP_RE, NCCL, NEURON_BACKEND
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.guards import AvailabilityMixin
-from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of
+from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of, walk
 from neuron_port.rules.helpers.nodes import expr, replace_string, string_value
 from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
 
@@ -27,7 +27,9 @@ class NcclBackend(AvailabilityMixin, SkipProse):
     Finds the string ``"nccl"`` wherever it names a backend: ``init_process_group("nccl")``,
     ``backend="nccl"``, ``"nccl" if torch.cuda.is_available() else "gloo"``, argparse defaults and
     choices of ``--dist-backend``, ``dist.get_backend() == "nccl"``; also ``dist.Backend.NCCL`` and the
-    ``cuda:nccl`` entry of a ``"cpu:gloo,cuda:nccl"`` device map. Other spellings (``"NCCL"``,
+    ``cuda:nccl`` entry of a ``"cpu:gloo,cuda:nccl"`` device map, and the ``dist.is_nccl_available()`` test
+    that chooses such a backend (``"nccl" if dist.is_nccl_available() else "gloo"``: NCCL is never available
+    on Trainium) becomes ``dist.is_backend_available("neuron")``. Other spellings (``"NCCL"``,
     ``"Nccl"``: c10d lower-cases backend names) are found where a string names a backend: a
     ``backend=`` argument, the first argument of ``init_process_group`` / ``new_group`` /
     ``Backend``, the default or choices of an argparse option whose name says backend, a variable
@@ -71,6 +73,9 @@ class NcclBackend(AvailabilityMixin, SkipProse):
         Valid('timers["NCCL"] = 0.0\nprint("NCCL")\n'),  # upper case: only where a backend is named
     ]
     INVALID = [
+        Invalid("import torch.distributed as dist\nbackend = 'nccl' if dist.is_nccl_available() else 'gloo'\n",
+                "import torch.distributed as dist\nbackend = 'neuron' if dist.is_backend_available(\"neuron\") else "
+                "'gloo'\n", message_contains="chooses the NCCL backend", not_runnable=FRAGMENT),
         Invalid("import torch.distributed as dist\nbackend = {'cuda': 'nccl', 'cpu': 'gloo'}[device_type]\n"
                 "dist.init_process_group(backend)\n",
                 "import torch.distributed as dist\nbackend = {'neuron': 'neuron', 'cpu': 'gloo'}[device_type]\n"
@@ -201,6 +206,32 @@ class NcclBackend(AvailabilityMixin, SkipProse):
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if self.is_availability_check(node.test):
             self._guarded.add(node.body)
+        self._nccl_test(node.test, (node.body, node.orelse))
+
+    def visit_If(self, node: cst.If) -> None:
+        self._nccl_test(node.test, (node.body,) + ((node.orelse,) if node.orelse is not None else ()))
+
+    def _nccl_test(self, test: cst.BaseExpression, branches) -> None:
+        """``"nccl" if dist.is_nccl_available() else "gloo"``: the test that chooses the backend this rule
+        renames is renamed with it (NCCL is never available on Trainium, so the renamed choice would never be
+        taken and DDP would get the other backend, silently): ``dist.is_backend_available("neuron")``."""
+        if self.context.target != "neuron":
+            return
+        calls = [n for n in walk(test) if isinstance(n, cst.Call) and not n.args
+                 and last_segment(n.func) == "is_nccl_available"
+                 and (self.context.qualname(n.func) or "").startswith("torch.distributed")]
+        if not calls or not any(string_value(n) == NCCL for branch in branches for n in walk(branch)
+                                if isinstance(n, cst.SimpleString)):
+            return
+        for call in calls:
+            if isinstance(call.func, cst.Attribute):
+                new, imports = f"{source_of(call.func.value)}.is_backend_available(\"{NEURON_BACKEND}\")", ()
+            else:
+                torch_name, imports = self.context.torch_module_name()
+                new = f"{torch_name}.distributed.is_backend_available(\"{NEURON_BACKEND}\")"
+            self.report(call, f"`{source_of(call)}` chooses the NCCL backend renamed with it (never available on "
+                        f"Trainium): use `{new}`", replacement=expr(new),
+                        imports=imports)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         # {"cuda": "nccl", "cpu": "gloo"}[device_type]: key and value together, or the lookup by the renamed

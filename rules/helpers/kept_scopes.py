@@ -17,7 +17,7 @@ from neuron_port.rules.helpers.names import walk
 
 # The rules that declare kept scopes: the engine runs them even when they are not selected, so a
 # `--select NP104` run does not edit inside a CUDA-only module either (their own findings are then dropped).
-SCOPE_RULES = ("NP701", "NP713", "NP717", "NP720")
+SCOPE_RULES = ("NP701", "NP713", "NP717", "NP718", "NP720")
 
 _OUTER = "NP717"  # its kernel code holds the kernels NP701 keeps
 _KEY = "kept_scopes"  # FileContext.shared key: finding node -> (code of the rule, scope node)

@@ -24,7 +24,9 @@ On the allow list:
 - functions, methods and classes of the same file whose bodies are portable, and names the file
   assigns only portable values (``model = nn.Linear(4, 2)`` ... ``model(x)``).
 
-Not on it, whatever else it is: an import, a call of anything else (another package, a parameter, a
+Not on it, whatever else it is: a string that names a CUDA or CPU build or provider of another library
+(``"CUDAExecutionProvider"``, ``"onnxruntime-gpu"``, ``"tensorflow-cpu"``: the test chooses a capability, not a
+device), an import, a call of anything else (another package, a parameter, a
 kernel launch ``kernel[grid](...)``), a name or attribute the file sets to ``None`` somewhere (it may be
 ``None`` where CUDA is absent: ``self.cuda_config``), and a ``raise``, ``assert``, warning, log or
 ``print`` whose text, or an assignment whose target field (not a plain name), names a CUDA-only feature
@@ -108,6 +110,21 @@ def portable_torch(qualname: str, renamed_cuda: frozenset) -> bool:
     return "." not in rest and not rest.startswith("_") and not CUDA_FEATURE_WORDS.search(rest)
 
 
+# a device's name joined to another name: a build or a provider of some other library ("onnxruntime-gpu",
+# "tensorflow-cpu", "CUDAExecutionProvider", "jax[cuda12]"), not a torch device ("cuda", "cuda:0")
+_CAPABILITY_STRING = re.compile(r"(?i)[a-z0-9_-](?:cuda|gpu|cpu)|(?:cuda|gpu|cpu)[a-z0-9_-]")
+_ENV_NAME = re.compile(r"^[A-Z0-9_]+$")  # CUDA_VISIBLE_DEVICES, NCCL_*: NP505 / NP507's
+
+
+def capability_string(node: cst.SimpleString) -> bool:
+    """A string literal that chooses a CUDA (or CPU) build or provider of another library: code holding it
+    decides a capability of that library, not where torch puts its tensors, so a flip would make Trainium
+    take the CUDA choice (``providers = ["CUDAExecutionProvider"]``, ``"onnxruntime-gpu"``)."""
+    text = string_value(node)
+    return bool(text) and not any(c.isspace() for c in text) and not _ENV_NAME.match(text) \
+        and bool(_CAPABILITY_STRING.search(text))
+
+
 def _names_feature(node: cst.CSTNode, words: re.Pattern = CUDA_FEATURE_WORDS) -> Optional[str]:
     """The first string literal under ``node`` that names a CUDA-only feature (one of ``words``)."""
     for child in walk(node):
@@ -184,6 +201,8 @@ class Portability:
                     if found is not None:
                         return found
             return None if node.value is None else self._node(node.value)
+        if isinstance(node, cst.SimpleString) and capability_string(node):
+            return source_of(node)
         if isinstance(node, cst.Call) and dotted_name(node.func) in TORCH_CHECKS:
             # torch._check(cond, message) runs anywhere; like a raise, a message naming CUDA says the
             # code it guards is CUDA's

@@ -29,10 +29,13 @@ Codes (stable), and the module that holds each rule:
   level (no fallback), or a function decorated as a kernel by one: reported once, with its count of CUDA
   references, and kept unedited (``helpers/kept_scopes.py``; the engine folds the findings inside into it).
   NP701 (Triton kernels) and NP713 (custom ops whose body launches a kernel) keep their scopes the same way.
+- NP718 ``cuda-extension-import`` (``extension_imports``): imports of compiled CUDA extension modules
+  (``*_cuda``, ``*_cuda_*``, ``cuda_*``, known ones such as ``amp_C`` and mmcv's ``_ext``, a name ``load`` builds
+  from ``.cu`` sources), with the torch alternative; the code that uses one is kept like NP717's kernel code.
 - NP720 ``cuda-only-branch`` (``cuda_only_branches``): ``x.is_cuda`` / ``device.type == "cuda"`` tests that guard
   Triton, CUDA extensions, flash-attn, xformers or CUDA graphs (kept as they are, and so is the code they
   guard; NP102 and NP104 ask the analysis, ``cuda_only_guards``, and leave them alone). Its code leaves
-  NP718-NP719 free for package rules.
+  NP719 free for package rules.
 - NP799 ``invalid-suppression`` (``suppressions``): a malformed ``# neuron-port: ignore`` comment, or a code
   in one that names no rule (no family is about neuron-port's own comments; this one has no fix either).
 

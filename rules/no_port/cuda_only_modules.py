@@ -120,7 +120,7 @@ class CudaOnlyModule(PythonRule):
         Invalid("import torch\nimport triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n\ndef launch(x):\n"
                 "    assert x.is_cuda\n    k[(1,)](x)\n\ndef model_input():\n"
                 "    return torch.zeros(4, dtype=torch.float64)\n", None,
-                message_contains="CUDA-only kernel code (imports `triton` at top level; `k`, `launch`"),
+                message_contains="CUDA-only kernel code (`k`, `launch`; imports `triton`"),
         Invalid("import torch\n\ntry:\n    from numba import cuda\nexcept ImportError:\n    cuda = None\n\n"
                 "@cuda.jit\ndef scale(x, out):\n    out[0] = x[0]\n", None, message_contains="kernel `scale`"),
     ]
@@ -159,13 +159,11 @@ class CudaOnlyModule(PythonRule):
             return
         if not kernel.nodes:
             self.report(small, f"imports `{library}` at top level, and no code of the module uses it: remove the "
-                        "import (it fails on a Trainium host); the module is ported as usual", severity="warning",
+                        "import (it fails on a Trainium host)", severity="warning",
                         effort="low")
             return
         count = sum(cuda_references(node) for node in kernel.nodes)
-        shown = ", ".join(f"`{name}`" for name in kernel.names[:4]) + (", ..." if len(kernel.names) > 4 else "")
-        self.report(small, f"CUDA-only kernel code (imports `{library}` at top level; {shown or 'no function'}, "
-                    f"{count} CUDA reference{'s' * (count != 1)}): not edited inside, the rest of the module is "
-                    "ported; the import fails on a Trainium host: make it optional (`try: ... except "
-                    "ImportError`) or move the kernel code to its own module, and give its callers a torch path")
+        shown = ", ".join(f"`{name}`" for name in kernel.names[:3]) + (", ..." if len(kernel.names) > 3 else "")
+        self.report(small, f"CUDA-only kernel code ({shown}; imports `{library}`, {count} CUDA "
+                    f"reference{'s' * (count != 1)}): not edited, the rest is ported; make the import optional")
         keep_scope(self.context, self.CODE, small, scope)

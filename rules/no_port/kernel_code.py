@@ -19,7 +19,7 @@ test (``cuda_only_guards.py`` follows the call).
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
@@ -33,8 +33,10 @@ class KernelCode:
     """The kernel code of ``module`` (``nodes``: top-level statements, functions and methods, in source order;
     ``names``: the functions and classes among them, for the message)."""
 
-    def __init__(self, context, module: cst.Module) -> None:
+    def __init__(self, context, module: cst.Module, uses: Optional[Callable[[cst.Name], bool]] = None) -> None:
+        """``uses``: whether a module-level name read is the library (default: a kernel library's name)."""
         self.context = context
+        self._is_library = uses or (lambda name: covers(self.context.qualname(name) or "", KERNEL_LIBRARIES))
         self.module = module
         self._scopes = Scopes(module)
         units = list(_units(module))  # (node, its class or None)
@@ -84,7 +86,7 @@ class KernelCode:
     def _uses(self, root: cst.CSTNode) -> bool:
         for node in walk(root):
             if type(node) is cst.Name and self.context.is_reference(node):
-                if covers(self.context.qualname(node) or "", KERNEL_LIBRARIES) and self._scopes.binder(node) is self.module:
+                if self._is_library(node) and self._scopes.binder(node) is self.module:
                     return True
         return False
 

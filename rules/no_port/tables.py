@@ -193,3 +193,31 @@ TORCH_C_CUDA_RE = re.compile(r"^torch\._C\._cuda")
 # (CUDA extension builds stay NP708's, site by site: a setup.py is not a module to keep, it has nothing to edit.)
 KERNEL_LIBRARIES = ("triton", "tilelang", "cutlass", "helion", "cupy", "pycuda", "numba.cuda", "cuda.bindings",
                     "cuda.core")
+
+# NP718: compiled CUDA extension modules imported by name. The naming convention (``CUDA_EXTENSION_NAME_RE``:
+# ``*_cuda``, ``*_cuda_*``, ``cuda_*``, as setup.py files name what nvcc builds) finds them without a list;
+# the table gives the torch alternative of the common ones, and names those whose name says nothing
+# (apex's ``amp_C``, flash-attn's ``rotary_emb``, mmcv's ``_ext``). Prefixes of dotted names.
+CUDA_EXTENSION_NAME_RE = re.compile(r"(?i)^(?:\w+_cuda(?:_\w+)?|cuda_\w+)$")
+CUDA_EXTENSIONS: Advice = {
+    "flash_attn_2_cuda": (SDPA_ROUTE, "medium"),
+    "flash_attn_cuda": (SDPA_ROUTE, "medium"),
+    "amp_C": ("use torch optimizers with `foreach=True`, `clip_grad_norm_`, `torch._foreach_*`", "medium"),
+    "apex_C": ("use `torch._utils._flatten_dense_tensors` / `_unflatten_dense_tensors`", "low"),
+    "fused_layer_norm_cuda": ("use `torch.nn.LayerNorm` / `torch.nn.RMSNorm`", "low"),
+    "fused_adam_cuda": ("use `torch.optim.AdamW`", "low"),
+    "syncbn": ("use `torch.nn.SyncBatchNorm`", "low"),
+    "selective_scan_cuda": ("use the torch reference scan (`selective_scan_ref`) or an NKI kernel", "high"),
+    "causal_conv1d_cuda": ("use `F.conv1d(x, weight, padding=width - 1, groups=dim)[..., :seqlen]`", "low"),
+    "deform_conv_cuda": ("use `torchvision.ops.deform_conv2d`", "medium"),
+    "mmcv._ext": ("use `torchvision.ops` (nms, roi_align, deform_conv2d) or torch ops", "medium"),
+    "rotary_emb": ("use the real-valued rotary formulation `x * cos + rotate_half(x) * sin`", "low"),
+    "dropout_layer_norm": ("use `F.dropout` followed by `torch.nn.LayerNorm`", "low"),
+    "xentropy_cuda_lib": ("use `torch.nn.CrossEntropyLoss` (`label_smoothing=`)", "low"),
+    "fused_dense_lib": ("use `torch.nn.Linear` (and `F.gelu`)", "low"),
+    "fused_softmax_lib": ("use `torch.softmax` (with the mask added first)", "low"),
+}
+CUDA_EXTENSION_DEFAULT = ("use the torch ops it fuses, or " + NKI_ROUTE, "high")
+# packages other NP7xx rules report (a module inside them is theirs), and names that are not extensions
+NOT_CUDA_EXTENSIONS = ("torch", "numba", "cuda", "cupy", "pycuda", "triton", "flash_attn", "apex", "xformers",
+                       "transformer_engine", "deepspeed", "bitsandbytes")

@@ -76,7 +76,7 @@ def test_a_kernel_module_s_portable_code_is_ported_at_its_lines(tmp_path, cli):
     (tmp_path / "mix.py").write_text(MIXED)
     doc = _report(cli, tmp_path)
     (fold,) = [f for f in doc["findings"] if f["code"] == "NP717"]
-    assert "`add_kernel`, `add`" in fold["message"] and "kernel code" in fold["message"]
+    assert "(`add_kernel`, `add`;" in fold["message"] and "kernel code" in fold["message"]
     assert {(r["line"], r["code"]) for r in fold["related"]}.isdisjoint({(19, "NP801"), (20, "NP101")})
     own = {(f["line"], f["code"]) for f in doc["findings"]}
     assert {(19, "NP801"), (20, "NP101")} <= own, own
