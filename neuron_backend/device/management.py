@@ -53,7 +53,13 @@ def set_device(device: Any) -> None:
     n = device_count()
     if not 0 <= i < n:
         _invalid_device(i, n)
-    if i != 0 and not runtime_initialized():
+    dist = sys.modules.get(DISTRIBUTED_SETUP_MODULE)
+    own = dist.process_device() if dist is not None else None
+    if own is not None and i != own:  # c10_neuron::set_device: only the process's own core
+        message = f"Device index {i} is out of range. Valid range is {own} to {own} for this process"
+        dist.invalid_device_index(i, message, frame=sys._getframe(1))
+        raise ValueError(message)
+    if not runtime_initialized():
         from .. import events
 
         runtime.pre_init_set_device.append((i, events.user_site(sys._getframe(1))))

@@ -54,7 +54,8 @@ def visible_core_count(env: dict[str, str] | None = None) -> int:
 # itself and asserts that it had not started before. set_device() and device_count() do not start it (April
 # source: c10_neuron::set_device only checks and stores the index).
 _runtime_initialized = False
-# set_device(i != 0) calls made before the runtime started: (index, user site). init_process_group reports them.
+# set_device(i) calls made before the runtime started: (index, user site). init_process_group reports those whose
+# index is not the process's device (LOCAL_RANK).
 pre_init_set_device: list[tuple[int, dict | None]] = []
 
 
@@ -76,8 +77,9 @@ def mark_runtime_initialized() -> None:
     _runtime_initialized = True
 
 
-def set_process_device_count(n: int) -> None:
-    """init_process_group(backend="neuron"): this process now sees ``n`` devices (one NeuronCore: 1) and the
-    calling thread's current device is neuron:0 (a set_device(local_rank) before init no longer applies)."""
-    C.set_device_count(n)
-    C.set_device(0)
+def set_process_devices(count: int, current: int) -> None:
+    """init_process_group(backend="neuron"), as TorchNeuron's April source does it (c10_neuron::device_count()
+    returns local_world_size, set_local_device_start_index(local_rank) makes neuron:<local_rank> the current
+    device): this process counts ``count`` devices and the calling thread's current device is ``current``."""
+    C.set_device_count(count)
+    C.set_device(current)

@@ -20,7 +20,7 @@ import warnings
 
 from . import cpu_aliases, fake_world
 from .accounting import count, nbytes
-from .limits import barrier_violation, check, is_default_group, violation
+from .limits import barrier_violation, check, is_default_group, record_violation, violation
 from .setup import install_excepthook, setup_once
 
 __all__ = ["register", "account_collective", "C10D_OPS", "BACKEND_NAME"]
@@ -78,6 +78,7 @@ def register() -> None:
             if hasattr(torch.ops.c10d, name) and torch._C._dispatch_has_kernel_for_dispatch_key(f"c10d::{name}", "PrivateUse1"):
                 _lib.impl(name, _make_kernel(name), "PrivateUse1")
     _patch_api(dist)
+    _remember_group_sites(dist.distributed_c10d)
     fake_world.install(dist)
     _patch_work_future()
     install_excepthook()
@@ -95,7 +96,14 @@ def _patch_work_future() -> None:
 
     @functools.wraps(orig)
     def get_future(self):
-        return cpu_aliases.device_future(self, orig(self))
+        try:
+            fut = orig(self)
+        except RuntimeError as exc:  # gloo's reduce_scatter works have no future; a device backend's have
+            fut = cpu_aliases.work_future(self) if "getFuture not implemented" in str(exc) else None
+            if fut is None:
+                raise
+            return fut
+        return cpu_aliases.device_future(self, fut)
 
     get_future._neuron_port_wrapped = True
     Work.get_future = get_future
@@ -141,6 +149,63 @@ def _pg_index(op) -> int:
 
 
 _cpu_ready: set[str] = set()
+_neuron_ready: set[str] = set()  # groups with a backend for neuron tensors
+_group_sites: dict[str, tuple[str, str, dict | None]] = {}  # group name -> (API, backend, the user's line)
+
+
+def _require_neuron_backend(pg, coll: str) -> None:
+    """A collective on neuron tensors needs a backend for the ``neuron`` device in its group. PyTorch gives a
+    group one backend per device type (distributed_c10d.BackendConfig): ``backend="gloo"`` maps only gloo's
+    devices (``Backend.backend_capability["gloo"]``: cpu, cuda), and TorchNeuron registers its backend for
+    ``neuron`` alone, so c10d's PrivateUse1 kernel fails in ``ProcessGroup::getBackend`` with "No backend type
+    associated with device type neuron", before any data moves. The same error is raised here, by the group
+    itself, and recorded (NP907) at the user's line that created the group, with the fix."""
+    import torch
+
+    neuron = torch.device(BACKEND_NAME)
+    if neuron in pg._device_types:
+        _neuron_ready.add(pg.group_name)
+        return
+    api, backend, site = _group_sites.get(pg.group_name, ("init_process_group", "", None))
+    served = ", ".join(sorted(d.type for d in pg._device_types)) or "no device"
+    record_violation(
+        "process_group", f"{api}(backend=\"{backend}\") made a process group with no backend for neuron tensors "
+        f"({backend or 'its backend'} serves {served}): {coll} on a neuron tensor fails with PyTorch's "
+        "\"No backend type associated with device type neuron\" (so does DistributedDataParallel, on its first "
+        "collective). "
+        "Use backend=\"neuron\" (TorchNeuron's process group), or \"cpu:gloo,neuron:neuron\" to keep gloo for "
+        "CPU tensors", "RuntimeError", pg, site=site, action="raised")
+    pg._get_backend(neuron)  # raises PyTorch's own error
+    _neuron_ready.add(pg.group_name)  # a backend for neuron appeared: nothing to report
+
+
+def _remember_group_sites(c10d) -> None:
+    """Where each process group was created (the user's line, the API, the backend asked for), for the finding
+    of a group that has no backend for neuron tensors."""
+    orig = c10d._new_process_group_helper
+    if getattr(orig, "_neuron_port_wrapped", False):
+        return
+
+    @functools.wraps(orig)
+    def helper(*args, **kwargs):
+        import sys
+
+        from .. import events
+
+        caller = sys._getframe(1).f_code.co_name
+        api = "new_group" if "new_group" in caller else caller
+        site = events.user_site(sys._getframe(1))
+        backend = kwargs.get("backend", args[3] if len(args) > 3 else None)
+        result = orig(*args, **kwargs)
+        try:
+            pg = result[0] if isinstance(result, tuple) else result
+            _group_sites[pg.group_name] = (api, str(backend) if backend is not None else "", site)
+        except Exception:  # noqa: BLE001 - only the finding's place is lost
+            pass
+        return result
+
+    helper._neuron_port_wrapped = True
+    c10d._new_process_group_helper = helper
 
 
 def _ensure_cpu_backend(pg) -> None:
@@ -180,13 +245,16 @@ def _make_kernel(name: str):
     op = getattr(torch.ops.c10d, name).default
 
     def kernel(*args):
+        pg = _unbox(args[_pg_index_of(name)]) if _pg_index_of(name) >= 0 else None
+        if pg is not None and pg.group_name not in _neuron_ready:
+            _require_neuron_backend(pg, C10D_OPS[name][0])
         pg = account_collective(name, args)
         if pg is not None and pg.group_name not in _cpu_ready:
             _ensure_cpu_backend(pg)
         cpu_args = [cpu_aliases.to_cpu(a) for a in args]
         r = op(*cpu_args)
         if isinstance(r, tuple) and len(r) == 2:
-            cpu_aliases.keep_until_done(r[1], cpu_args, list(args))
+            cpu_aliases.keep_until_done(r[1], cpu_args, list(args), outputs=args[0])
             return (args[0], r[1])  # the op's tensors, written in place through the aliases
         return r
 

@@ -20,7 +20,7 @@ from typing import Any
 NEURON = "neuron"
 
 # [work (None once let go), the CPU tensors it was given, id(alias) -> neuron tensor (None with the work),
-#  whether the user waited on the work]
+#  whether the user waited on the work, the op's outputs as the user gave them (None with the work)]
 _in_flight: list[list[Any]] = []
 _lock = threading.Lock()
 
@@ -44,12 +44,12 @@ def to_cpu(a):
     return a
 
 
-def keep_until_done(work, args: list, originals: list | None = None) -> None:
+def keep_until_done(work, args: list, originals: list | None = None, outputs=None) -> None:
     """Keep the CPU tensors of a c10d op's ``args`` referenced until gloo let go of them: its ``work`` (the
     op's boxed Work) is done and let go of (release_completed), and no C++ reference to them is left
     (``_use_count() == 1``: this list's Python objects only), so that dropping them here frees them in this
     thread. ``originals``: the op's arguments as the user gave them (the neuron tensors the aliases stand
-    for, see ``device_future``)."""
+    for, see ``device_future``); ``outputs``: the op's output argument as the user gave it (``work_future``)."""
     from torch._C._distributed_c10d import Work
 
     tensors = _tensors(args)
@@ -57,7 +57,7 @@ def keep_until_done(work, args: list, originals: list | None = None) -> None:
     release_completed()
     with _lock:
         _in_flight.append([Work.unbox(work), tensors, {k: v for k, v in users.items() if v.device.type == NEURON},
-                           False])
+                           False, outputs])
 
 
 def waited(work) -> None:
@@ -77,7 +77,7 @@ def release_completed() -> None:
         for entry in _in_flight:
             # 2: the entry's slot and getrefcount's argument: no one else holds the Python work
             if entry[0] is not None and (entry[3] or entry[0].is_completed()) and sys.getrefcount(entry[0]) <= 2:
-                entry[0] = entry[2] = None
+                entry[0] = entry[2] = entry[4] = None
         _in_flight[:] = [entry for entry in _in_flight if not _released(entry)]
 
 
@@ -91,6 +91,23 @@ def device_future(work, fut):
     if not users:
         return fut
     return fut.then(lambda done: _to_user(done.value(), users))
+
+
+def work_future(work):
+    """The future of a neuron collective whose gloo work has none (gloo's ``reduce_scatter`` and
+    ``reduce_scatter_tensor``: "Work::getFuture not implemented."), as a device backend (NCCL, TorchNeuron)
+    gives it: the work is waited for, and the future holds the op's output tensors (a list), on the device.
+    None for a work that is not a neuron collective in flight (its own error stands)."""
+    import torch
+
+    with _lock:
+        outputs = next((entry[4] for entry in _in_flight if entry[0] is work), None)
+    if outputs is None:
+        return None
+    work.wait()
+    fut = torch.futures.Future()
+    fut.set_result(list(outputs) if isinstance(outputs, (list, tuple)) else [outputs])
+    return fut
 
 
 def _to_user(value, users: dict):

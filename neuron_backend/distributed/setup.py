@@ -5,9 +5,12 @@ Like TorchNeuron's ``_neuron_runtime_setup`` (April source, distributed/backend.
 be initialized before the init_process_group."), sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` unless
 it is set (LOCAL_RANK / LOCAL_WORLD_SIZE from the environment, else by grouping the ranks per host
 through the store), asserts that the process sees exactly one core ("Attempted to have more than one
-device per process in distributed setup") and starts the runtime. The process then has one device,
-``neuron`` == ``neuron:0`` (``device_count() == 1``), so ``neuron:1`` fails ("Invalid device id: 1.
-Valid range is 0 to 0"). The cases the sources leave open are decided in ``rules/op_policy.toml``
+device per process in distributed setup") and starts the runtime. As in c10_neuron (NeuronDevice.cpp:
+device_count() is local_world_size, set_local_device_start_index(local_rank)), the process's one core is
+``neuron:<LOCAL_RANK>``, its current device (``neuron`` == ``neuron:<LOCAL_RANK>``, ``device_count()`` ==
+LOCAL_WORLD_SIZE), so accelerate's ``DDP(device_ids=[local_process_index])`` and
+``torch.neuron.set_device(local_rank)`` work; ``set_device`` of another index fails ("Device index 0 is out of
+range. Valid range is 1 to 1 for this process"). The cases the sources leave open are decided in ``rules/op_policy.toml``
 [distributed] and reported as NP907 events: more local ranks than the simulated node has cores, a
 ``set_device(i)`` before the process group, a device index other than 0 afterwards (also when the
 error ends the process: the excepthook).
@@ -73,17 +76,19 @@ def _neuron_runtime_setup(rank: int, size: int, store) -> dict:
         violation("init_process_group", f"{ONE_DEVICE_MESSAGE} (NEURON_RT_VISIBLE_CORES={visible} makes {n} NeuronCores "
                   "visible to this process; leave it unset so that init_process_group gives each process NeuronCore "
                   "LOCAL_RANK, or name one core per process)", AssertionError, None)
-    count = max(n, 1)  # 1; with NEURON_PORT_UNSUPPORTED=record the process keeps the cores it sees
-    runtime.set_process_device_count(count)
+    count = max(local_world_size, local_rank + 1)  # c10_neuron::device_count(): local_world_size
+    runtime.set_process_devices(count, local_rank)
     runtime.mark_runtime_initialized()
     _setup = {"local_rank": local_rank, "local_world_size": local_world_size, "visible_cores": visible,
-              "device_count": count}
+              "device_count": count, "current_device": local_rank}
     for i, site in runtime.pre_init_set_device:
+        if i == local_rank:
+            continue
         record_violation(
             "set_device", f"torch.neuron.set_device({i}) before init_process_group(backend=\"neuron\"): the process group "
-            "then pins the process to one NeuronCore, `neuron` (neuron:0), and makes it current, so the call has no "
-            f"effect and neuron:{i} is no device of this process afterwards. Drop the call and use "
-            "torch.device(\"neuron\") (simulator decision, unconfirmed: see rules/op_policy.toml [distributed])",
+            f"then pins the process to one NeuronCore, neuron:{local_rank} (its LOCAL_RANK), and makes it current, so "
+            f"the call has no effect and neuron:{i} is no device of this process afterwards. Drop the call, or set "
+            "the device to the local rank (simulator decision, unconfirmed: see rules/op_policy.toml [distributed])",
             None, None, site=site, action="recorded")
     return dict(_setup)
 
@@ -115,19 +120,24 @@ def _local_rank_and_size(rank: int, size: int, store) -> tuple[int, int]:
     return here.index(rank), len(here)
 
 
+def process_device() -> int | None:
+    """The device index of this process's NeuronCore after the setup (its LOCAL_RANK), else None."""
+    return None if _setup is None else _setup["local_rank"]
+
+
 def invalid_device_index(index: int, message: str, *, frame=None, error: str = "ValueError") -> None:
-    """After the setup, a device index other than 0 is another process's NeuronCore: record an NP907 event
-    (the caller raises). device/management.py calls it through sys.modules (set_device's error)."""
-    if _setup is None or index == 0:
+    """After the setup, a device index other than LOCAL_RANK is another process's NeuronCore: record an NP907
+    event (the caller raises). device/management.py calls it through sys.modules (set_device's error)."""
+    if _setup is None or index == _setup["local_rank"]:
         return
     from .. import events
 
     site = events.user_site(frame if frame is not None else sys._getframe(1))
     record_violation(
         "device", f"{message}: after init_process_group(backend=\"neuron\") this process has one NeuronCore, "
-        f"`neuron` (neuron:0); neuron:{index} is not its device. Use torch.device(\"neuron\") rather than the rank "
-        "as the device index (simulator model, see rules/op_policy.toml [distributed])", error, None, site=site,
-        action="raised")
+        f"neuron:{_setup['local_rank']} (its LOCAL_RANK, the current device); neuron:{index} is not its device. Use "
+        "torch.device(\"neuron\") or the local rank, not the global rank, as the device index (TorchNeuron source, "
+        "see rules/op_policy.toml [distributed])", error, None, site=site, action="raised")
 
 
 _INVALID_DEVICE = re.compile(r"Invalid device id: (\d+)\. Valid range is 0 to -?\d+")

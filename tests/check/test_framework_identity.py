@@ -184,8 +184,7 @@ def test_torchrun_ranks_and_their_subprocesses_find_torch_neuronx(tmp_path, cli,
     pytest.importorskip("accelerate")
     doc = run_check(cli, tmp_path, RANKS, "--nproc", "2")
     lines = sorted(line.split(":", 1)[1] for line in doc["runtime"]["status"]["stdout_tail"] if "]:rank " in line)
-    # the device type only: which index a rank's core has is the simulator's open question (op_policy.toml
-    # [distributed.unconfirmed] device_index)
+    # the device type only (each rank's index, neuron:<LOCAL_RANK>: tests/check/test_distributed_fidelity.py)
     assert lines == [f"rank {r}: DistributedType.MULTI_NEURON neuron neuron [1.0, 1.0, 2.0, 2.0] True"
                      for r in (0, 1)], doc["runtime"]["status"]["stdout_tail"]
     assert {d["op"] for d in doc["runtime"]["distributed"]} >= {"process_group", "all_gather_into_tensor"}
