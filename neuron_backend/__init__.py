@@ -51,7 +51,12 @@ def _real_torch_neuronx() -> bool:
 def _autoload() -> None:
     """``torch.backends`` entry point: enables the simulator only when NEURON_PORT_SIMULATE=1, and not
     in torchrun's launcher, which imports torch but runs no model (its workers enable it for themselves)."""
-    if os.environ.get(SIMULATE_ENV, "").strip() != "1" or _is_torchrun_launcher():
+    if os.environ.get(SIMULATE_ENV, "").strip() != "1":
+        return
+    if _is_torchrun_launcher():  # no model runs here: only when and how each worker ends (NP909)
+        from .distributed.launcher import install as watch_workers
+
+        watch_workers()
         return
     from .build import BuildError
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import errno
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -68,6 +69,7 @@ class RunStatus:
     ranks: list[RankLog] = field(default_factory=list)  # torchrun runs: each worker's own output
     interrupted: Optional[str] = None  # "SIGINT" / "SIGTERM": `check` itself was stopped, and the command
     events_token: Optional[str] = None  # this run's token in its records (not in the report): see EVENTS.md
+    worker_exits: list = field(default_factory=list)  # torchrun's workers' ends (events/workers.py; not in the report)
 
     @property
     def succeeded(self) -> bool:
@@ -101,11 +103,13 @@ TORCHRUN_LOG_OPTIONS = ("--log-dir", "--log_dir", "--redirects", "-r", "--tee", 
 
 
 def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Path] = None,
-                  rank_logs: Optional[Path] = None) -> list[str]:
+                  rank_logs: Optional[Path] = None, notes: Optional[list[str]] = None) -> list[str]:
     """The argv to run. ``python`` means the interpreter neuron-port runs in (the one that has torch
-    and the simulator); with ``nproc`` the command runs under torchrun. A relative program path is
-    looked up from ``cwd``, the folder the command runs in. ``rank_logs``: under torchrun, each worker's
-    stdout and stderr are also written below this folder (and still printed)."""
+    and the simulator); with ``nproc`` the command runs under torchrun, with the interpreter the command
+    names when neuron-port is installed there (a project's own ``.venv/bin/python``), else with neuron-port's
+    own (one line in ``notes`` says so). A relative program path is looked up from ``cwd``, the folder the
+    command runs in. ``rank_logs``: under torchrun, each worker's stdout and stderr are also written below
+    this folder (and still printed)."""
     if not command:
         raise CommandError("no command to run")
     argv = list(command)
@@ -114,12 +118,14 @@ def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Pa
     elif argv[0] == "torchrun":
         argv = [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
     if nproc:
-        if argv[:3] == [sys.executable, "-m", "torch.distributed.run"]:
+        if argv[1:3] == ["-m", "torch.distributed.run"]:
             raise CommandError("--nproc cannot be combined with a command that is already torchrun")
-        if argv[0] != sys.executable or len(argv) < 2:
+        if argv[0] != sys.executable and INTERPRETER.fullmatch(os.path.basename(argv[0])) and len(argv) >= 2:
+            argv[0] = nproc_interpreter(argv[0], cwd or Path.cwd(), notes)
+        elif argv[0] != sys.executable or len(argv) < 2:
             raise CommandError("--nproc needs a Python command (python script.py ... or python -m module ...)")
-        rest = argv[1:]
-        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *rest]
+        interpreter, rest = argv[0], argv[1:]
+        argv = [interpreter, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *rest]
     else:
         check_program(argv[0], cwd or Path.cwd())
     # torchrun's options come first; a log option anywhere (even the script's own) leaves the user's setup alone
@@ -127,6 +133,31 @@ def build_command(command: Sequence[str], nproc: Optional[int], cwd: Optional[Pa
             a.split("=")[0] in TORCHRUN_LOG_OPTIONS for a in argv[3:]):
         argv[3:3] = ["--log-dir", str(rank_logs), "--tee", "3"]
     return argv
+
+
+INTERPRETER = re.compile(r"python(?:\d+(?:\.\d+)*)?")  # a command's program that is a Python interpreter
+# exits 0 where neuron-port's simulator (neuron_backend) and torch can be imported, without importing them
+HAS_NEURON_PORT = ("import importlib.util as u, sys; "
+                   "sys.exit(0 if u.find_spec('neuron_backend') and u.find_spec('torch') else 3)")
+
+
+def nproc_interpreter(program: str, cwd: Path, notes: Optional[list[str]]) -> str:
+    """The interpreter of an ``--nproc`` run whose command names one (``.venv/bin/python train.py``): that one
+    when neuron-port is installed there (its ranks then load the simulator), else the one neuron-port runs in,
+    with one line in ``notes`` that says so."""
+    check_program(program, cwd)
+    found = program if os.sep not in program else str(cwd.joinpath(program))
+    try:
+        has = subprocess.run([found, "-c", HAS_NEURON_PORT], cwd=cwd, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        has = False
+    if has:
+        return found
+    if notes is not None:
+        notes.append(f"--nproc: {program} has no neuron-port (neuron_backend and torch are not both importable "
+                     f"there), so the ranks run with neuron-port's own interpreter, {sys.executable}; install "
+                     "neuron-port[sim] into the project's environment to use its interpreter")
+    return sys.executable
 
 
 def check_program(program: str, cwd: Path) -> None:

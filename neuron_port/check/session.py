@@ -22,9 +22,9 @@ from neuron_port.check.aggregate.command import not_ported_hint, with_next_step
 from neuron_port.check.aggregate.no_device_work import no_device_work_finding
 from neuron_port.check.interrupts import Interrupted, InterruptGuard
 from neuron_port.check.preview import PreviewError, PreviewTree, make_preview, run_from_original
-from neuron_port.check.runner import PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
+from neuron_port.check.runner import INTERPRETER, PYTHON_NAMES, CommandError, OutputSink, RunStatus, build_command, run_command
 from neuron_port.check.estimate import build_estimate, estimate_options, withheld_reason
-from neuron_port.check.events import lost_records, read_events
+from neuron_port.check.events import lost_records, read_events, read_worker_exits
 from neuron_port.check.premises import check_static_findings, imported_files
 from neuron_port.check.runtime import build_runtime
 from neuron_port.check.scratch import CHECK_PREFIX, remove_dead_runs_folders, scratch_folder
@@ -42,7 +42,7 @@ def shown_command(command: list[str], nproc: Optional[int]) -> list[str]:
     """The command as the report shows it: what the user typed, with torchrun spelled out for --nproc."""
     if not nproc:
         return command
-    rest = command[1:] if command[0] in ("python", "python3") else command
+    rest = command[1:] if INTERPRETER.fullmatch(Path(command[0]).name) else command
     return ["torchrun", f"--nproc_per_node={nproc}", *rest]
 
 
@@ -118,7 +118,11 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
         remove_dead_runs_folders()  # what a SIGKILLed run left (scratch.py)
         scratch = scratch_folder(CHECK_PREFIX)
         rank_logs, events_dir = scratch / "ranks", scratch / "events"
-        argv = build_command(command, nproc, cwd=path, rank_logs=rank_logs)
+        notes: list[str] = []
+        argv = build_command(command, nproc, cwd=path, rank_logs=rank_logs, notes=notes)
+        if on_output is not None:  # said before the command's own output (the interpreter `--nproc` chose)
+            for note in notes:
+                on_output("stderr", f"neuron-port: {note}\n")
         cwd = path.resolve()
         if preview:  # the copy needs the rewrites first
             try:
@@ -135,6 +139,7 @@ def _run(path: Path, command: list[str], settings: Settings, guard: InterruptGua
                              extra_env=mode_env or None)
         status.command = shown
         processes = read_events(events_dir, token=status.events_token)
+        status.worker_exits = read_worker_exits(events_dir, token=status.events_token)
         status.processes = len(processes)  # with those that died before writing a snapshot
         lost = lost_records(events_dir, token=status.events_token)  # the folder removed, forked children's work
         runtime, findings = build_runtime(processes, status, SiteMapper(path, tree), lost)

@@ -16,21 +16,27 @@ class DistributedConstraint(RuntimeRule):
     one-NeuronCore-per-process setup of `init_process_group(backend="neuron")`: a tensor on the device
     before it ("Neuron runtime should not be initialized before the init_process_group."), a process
     that sees several cores ("Attempted to have more than one device per process in distributed
-    setup"), more local ranks than NeuronCores, a device index other than the process's one core
-    (`neuron:1` on rank 1: "Invalid device id: 1. Valid range is 0 to 0"), and, recorded without an
-    error, `set_device(local_rank)` before `init_process_group`.
+    setup"), more local ranks than NeuronCores, a device index other than the process's one core,
+    `neuron:<LOCAL_RANK>` (`torch.neuron.set_device(0)` on rank 1: "Device index 0 is out of range. Valid
+    range is 1 to 1 for this process"), and, recorded without an error, `set_device(i)` of another core
+    before `init_process_group`. And a process group with no backend for `neuron` tensors
+    (`init_process_group(backend="gloo")`, at that line): its first collective on a `neuron` tensor fails
+    with PyTorch's "No backend type associated with device type neuron".
 
     ## Why is this bad?
-    They raise `NotImplementedError`/`RuntimeError`/`AssertionError` on Trainium. The cases TorchNeuron's
-    sources leave open are simulator decisions, listed in `rules/op_policy.toml` [distributed].
+    They raise `NotImplementedError`/`RuntimeError`/`AssertionError`/`ValueError` on Trainium. PyTorch gives
+    a process group one backend per device type (`Backend.backend_capability["gloo"]` is cpu and cuda) and
+    TorchNeuron registers its `neuron` backend for the `neuron` device alone, so a gloo-only group has no
+    backend for `neuron` tensors. The cases TorchNeuron's sources leave open are simulator decisions, listed
+    in `rules/op_policy.toml` [distributed].
 
     ## Example
     ```python
     dist.send(t, dst=1)
     ```
     Use instead: collectives (`all_gather`, `broadcast`), equal all_to_all splits, barriers on the
-    default group; `init_process_group("neuron")` before anything touches the device, then
-    `torch.device("neuron")`.
+    default group; `init_process_group("neuron")` (or `"cpu:gloo,neuron:neuron"` to keep gloo for CPU
+    tensors) before anything touches the device, then `torch.device("neuron")`.
 
     ## Fix safety
     No automatic fix.
@@ -66,7 +72,10 @@ class CommandFailed(RuntimeRule):
 
     ## What it does
     Reports a non-zero exit code, a signal (segmentation fault, OOM kill) or a timeout of the command
-    that `neuron-port check` ran, with the last lines of its standard error in the report.
+    that `neuron-port check` ran, with the last lines of its standard error in the report. Under torchrun
+    it names the process that failed first: the rank that raised first, at its line, or a rank that ended
+    without a Python exception before it ("rank 1 was killed by SIGKILL (signal 9)", as torchrun's own
+    process saw it end), not the peers that then fail on a collective ("Connection closed by peer").
 
     ## Why is this bad?
     Whatever stopped the run on the simulator will very likely stop it on Trainium; the findings after

@@ -2,7 +2,10 @@
 which process failed how: the rank, its exception and the last lines of its traceback.
 
 A process whose events file ends with ``status: "exception"`` raised; its traceback comes from its own
-output (torchrun's per-rank log, or the command's stderr for a single process).
+output (torchrun's per-rank log, or the command's stderr for a single process). A torchrun worker that
+ended without raising (killed by a signal, or a non-zero exit without a Python exception) is known from
+torchrun's own process, which records when and how each worker ended (``worker_exit`` events): it counts
+with the time it ended, so a rank SIGKILLed first is named, not its peer's "Connection reset by peer".
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class ProcessFailure:
     site: Optional[UserSite]  # the innermost user frame of the traceback
     traceback: tuple[str, ...]  # its last lines, from the process's own output
     raised_at: Optional[float] = None  # epoch seconds of its exception: the first to raise is the root cause
+    how: Optional[str] = None  # a worker that ended without an exception: "was killed by SIGKILL", ...
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "pid": self.pid, "exception": self.exception, "site": site_json(self.site),
@@ -39,7 +43,7 @@ class ProcessFailure:
 
     def describe(self) -> str:
         who = "the process" if self.rank is None else f"rank {self.rank}"
-        return f"{who} failed with {self.exception}"
+        return f"{who} {self.how}" if self.how else f"{who} failed with {self.exception}"
 
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]: ?")  # torchrun --tee marks each line with its rank
@@ -106,8 +110,25 @@ def process_failures(processes: Sequence[ProcessEvents], status: RunStatus,
         output = own if own is not None else (status.stderr_tail if len(processes) == 1 else [])
         failures.append(ProcessFailure(rank=info.rank, pid=info.pid, exception=exception, site=mapper(exc.site),
                                        traceback=last_traceback(output), raised_at=exc.time))
+    failures.extend(_worker_deaths(status, {f.rank for f in failures}, logs))
     # the rank that raised first is the root cause: the others usually fail on a collective with its peer gone
     return sorted(failures, key=lambda f: (f.raised_at is None, f.raised_at or 0.0, f.rank is None, f.rank or 0))
+
+
+def _worker_deaths(status: RunStatus, raised: Collection[Optional[int]],
+                   logs: dict[Optional[int], list[str]]) -> list[ProcessFailure]:
+    """The torchrun workers that ended without a Python exception (a signal, or a non-zero exit code), from
+    torchrun's own process (``status.worker_exits``), dated by their end; not those torchrun stopped after a
+    failure (its SIGTERM), nor a rank whose exception is known (it says more)."""
+    out = []
+    for ended in status.worker_exits:
+        how = ended.how()
+        if how is None or ended.stopped_by_launcher or ended.rank in raised:
+            continue
+        out.append(ProcessFailure(rank=ended.rank, pid=ended.pid, exception=how, site=None,
+                                  traceback=last_traceback(logs.get(ended.rank) or []), raised_at=ended.ended,
+                                  how=how))
+    return out
 
 
 def describe_failure(status: RunStatus) -> str:

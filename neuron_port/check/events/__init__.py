@@ -37,6 +37,7 @@ from neuron_port.check.events.ops import (
 from neuron_port.check.events.phases import DataLoaderEvent, PhaseEvent
 from neuron_port.check.events.process import ExceptionInfo, ProcessEvent, SummaryEvent
 from neuron_port.check.events.lost import LostRecords, lost_records
+from neuron_port.check.events.workers import WORKERS_NAME, WorkerExit, read_worker_exits
 from neuron_port.check.events.recovery import RECORDS_NAME, recover
 from neuron_port.check.events.records import (
     CompileEvent,
@@ -55,7 +56,7 @@ __all__ = [
     "EagerCompileTruncatedEvent", "Event", "EVENT_TYPES", "ExceptionInfo", "ExplicitOpsEvent", "FallbackEvent",
     "FallbackSite", "FirstSeen", "FirstSeenCount", "FunctionRef", "GraphOp", "GraphWorkEvent", "LostRecords",
     "MalformedEvent", "NeffCacheCounts", "NeffCacheEvent", "OpEvent",
-    "PhaseEvent", "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "SignatureCalls", "Site", "SummaryEvent", "UnsupportedEvent",
+    "PhaseEvent", "ProcessEvent", "ProcessEvents", "ShapeOnlyEvent", "SignatureCalls", "Site", "SummaryEvent", "UnsupportedEvent", "WorkerExit", "read_worker_exits",
     "lost_records", "parse_event", "parse_events_file", "read_events", "run_environment", "EVENTS_DIR_ENV",
     "EVENTS_TOKEN_ENV",
 ]
@@ -170,6 +171,8 @@ def read_events(folder: Path, token: Optional[str] = None,
             snapshots[named.group("tag")] = path
         elif m:
             records.setdefault(m.group("tag"), {})[m.group("part")] = path
+        elif WORKERS_NAME.match(path.name):  # torchrun's process: how each worker ended (workers.py)
+            continue
         elif not TEMPORARY_NAME.search(path.name):
             folder_notes.append(f"{path.name}: ignored: not a file the simulator writes")
     out = []
