@@ -89,7 +89,6 @@ def run_on_cpu(project: Path, nproc: int, command: list[str]) -> str:
     return proc.stdout
 
 
-@pytest.mark.slow
 # The rewrite puts rank devices on index 0 (`device_ids=[0]`, `torch.device("neuron", 0)`: NP101/NP107/NP201/NP502/
 # NP503, rules/device_placement/ranks.py), the simulator's old model; TorchNeuron's source pins each process to
 # neuron:<LOCAL_RANK> (rules/op_policy.toml [distributed.confirmed] device_index), so rank 1 fails there until the
@@ -98,6 +97,7 @@ INDEX_ZERO = pytest.mark.xfail(strict=True, reason="rank devices rewritten to in
                                                    "neuron:<LOCAL_RANK> (op_policy.toml [distributed.confirmed])")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(name, marks=INDEX_ZERO) if name.startswith("ddp_") else name
                                   for name in PROJECTS])
 def test_rewritten_fixture_runs_under_check_with_the_cpu_losses(name, tmp_path, cli, sim_build):
