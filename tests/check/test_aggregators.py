@@ -129,7 +129,7 @@ def test_compiles_merge_per_call_site(root, mapper):
         "site": {"path": "job.py", "line": 8, "function": "<module>", "code": "g(x)"}, "count": 2,
         "reasons": ["size of x changed", "limit reached"], "recompile_limit_hits": 1,
         "failures": [{"status": "fallback", "reason": "boom", "action": "fell back to eager"}],
-        "shapes": [[[2, 3]], [[4, "s0"], None]], "ranks": [0, 1]}
+        "shapes": [[[2, 3]], [[4, "s0"], None]], "ranks": [0, 1], "graphs": []}
     assert entry.failures == (CompileFailure("fallback", "boom", "fell back to eager"),)
     assert [(f.code, f.line, f.message) for f in compiles.findings()] == [
         ("NP903", 8, "`f` was compiled 2 times by torch.compile(backend=\"neuron\"): limit reached"),

@@ -39,6 +39,7 @@ class CompileEntry:
     failures: tuple[CompileFailure, ...]
     shapes: tuple[tuple[Shape, ...], ...]  # the input shapes of the first compiles
     ranks: tuple[int, ...]
+    graphs: tuple[str, ...] = ()  # the distinct graphs compiled here (forward, backward, after graph breaks)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,7 +47,7 @@ class CompileEntry:
             "count": self.count, "reasons": list(self.reasons), "recompile_limit_hits": self.recompile_limit_hits,
             "failures": [f.to_json() for f in self.failures],
             "shapes": [[None if s is None else list(s) for s in inputs] for inputs in self.shapes],
-            "ranks": list(self.ranks),
+            "ranks": list(self.ranks), "graphs": list(self.graphs),
         }
 
 
@@ -61,6 +62,7 @@ class _CallSite:
     failures: list[CompileFailure] = field(default_factory=list)
     shapes: list[tuple[Shape, ...]] = field(default_factory=list)
     ranks: set[Optional[int]] = field(default_factory=set)
+    graphs: set[str] = field(default_factory=set)
 
 
 class CompileAggregator(Aggregator):
@@ -87,6 +89,8 @@ class CompileAggregator(Aggregator):
                                                  action=action))
             return
         entry.count += 1
+        # keyed as the estimate keys them (estimate/work.py), so the panel and the estimate count the same graphs
+        entry.graphs.update(str(g.get("key")) if isinstance(g, dict) else repr(g) for g in event.graphs)
         if event.reason and event.reason not in entry.reasons:
             entry.reasons.append(event.reason)
         if event.inputs is not None and len(entry.shapes) < MAX_SHAPES:
@@ -111,6 +115,7 @@ class CompileAggregator(Aggregator):
             function=e.function or "<compiled function>", definition=e.definition, site=e.site, count=e.count,
             reasons=tuple(e.reasons), recompile_limit_hits=e.recompile_limit_hits, failures=tuple(e.failures),
             shapes=tuple(e.shapes), ranks=tuple(sorted(r for r in e.ranks if r is not None)),
+            graphs=tuple(sorted(e.graphs)),
         ) for e in sorted(self.by_site.values(), key=lambda e: -e.count)]
 
     def section(self) -> tuple[tuple[CompileEntry, ...]]:

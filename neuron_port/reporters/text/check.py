@@ -134,8 +134,7 @@ def render_check(console: Console, report: Report) -> None:
         f"eager NEFF compiles: {ops.unique_signatures} unique signature(s), {runtime.shapes.after_warmup} after "
         f"warm-up; {runtime.shapes.varying_sites} line(s) whose shapes or scalars keep changing, "
         f"{runtime.shapes.uneven_batch_sites} with an uneven last batch",
-        f"torch.compile graphs: {sum(c.count for c in runtime.compiles)} compile(s) of "
-        f"{len(runtime.compiles)} function(s)",
+        compiled_text(runtime),
         f"float64 demotions: {len(float64)} (op, line) pair(s); unsupported features: {len(runtime.unsupported)}",
         f"NEFF cache: {runtime.neff_cache.hits} hit(s), {runtime.neff_cache.misses} miss(es)",
         f"static findings left: {left} ({safe} fixed by `neuron-port rewrite`, {unsafe} need `--unsafe-fixes`, "
@@ -257,3 +256,15 @@ def _render_shapes(console: Console, runtime) -> None:
         table.add_row(_site(v.site), v.slot.name if v.slot else "", ops, compiles, what, str(list(v.suggested_buckets)))
     console.print(table)
     _more(console, len(lines))
+
+
+def compiled_text(runtime) -> str:
+    """The torch.compile line: the distinct graphs (what the estimate prices as graph compiles), the compiles
+    that produced them, the functions (one function called at two lines is one function) and their call sites."""
+    compiles = runtime.compiles
+    graphs = len({g for c in compiles for g in c.graphs})
+    functions = len({(c.function, c.definition.path if c.definition else None,
+                      c.definition.line if c.definition else None) for c in compiles})
+    sites = f" at {len(compiles)} call site(s)" if len(compiles) != functions else ""
+    return (f"torch.compile graphs: {graphs} graph(s) from {sum(c.count for c in compiles)} compile(s) of "
+            f"{functions} function(s){sites}")

@@ -76,10 +76,16 @@ def estimate_lines(section: dict[str, Any]) -> list[str]:
         f"{steps['steady']} steady; on {section['cores']} logical core(s)"
         + tokens_text(steps),
         f"one step: {per_step['ops']:,.0f} op calls ({per_step['eager_ops']:,.0f} eager), "
-        f"{quantity(flops, 'FLOP')}, {quantity(nbytes, 'B')} moved; CPU fallbacks {fallback['calls']:,.1f} "
-        f"call(s), {seconds(fallback['host_seconds'])} on the host",
+        f"{quantity(flops, 'FLOP')}, {quantity(nbytes, 'B')} moved; "
+        + (f"CPU fallbacks {mean_count(fallback['calls'])} call(s), {seconds(fallback['host_seconds'])} on the host"
+           if fallback["calls"] else "no CPU fallback"),
         *outside_line(section.get("work", {}).get("outside_phases") or []),
     ]
+
+
+def mean_count(value: float) -> str:
+    """A per-step mean count: whole numbers as such (``3``), others with one decimal (``2.5``)."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
 def outside_line(phases: list[dict[str, Any]]) -> list[str]:
