@@ -65,6 +65,9 @@ def install() -> None:
     warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
     _tolist_through_the_host()
     _refuse_ddp()
+    from .after_import import after_import
+
+    after_import("torch.distributed.fsdp._fully_shard._fsdp_init", _fsdp_moves_host_tensors)
     _dtensor_metadata_uncounted()
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.optim import optimizer
@@ -84,16 +87,19 @@ def _same_view(t1, t2) -> bool:
             and t1.untyped_storage()._cdata == t2.untyped_storage()._cdata)
 
 
-def _drop_memo_entries(t) -> None:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    if not isinstance(t, FakeTensor):
+def _drop_memo_entries(t, fake_mode) -> None:
+    """The fake converter's memo entry of ``t`` (a fake, or a real CPU tensor it made a fake of) and its
+    describer's id for it (a weak reference too: a fresh id is given if it is described again)."""
+    if fake_mode is None:
         return
-    memo = t.fake_mode.fake_tensor_converter.tensor_memo
+    memo = fake_mode.fake_tensor_converter.tensor_memo
+    described = fake_mode.fake_tensor_converter.meta_converter.describer.lookup_tensor.data
     for ref in weakref.getweakrefs(t):
         key = getattr(ref, "key", None)
         if key is not None and memo.data.get(key) is ref:
             del memo.data[key]
+        elif ref in described:
+            del described[ref]
 
 
 def _swap_fake_parameters() -> None:
@@ -108,8 +114,11 @@ def _swap_fake_parameters() -> None:
     def swap_tensors(t1, t2):
         if _same_view(t1, t2):
             return
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        fake_mode = next((t.fake_mode for t in (t1, t2) if isinstance(t, FakeTensor)), None)
         for t in (t1, t2):
-            _drop_memo_entries(t)
+            _drop_memo_entries(t, fake_mode)
         keys = (memory.step_aside(t1), memory.step_aside(t2))
         swapped = False
         try:
@@ -171,6 +180,34 @@ def _refuse_ddp() -> None:
 
     __init__._neuron_port_refused = True
     DistributedDataParallel.__init__ = __init__
+
+
+def _fsdp_moves_host_tensors(fsdp_init) -> None:
+    """``fully_shard`` moves a module's CPU parameters to the device with ``tensor.data = tensor.to(device)``;
+    a host tensor (a model built or loaded on the CPU: real, or ``from_pretrained``'s fake CPU weights) and
+    its fake on the device are different tensor types there, and ``set_data`` refuses them. Swap the moved
+    tensor in instead, as FSDP itself does for a tensor subclass: the module, its optimizer-to-be and every
+    other holder see the device tensor, as after a real move."""
+    original = fsdp_init._move_states_to_device
+    if getattr(original, "_neuron_port_swaps", False):
+        return
+    from torch.distributed.tensor import DTensor
+
+    def _move_states_to_device(params, buffers, device):
+        params, buffers = list(params), list(buffers)
+        for t in (*params, *buffers):
+            if t.device == device or t.device.type == "meta" or isinstance(t, DTensor):
+                continue
+            with torch.no_grad():
+                moved = t.to(device)
+            if not torch._has_compatible_shallow_copy_type(t, moved):
+                if isinstance(t, torch.nn.Parameter):
+                    moved = torch.nn.Parameter(moved, requires_grad=t.requires_grad)
+                torch.utils.swap_tensors(t, moved)
+        return original(params, buffers, device)  # the rest (and the checks) as FSDP does
+
+    _move_states_to_device._neuron_port_swaps = True
+    fsdp_init._move_states_to_device = _move_states_to_device
 
 
 def _tolist_through_the_host() -> None:

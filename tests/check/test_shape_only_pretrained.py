@@ -41,6 +41,27 @@ held = {id(t): t for t in (*model.parameters(), *model.buffers())}.values()
 print("cache", {str(t.device) for t in held}, model.dtype, torch.neuron.memory_allocated() == sum(t.nbytes for t in held))
 """
 
+FSDP = """
+import sys, torch, torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from transformers import AutoConfig, AutoModelForCausalLM
+
+dist.init_process_group("neuron")
+if sys.argv[1] == "pretrained":  # on the CPU, as a fine-tuning script loads it: fake CPU weights
+    model = AutoModelForCausalLM.from_pretrained("model", dtype=torch.bfloat16)
+else:  # the same model built on the device
+    with torch.device("neuron"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("model"), dtype=torch.bfloat16)
+for layer in model.model.layers:
+    fully_shard(layer)
+fully_shard(model)
+optimizer = torch.optim.AdamW(model.parameters())
+ids = torch.randint(0, 128, (2, 16)).to("neuron")
+model(input_ids=ids, labels=ids).loss.backward()
+optimizer.step()
+print("fsdp", {type(p).__name__ for p in model.parameters()}, torch.neuron.max_memory_allocated())
+"""
+
 SAFETENSORS = """
 import os, torch, torch.nn as nn
 from safetensors.torch import load, load_file, save, save_file
@@ -109,6 +130,25 @@ def test_from_pretrained_from_the_hf_cache_offline_onto_the_device(tmp_path, cli
     # every weight on the device in bfloat16, and the device memory is theirs
     assert "cache {'neuron:0'} torch.bfloat16 True" in output
     assert placeholder_lines(doc, "from_pretrained") == {5}
+
+
+def test_from_pretrained_then_fully_shard_in_a_fake_world(tmp_path, cli, sim_build):
+    """An FSDP fine-tuning script: the model loaded on the CPU, then sharded (fully_shard moves its CPU
+    weights to the device): rank 0's memory is the same as for the model built on the device."""
+    pytest.importorskip("transformers")
+    write_model(tmp_path / "model", weights=None)
+    peaks = {}
+    for how in ("pretrained", "device"):
+        (tmp_path / "s.py").write_text(FSDP)
+        result = cli("check", str(tmp_path), "--shape-only", "--world-size", "4", "--output-format", "json", "--",
+                     "python", "s.py", how, cwd=tmp_path)
+        assert result.stdout, result.stderr[-3000:]
+        doc = json.loads(result.stdout)
+        assert doc["runtime"]["status"]["exit_code"] == 0, doc["runtime"]["status"]["stderr_tail"]
+        line = next(x for x in result.stderr.splitlines() if x.startswith("fsdp "))
+        assert line.startswith("fsdp {'DTensor'} "), line
+        peaks[how] = int(line.split()[-1])
+    assert peaks["pretrained"] == peaks["device"] > 0, peaks
 
 
 def test_safetensors_save_writes_a_placeholder_and_loads_back(tmp_path, cli, sim_build):
