@@ -83,3 +83,4 @@ def set_process_devices(count: int, current: int) -> None:
     device): this process counts ``count`` devices and the calling thread's current device is ``current``."""
     C.set_device_count(count)
     C.set_device(current)
+    C.set_process_core(current)  # memory on another core's index fails, as TorchNeuron's allocator does

@@ -140,7 +140,9 @@ def invalid_device_index(index: int, message: str, *, frame=None, error: str = "
         "see rules/op_policy.toml [distributed])", error, None, site=site, action="raised")
 
 
-_INVALID_DEVICE = re.compile(r"Invalid device id: (\d+)\. Valid range is 0 to -?\d+")
+_INVALID_DEVICE = re.compile(r"Invalid device id: (\d+)\. Valid range is 0 to -?\d+"
+                             r"|Attempted to access device that doesn't attach to this process, received (\d+)"
+                             r"|neuron:(\d+) is not a NeuronCore of this process")
 
 
 def install_excepthook() -> None:
@@ -157,7 +159,8 @@ def install_excepthook() -> None:
                 inner = tb  # the innermost frame; user_site walks out to the user's line
                 while inner.tb_next is not None:
                     inner = inner.tb_next
-                invalid_device_index(int(m.group(1)), m.group(0), frame=inner.tb_frame, error=exc_type.__name__)
+                index = next(int(g) for g in m.groups() if g is not None)
+                invalid_device_index(index, m.group(0), frame=inner.tb_frame, error=exc_type.__name__)
         except Exception:  # noqa: BLE001 - an excepthook must not raise
             pass
         prev(exc_type, exc, tb)

@@ -39,6 +39,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("UNCOUNTED_KERNELS") = py::tuple(py::cast(uncounted_kernels()));  // names of the explicit_counts() keys, in ExplicitOp order
 
   m.def("set_device_count", &set_device_count);
+  m.def("set_process_core", &set_process_core);
   m.def("device_count", &device_count);
   m.def("current_device", []() { return static_cast<int>(current_device()); });
   // Entry points that take a device index check it against device_count() before any table is

@@ -27,6 +27,7 @@ static void neuron_free(void* ctx) {
 c10::DataPtr NeuronAllocator::allocate(size_t n) {
   const int dev = current_device();
   if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, c10::Device(kNeuron, dev)};
+  check_process_core(dev);  // another process's core (distributed)
   void* base = c10::alloc_cpu(n + kHeader);
   auto* h = static_cast<AllocHeader*>(base);
   h->nbytes = n;

@@ -37,4 +37,15 @@ c10::DeviceIndex check_device_index(int64_t d, const char* what, bool allow_no_d
   return static_cast<c10::DeviceIndex>(d);
 }
 
+static std::atomic<int> g_process_core{-1};
+void set_process_core(int d) { g_process_core.store(d); }
+void check_process_core(int d) {
+  const int core = g_process_core.load(std::memory_order_relaxed);
+  if (core < 0 || d == core) return;
+  TORCH_CHECK(d > core, "Attempted to access device that doesn't attach to this process, received ", d,
+              " expected to be equal or greater than ", core);
+  TORCH_CHECK(false, "[neuron-port simulator] neuron:", d, " is not a NeuronCore of this process: its core is neuron:",
+              core, " (LOCAL_RANK), the only one the runtime lets it allocate on");
+}
+
 }  // namespace neuron_sim

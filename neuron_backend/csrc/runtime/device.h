@@ -22,4 +22,11 @@ void set_current_device_unchecked(c10::DeviceIndex d) noexcept;
 // generator the Python side reads.
 c10::DeviceIndex check_device_index(int64_t d, const char* what, bool allow_no_device = false);
 
+// Under init_process_group(backend="neuron") the process has one core, neuron:<LOCAL_RANK> (set_process_core;
+// -1 before). Memory on another index fails as TorchNeuron's allocator does (c10_neuron::get_vnc_id): below the
+// core "Attempted to access device that doesn't attach to this process, received <d> expected to be equal or
+// greater than <core>"; above it a core the process does not see.
+void set_process_core(int d);
+void check_process_core(int d);
+
 }  // namespace neuron_sim

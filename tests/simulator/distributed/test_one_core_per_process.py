@@ -42,8 +42,9 @@ dist.all_reduce(t)
 set_rank = error(lambda: torch.neuron.set_device(local_rank))
 set_zero = error(lambda: torch.neuron.set_device(0))  # SET_DEVICE AFTER INIT
 on_rank = error(lambda: torch.ones(1, device=f"neuron:{local_rank}"))
+on_zero = error(lambda: torch.ones(1, device="neuron:0"))  # another process's core on rank 1
 result(rank=rank, before=before, after=after, allreduce=t.tolist(), device=str(t.device), set_rank=set_rank,
-       set_zero=set_zero, on_rank=on_rank)
+       set_zero=set_zero, on_rank=on_rank, on_zero=on_zero)
 dist.destroy_process_group()
 """
 
@@ -71,8 +72,12 @@ def test_the_local_rank_is_the_process_device_and_no_other_index(one_core):
     results = one_core.results()
     for rank in (0, 1):
         assert results[rank]["set_rank"] is None and results[rank]["on_rank"] is None
-    assert results[0]["set_zero"] is None
+    assert results[0]["set_zero"] is None and results[0]["on_zero"] is None
     assert results[1]["set_zero"] == ["ValueError", "Device index 0 is out of range. Valid range is 1 to 1 for this process"]
+    # memory on neuron:0 from rank 1: TorchNeuron's allocator (c10_neuron::get_vnc_id) refuses it
+    assert results[1]["on_zero"][0] == "RuntimeError"
+    assert ("Attempted to access device that doesn't attach to this process, received 0 expected to be equal or "
+            "greater than 1") in results[1]["on_zero"][1]
 
 
 def test_open_cases_are_np907_events_on_rank_1(one_core):
