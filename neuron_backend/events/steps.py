@@ -56,6 +56,9 @@ _phase_loader = False
 _phase_start = (0, 0)
 _phase_module: "str | None" = None
 _phase_sighted = False
+# the calls after the phase's first at which a new signature was first seen: two or more make a phase without
+# optimizer steps or DataLoader batches a generation (its inputs keep changing as it decodes: phase_calls.kind)
+_phase_later: set[int] = set()
 batch_pending = False  # a DataLoader batch was drawn since the last outermost call (loaders.py sets it)
 
 
@@ -110,6 +113,8 @@ def _record_phase(event: str) -> None:
 def phase_sighting() -> tuple[int, int]:
     """A new signature is first seen now: (phase, phase_forward); the phase's start is recorded once."""
     global _phase_sighted
+    if phase_forward > 1:
+        _phase_later.add(phase_forward)
     if not _phase_sighted:
         _phase_sighted = True
         try:
@@ -131,11 +136,12 @@ def _root_call(module, name: str) -> None:
         # the phase's outermost calls of any module (a compiled model's calls add no device root: no eager
         # signature is seen in them)
         phase_calls.phase_ended(phase, _phase_loader, _phase_start[0], optimizer_step,
-                                max(_phase_counts.values(), default=0))
+                                max(_phase_counts.values(), default=0), len(_phase_later) >= 2)
         phase += 1
         phase_forward = 0
         _phase_mode, _phase_loader, _phase_module, _phase_sighted = mode, batch_pending, name, False
         _phase_counts.clear()
+        _phase_later.clear()
         _phase_start = (optimizer_step, forward)
     elif batch_pending:
         _phase_loader = True
@@ -209,7 +215,8 @@ def _clock_moved() -> None:
 def outside_calls(raw) -> dict:
     """Per signature (sequence number) and op (name), its calls outside the training steps by kind
     (phase_calls.py)."""
-    return phase_calls.outside_calls(raw, phase, _phase_loader, _phase_start[0], optimizer_step)
+    return phase_calls.outside_calls(raw, phase, _phase_loader, _phase_start[0], optimizer_step,
+                                     len(_phase_later) >= 2)
 
 
 def totals() -> dict:

@@ -26,17 +26,33 @@ def test_training_a_frozen_teacher_an_evaluation_and_a_generation():
               phase(3, "start", False, False, 5, 13), phase(3, "end", False, False, 5, 13, calls=1),
               phase(4, "start", True, True, 5, 14), phase(4, "end", True, True, 9, 17, calls=4),
               phase(5, "start", False, False, 9, 18)]
-    firsts = [seen(0, 1, 1, 1), seen(4, 6, 2, 2), seen(5, 13, 3, 1), seen(9, 30, 5, 13)]
+    # the generation's later calls keep bringing new signatures (calls 13 and 14 of phase 5)
+    firsts = [seen(0, 1, 1, 1), seen(4, 6, 2, 2), seen(5, 13, 3, 1), seen(9, 30, 5, 13), seen(9, 31, 5, 14)]
     phases = ProcessPhases(events, SummaryEvent(optimizer_steps=9, forwards=30), firsts, "optimizer")
     kinds = {n: p.kind for n, p in phases.phases.items()}
-    assert kinds == {1: "training", 2: "evaluation", 3: "generation", 4: "training", 5: "generation"}
+    assert kinds == {1: "training", 2: "evaluation", 3: "evaluation", 4: "training", 5: "generation"}
     assert phases.phases[2].label == "evaluation after optimizer step 4"
     # training on the optimizer clock; the evaluation on its own calls; a single no_grad call between two
     # training steps (a frozen teacher) belongs to its training step; the generation after training is its own
     assert [(s.kind, step) for s, step in map(phases.slot, firsts)] == [
-        ("training", 0), ("evaluation", 1), ("training", 5), ("generation", 12)]
+        ("training", 0), ("evaluation", 1), ("training", 5), ("generation", 12), ("generation", 13)]
     assert phases.kind_of(firsts[2]) == "training" and phases.kind_of(firsts[3]) == "generation"
     assert list(phases.training_steps()) == list(range(9))
+
+
+def test_a_no_grad_loop_without_a_dataloader_is_an_evaluation_unless_it_keeps_decoding():
+    """An evaluation loop over batches the program holds (no DataLoader) runs its signatures in its first call
+    (an uneven last batch adds one later call): an evaluation. A decoding loop brings new signatures call
+    after call: a generation. (Both were "generation" before: no DataLoader.)"""
+    events = [phase(1, "start", True, True, 0, 1), phase(1, "end", True, True, 4, 4, calls=4),
+              phase(2, "start", False, False, 4, 5), phase(2, "end", False, False, 4, 12, calls=8),
+              phase(3, "start", True, True, 4, 13), phase(3, "end", True, True, 8, 16, calls=4),
+              phase(4, "start", False, False, 8, 17)]
+    firsts = [seen(0, 1, 1, 1), seen(4, 5, 2, 1), seen(4, 12, 2, 8),  # the held-out batches, the last one smaller
+              seen(8, 17, 4, 1), seen(8, 18, 4, 2), seen(8, 19, 4, 3)]  # decoding: a new length every call
+    phases = ProcessPhases(events, SummaryEvent(optimizer_steps=8, forwards=30), firsts, "optimizer")
+    assert {n: p.kind for n, p in phases.phases.items()} == {
+        1: "training", 2: "evaluation", 3: "training", 4: "generation"}
 
 
 def test_a_simulator_before_phases_keeps_its_clock():
@@ -75,12 +91,13 @@ def test_phases_of_a_process_as_read(tmp_path: Path):
     from neuron_port.check.events import ProcessEvents
 
     site = Site(file=str(tmp_path / "train.py"), line=3, function="f", code="y = model(x)")
-    training, generation = seen(1, 2, 1, 2), seen(4, 9, 2, 3, seq=1)
+    training, generation, more = seen(1, 2, 1, 2), seen(4, 9, 2, 3, seq=1), seen(4, 10, 2, 4, seq=2)
     process = ProcessEvents(path=tmp_path / "x.jsonl", events=(
         phase(1, "start", True, True, 0, 1), phase(1, "end", True, True, 4, 4, calls=4),
         phase(2, "start", False, False, 4, 5),
         EagerCompileEvent("aten::mm", ("f32[2,2]", "f32[2,2]"), 1, 0, site, training),
-        EagerCompileEvent("aten::mm", ("f32[3,2]", "f32[2,2]"), 1, 0, site, generation)),
+        EagerCompileEvent("aten::mm", ("f32[3,2]", "f32[2,2]"), 1, 0, site, generation),
+        EagerCompileEvent("aten::mm", ("f32[4,2]", "f32[2,2]"), 1, 0, site, more)),
         summary=SummaryEvent(optimizer_steps=4, forwards=9))
     phases = phases_of(process)
     assert (phases.kind_of(training), phases.kind_of(generation)) == ("training", "generation")

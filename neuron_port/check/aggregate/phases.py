@@ -9,8 +9,11 @@ DataLoader batches fed it). Here each phase gets a kind:
 - ``training``: optimizer steps completed during it. Judged on the optimizer clock (step k ends at the
   k-th ``optimizer.step()``), over all its phases together (an evaluation between two epochs does not
   restart training's clock).
-- ``evaluation``: no optimizer step during it, and its calls took DataLoader batches.
-- ``generation``: neither (a sampling or decoding loop: its inputs come from the program).
+- ``generation``: no optimizer step and no DataLoader batch during it, and new signatures first seen at two
+  or more of its calls after the first (a sampling or decoding loop: its inputs keep changing as it decodes,
+  a KV cache or the sequence grows).
+- ``evaluation``: any other phase without an optimizer step (its calls took DataLoader batches, or ran the
+  same signatures call after call: a loop over held-out batches under ``no_grad``).
 - ``setup``: before the first outermost module call (building the model, moving data).
 
 An evaluation or a generation is judged on its own clock: step k is its (k+1)-th outermost call, with its
@@ -144,8 +147,11 @@ class ProcessPhases:
         self.final_steps = final_steps
         seen_calls: dict[int, int] = {}
         first_step: dict[int, int] = {}
+        decoding: dict[int, set[int]] = {}  # the calls after a phase's first that brought new signatures
         for f in firsts:
             if f.phase is not None:
+                if f.phase_forward > 1:
+                    decoding.setdefault(f.phase, set()).add(f.phase_forward)
                 seen_calls[f.phase] = max(seen_calls.get(f.phase, 0), f.phase_forward)
                 first_step[f.phase] = min(first_step.get(f.phase, f.optimizer_step), f.optimizer_step)
         self.phases: dict[int, Phase] = {}
@@ -166,7 +172,8 @@ class ProcessPhases:
             elif finish > begin:
                 kind = "training"
             else:
-                kind = "evaluation" if info is not None and info.loader else "generation"
+                loader = info is not None and info.loader
+                kind = "generation" if not loader and len(decoding.get(number, ())) >= 2 else "evaluation"
             self.phases[number] = Phase(number, kind, begin, finish, calls, info.grad if info else None,
                                         info.training if info else None, bool(info and info.loader),
                                         info.module if info else None)
