@@ -66,19 +66,18 @@ def test_training_and_a_generation_after_it_are_two_phases(generate_run):
 
 def test_a_kv_cache_decode_after_training_is_np902_in_the_generation(generate_run):
     reported = {(f["path"], f["line"]) for f in findings(generate_run, "NP902")}
-    # and training's optimizer.step(): the default (foreach) AdamW's bias corrections change every step
-    assert reported == {("model.py", 22), ("model.py", 26), ("model.py", 30), ("model.py", 56), ("train.py", 43)}
-    [adam] = [f for f in findings(generate_run, "NP902") if f["path"] == "train.py"]
-    assert "`capturable=True`" in adam["message"] and "in the generation" not in adam["message"]
+    # not training's optimizer.step(): the default (foreach) AdamW's bias corrections are runtime inputs on
+    # TorchNeuron (one signature; docs/sources/scalar-arguments.md)
+    assert reported == {("model.py", 22), ("model.py", 26), ("model.py", 30), ("model.py", 56)}
     [cache] = [f for f in findings(generate_run, "NP902") if f["line"] == 22]
     assert "after warm-up in the generation after optimizer step 8, at steps 2, 3, 4," in cache["message"]
     assert "dim 2 of arg 0[0] (f32[2,4,*,8])" in cache["message"]
     entry = next(v for v in generate_run["runtime"]["shape_variance"] if v["site"]["line"] == 22)
     assert entry["phase"] == "generation" and entry["late_steps"] == list(range(2, 25))
-    # training's compiles after warm-up are only AdamW's bias-correction scalars at optimizer.step()
+    # training compiles nothing new after warm-up (AdamW's changing bias corrections keep one signature)
     late_training = {(e["site"]["path"], e["site"]["line"]) for e in generate_run["runtime"]["eager_compiles"]
                      for s in e["first_seen"] if s["phase"] == "training" and s["step"] >= 2}
-    assert late_training == {("train.py", 43)}
+    assert late_training == set()
 
 
 def test_the_text_report_names_the_phases(generate_run, generate_text):
