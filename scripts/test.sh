@@ -5,4 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_browser.sh
-exec .venv/bin/python -m pytest "$@"
+# Two-core CI: the tests are mostly single-threaded child processes (OMP_NUM_THREADS=1), so one pytest worker
+# per core (pytest-xdist, `-n auto`) nearly halves the wall time; `--dist loadfile` keeps each file on one
+# worker, so a module's shared fixture (a check run several tests read) runs once. `-n 0` (after the
+# command) runs in one process.
+exec .venv/bin/python -m pytest -n auto --dist loadfile "$@"
