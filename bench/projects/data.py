@@ -135,3 +135,11 @@ def trl_sft(root: Path) -> None:
 
 
 WRITERS.update({f.__name__: f for f in (cyclegan, trl_sft)})
+
+
+def timm_train(root: Path) -> None:
+    image_folder(root, "bench_data/train", classes=2, per_class=4, size=40)
+    image_folder(root, "bench_data/validation", classes=2, per_class=2, size=40)
+
+
+WRITERS["timm_train"] = timm_train

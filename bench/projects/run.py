@@ -230,23 +230,34 @@ def run_project(project, args) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    rows = ["| project | repo @ commit | kind | original on CPU | rewrite: files / +lines / findings left | "
-            "trains after rewrite | losses vs CPU |", "|---|---|---|---|---|---|---|"]
+    """The scoreboard: measured columns from the results, judged ones from judged.json (by hand)."""
+    judged_path = HERE / "judged.json"
+    judged = json.loads(judged_path.read_text()) if judged_path.exists() else {}
+    rows = ["| project | repo @ commit | kind | original on CPU | rewrite: files / fixes / left | "
+            "trains after default rewrite | losses vs CPU | crash caused by rewrite | wrong safe edits (read) | "
+            "still by hand | a finding names it |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         o = r.get("orig", {})
         orig = "ok" if o.get("rc") == 0 else f"failed ({o.get('rc')})" if o else "-"
         if r.get("patch"):
             orig += f" (patch {r['patch']})"
+        if r.get("nproc", 1) > 1:
+            orig += f", torchrun x{r['nproc']}"
         rw = r["rewrite"]
         if r["trains_after_rewrite"]:
             trains = "yes"
         elif r["check"]["rc"] == 0:
-            trains = "no: ran, but no op on the neuron device"
+            trains = "no: ran on the CPU (no op on the neuron device)"
         else:
-            trains = f"no: {r['check']['error'][:90]}"
+            trains = f"no: {r['check']['error'][:110]}"
+        j = judged.get(r["name"], {})
+        losses = r.get("losses", "-")
+        if j.get("losses_note"):
+            losses += f" ({j['losses_note']})"
         rows.append(f"| {r['name']} | {r['repo']}@{r['commit'][:10]} | {r['kind']} | {orig} | "
-                    f"{rw['files']} / +{rw['lines_added']} / {rw['findings_left']} | {trains} | "
-                    f"{r.get('losses', '-')} |")
+                    f"{rw['files']} / {rw.get('fixes_applied', '-')} / {rw['findings_left']} | {trains} | "
+                    f"{losses} | {j.get('rewrite_crash', '?')} | {j.get('wrong_safe_edits', '?')} | "
+                    f"{j.get('by_hand', '?')} | {j.get('named', '?')} |")
     return "\n".join(rows) + "\n"
 
 
@@ -255,6 +266,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--skip-orig", action="store_true", help="do not run the originals")
+    parser.add_argument("--table-only", action="store_true", help="only rewrite results.md from results.json")
     parser.add_argument("--neuron-port", type=Path, default=REPO_ROOT,
                         help="the neuron-port checkout to run (default: this one); a clean worktree of a commit "
                              "(`git worktree add --detach /tmp/np-bench HEAD`) keeps others' uncommitted edits "
@@ -265,6 +277,11 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.neuron_port = args.neuron_port.resolve()
+    # neuron_port.rules installs from rules/ (package-dir); from a plain checkout on PYTHONPATH it is found
+    # only through neuron_port/rules, else the main venv's editable finder would serve this checkout's rules
+    alias = args.neuron_port / "neuron_port" / "rules"
+    if args.neuron_port != REPO_ROOT and not alias.exists():
+        alias.symlink_to(Path("..") / "rules")
     head = subprocess.run(["git", "-C", str(args.neuron_port), "rev-parse", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(args.neuron_port), "status", "--porcelain", "--untracked-files=no",
@@ -273,6 +290,9 @@ def main() -> None:
     print(f"neuron-port: {args.neuron_port} at {version}", flush=True)
     results_path = args.out / "results.json"
     previous = {r["name"]: r for r in json.loads(results_path.read_text())} if results_path.exists() else {}
+    if args.table_only:
+        (args.out / "results.md").write_text(table([previous[p.name] for p in PROJECTS if p.name in previous]))
+        return
     for project in PROJECTS:
         if args.only and project.name not in args.only:
             continue

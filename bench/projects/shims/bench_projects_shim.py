@@ -10,6 +10,9 @@ writes there. Not part of neuron-port; nothing here runs outside the real-projec
    STL10) are replaced by synthetic ones of the same item format (PIL image, int label), seeded, with
    BENCH_FAKE_N items (default 64): the run needs no network, and the project's own data pipeline
    (transforms, DataLoader) runs unchanged.
+3. BENCH_SEED=N: right after the program's first `import torch`, seed torch, numpy and random with N, so a
+   project that never seeds (PyTorch-GAN) draws the same initial weights in the original and the rewritten
+   run and their losses can be compared.
 """
 
 import os
@@ -81,6 +84,42 @@ def _prepare():
         sys.meta_path.insert(0, _DatasetsFinder())
 
 
+class _AfterImport:
+    """Runs `after(module)` right after the module `name` is first imported."""
+
+    def __init__(self, name, after):
+        self.name, self.after = name, after
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = _find_next(name, path)
+        orig_exec = spec.loader.exec_module
+        after = self.after
+
+        def exec_module(module):
+            orig_exec(module)
+            after(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _seed(torch):
+    import random
+
+    seed = int(os.environ["BENCH_SEED"])
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+
+
 class _DatasetsFinder:
     def find_spec(self, name, path=None, target=None):
         if name != "torchvision.datasets":
@@ -116,24 +155,33 @@ def _fake_datasets(datasets):
     count = int(os.environ.get("BENCH_FAKE_N", "64"))
 
     def make(class_name, size, mode, classes, splits=False):
+        # the same attribute types as torchvision's own classes: MNIST keeps uint8 tensors (data, targets),
+        # CIFAR and STL10 numpy arrays and lists (projects index them directly)
         class Fake(datasets.VisionDataset):
             def __init__(self, root=".", train=True, transform=None, target_transform=None, download=False,
                          split="train", **_):
+                import torch
+
                 super().__init__(str(root), transform=transform, target_transform=target_transform)
                 seed = (0 if (train if not splits else split.startswith("train")) else 1)
                 rng = np.random.default_rng(seed + len(class_name))
                 shape = (count, size, size, 3) if mode == "RGB" else (count, size, size)
-                self.data = rng.integers(0, 256, size=shape, dtype=np.uint8)
-                self.targets = [int(t) for t in rng.integers(0, classes, size=count)]
+                data = rng.integers(0, 256, size=shape, dtype=np.uint8)
+                targets = [int(t) for t in rng.integers(0, classes, size=count)]
+                if mode == "L":
+                    self.data, self.targets = torch.from_numpy(data), torch.tensor(targets)
+                else:
+                    self.data, self.targets = data, targets
+                self.labels = np.array(targets)
                 self.classes = [str(i) for i in range(classes)]
-                self.labels = self.targets
 
             def __len__(self):
                 return count
 
             def __getitem__(self, index):
-                img = Image.fromarray(self.data[index], mode=mode)
-                target = self.targets[index]
+                data = self.data[index]
+                img = Image.fromarray(data.numpy() if hasattr(data, "numpy") else data, mode=mode)
+                target = int(self.targets[index])
                 if self.transform is not None:
                     img = self.transform(img)
                 if self.target_transform is not None:
@@ -141,6 +189,7 @@ def _fake_datasets(datasets):
                 return img, target
 
         Fake.__name__ = Fake.__qualname__ = class_name
+        Fake.__module__ = datasets.__name__  # pickled by reference (spawned workers get the same shim)
         setattr(datasets, class_name, Fake)
 
     make("MNIST", 28, "L", 10)
@@ -151,3 +200,5 @@ def _fake_datasets(datasets):
 
 
 sys.meta_path.insert(0, _TorchvisionFinder())
+if os.environ.get("BENCH_SEED") and "torch" not in sys.modules:
+    sys.meta_path.insert(0, _AfterImport("torch", _seed))
