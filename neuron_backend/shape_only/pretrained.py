@@ -15,6 +15,9 @@ The hook is at transformers' own loading layer, so every model class (and ``Auto
 * ``dtype="auto"`` (the default) takes the config's dtype; without one, PyTorch's default dtype (a real
   load reads the first weight's dtype from the file).
 
+diffusers' ``ModelMixin.from_pretrained`` (UNets, VAEs, transformers of diffusion models) likewise: no index or
+weight file resolved, a placeholder per key loaded through diffusers' own loading (_patch_diffusers).
+
 A model on the CPU holds fake CPU weights: host work on them (``.to(torch.bfloat16)``, ``requires_grad_``)
 is neither a device call nor memory, and ``.to("neuron")`` or FSDP moves them as it moves real ones. The
 call's line is a placeholder (NP911: ``from_pretrained returned placeholder weights``).
@@ -36,12 +39,19 @@ _MODULE = "transformers.modeling_utils"
 
 
 _fake_mode = None  # the run's FakeTensorMode (mode.py)
+_DIFFUSERS = "diffusers.models.modeling_utils"
+_NOT_READ = "<neuron-port: the weights are not read in a shape-only run>"
+
+
+class _Placeholders(dict):
+    """diffusers' state dict of a checkpoint that was not read: filled from the model when it is loaded."""
 
 
 def install(fake_mode) -> None:
     global _fake_mode
     _fake_mode = fake_mode
     after_import(_MODULE, _patch)
+    after_import(_DIFFUSERS, _patch_diffusers)
 
 
 def host_fake(like: torch.Tensor) -> torch.Tensor:
@@ -107,3 +117,58 @@ def _patch(modeling_utils) -> None:
     modeling_utils._get_resolved_checkpoint_files = _get_resolved_checkpoint_files
     modeling_utils._get_dtype = _get_dtype
     model_class._load_pretrained_model = staticmethod(_load_pretrained_model)
+
+
+def _plain_meta_parameters(model) -> None:
+    """accelerate's ``init_empty_weights`` moves each parameter to ``meta`` with ``.to("meta")``, which the fake
+    mode answers with a fake on ``meta``; accelerate then rebuilds each loaded weight as ``type(old)(value)``,
+    which a ``FakeTensor`` class cannot be called as. Plain meta parameters, as without the fake mode."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if isinstance(p, FakeTensor) and p.fake_device.type == "meta":
+                with _disable_current_modes():
+                    meta = torch.empty_strided(p.size(), p.stride(), dtype=p.dtype, device="meta")
+                module._parameters[name] = torch.nn.Parameter(meta, requires_grad=p.requires_grad)
+
+
+def _patch_diffusers(modeling_utils) -> None:
+    """diffusers' ``ModelMixin.from_pretrained``: no index or weight file is resolved (``_fetch_index_file``,
+    ``_get_model_file``), ``load_state_dict`` of the file not read gives an empty state dict, which
+    ``_load_pretrained_model`` fills with a placeholder per key of the model built on the meta device before
+    diffusers' own loading runs (dtype, ``keep_in_fp32`` modules, ``device_map``)."""
+    model_class = getattr(modeling_utils, "ModelMixin", None)
+    needed = ("_fetch_index_file", "_fetch_index_file_legacy", "_get_model_file", "load_state_dict")
+    if model_class is None or not all(hasattr(modeling_utils, n) for n in needed) or not hasattr(
+            model_class, "_load_pretrained_model"):
+        return
+    if getattr(modeling_utils._get_model_file, "_neuron_port_placeholders", False):
+        return
+    read, load = modeling_utils.load_state_dict, model_class._load_pretrained_model.__func__
+
+    def no_index(*args, **kwargs):
+        return None
+
+    def _get_model_file(*args, **kwargs):
+        return _NOT_READ
+
+    @functools.wraps(read)
+    def load_state_dict(checkpoint_file, *args, **kwargs):
+        return _Placeholders() if checkpoint_file == _NOT_READ else read(checkpoint_file, *args, **kwargs)
+
+    @functools.wraps(load)
+    def _load_pretrained_model(cls, model, state_dict, resolved_model_file, name_or_path, loaded_keys, *args,
+                               **kwargs):
+        if isinstance(state_dict, _Placeholders):
+            values.note("placeholder", "from_pretrained", value=PLACEHOLDER_WEIGHTS)
+            _plain_meta_parameters(model)
+            state_dict.update(_placeholders(model))
+            loaded_keys = list(state_dict)
+        return load(cls, model, state_dict, resolved_model_file, name_or_path, loaded_keys, *args, **kwargs)
+
+    _get_model_file._neuron_port_placeholders = True
+    modeling_utils._fetch_index_file = modeling_utils._fetch_index_file_legacy = no_index
+    modeling_utils._get_model_file = _get_model_file
+    modeling_utils.load_state_dict = load_state_dict
+    model_class._load_pretrained_model = classmethod(_load_pretrained_model)

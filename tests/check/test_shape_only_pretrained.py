@@ -1,12 +1,14 @@
 """Checkpoints in `check --shape-only`, through the real CLI (issue 36 item 1): `from_pretrained` builds the
 model from its config with placeholder weights and reads no weight file (a local folder whose
-`model.safetensors` a real load rejects; the user's HF cache holding only `config.json`, offline), and
+`model.safetensors` a real load rejects; the user's HF cache holding only `config.json`, offline; then
+sharded with fully_shard; a diffusers UNet, whose peak equals a real check's of a real checkpoint), and
 `safetensors.torch.save_file` (and `save_pretrained`, which calls it) of device tensors writes a small
 placeholder file, loaded back at its shapes; each such line is an NP911 placeholder."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -60,6 +62,31 @@ ids = torch.randint(0, 128, (2, 16)).to("neuron")
 model(input_ids=ids, labels=ids).loss.backward()
 optimizer.step()
 print("fsdp", {type(p).__name__ for p in model.parameters()}, torch.neuron.max_memory_allocated())
+"""
+
+UNET_CONFIG = {"_class_name": "UNet2DModel", "sample_size": 16, "in_channels": 3, "out_channels": 3,
+               "layers_per_block": 1, "block_out_channels": [16, 32], "norm_num_groups": 8,
+               "down_block_types": ["DownBlock2D", "AttnDownBlock2D"], "up_block_types": ["AttnUpBlock2D", "UpBlock2D"]}
+
+SAVE_UNET = """
+import sys
+from diffusers import UNet2DModel
+
+UNet2DModel.from_config(UNet2DModel.load_config(sys.argv[1])).save_pretrained(sys.argv[1])
+"""
+
+UNET_STEP = """
+import torch, torch.nn.functional as F
+from diffusers import UNet2DModel
+
+model = UNet2DModel.from_pretrained("unet")
+model.to("neuron").train()
+optimizer = torch.optim.AdamW(model.parameters())
+x = torch.randn(2, 3, 16, 16, device="neuron")
+t = torch.randint(0, 1000, (2,)).to("neuron")
+F.mse_loss(model(x, t).sample, x).backward()
+optimizer.step()
+print("unet", torch.neuron.max_memory_allocated())
 """
 
 SAFETENSORS = """
@@ -149,6 +176,30 @@ def test_from_pretrained_then_fully_shard_in_a_fake_world(tmp_path, cli, sim_bui
         assert line.startswith("fsdp {'DTensor'} "), line
         peaks[how] = int(line.split()[-1])
     assert peaks["pretrained"] == peaks["device"] > 0, peaks
+
+
+def test_diffusers_from_pretrained_reads_no_weight_file(tmp_path, cli, sim_build):
+    """A diffusers model: a real check of a real checkpoint and a shape-only check of the same config with a
+    weight file nobody can read record the same device peak."""
+    pytest.importorskip("diffusers")
+    import subprocess
+    import sys
+
+    real_dir, fake_dir = tmp_path / "real", tmp_path / "fake"
+    for folder in (real_dir, fake_dir):
+        (folder / "unet").mkdir(parents=True)
+        (folder / "unet" / "config.json").write_text(json.dumps(UNET_CONFIG))
+    made = subprocess.run([sys.executable, "-c", SAVE_UNET, str(real_dir / "unet")], capture_output=True, text=True,
+                          env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    (fake_dir / "unet" / "diffusion_pytorch_model.safetensors").write_bytes((1 << 60).to_bytes(8, "little") + b"{}")
+    peaks, docs = {}, {}
+    for folder, options in ((real_dir, ()), (fake_dir, ("--shape-only",))):
+        docs[folder.name], output = check(cli, folder, UNET_STEP, *options)
+        assert docs[folder.name]["runtime"]["status"]["exit_code"] == 0, docs[folder.name]["runtime"]["status"]
+        peaks[folder.name] = int(next(x for x in output.splitlines() if x.startswith("unet ")).split()[1])
+    assert peaks["fake"] == peaks["real"] > 0, peaks
+    assert placeholder_lines(docs["fake"], "from_pretrained") == {5}
 
 
 def test_safetensors_save_writes_a_placeholder_and_loads_back(tmp_path, cli, sim_build):
