@@ -2,8 +2,10 @@
 CPU, then `neuron-port rewrite .` and `neuron-port check . -- <entry point>` on a second copy, as a new user
 would; results in a JSON file and a markdown table.
 
-    bench/projects/.work/venv/bin/python bench/projects/setup.py        # once: sources + bench venv
-    nice -n 10 bench/projects/.work/venv/bin/python bench/projects/run.py [--only NAME ...] [--out DIR]
+    .venv/bin/python bench/projects/setup.py                            # once: sources + bench venv
+    git worktree add --detach /tmp/np-bench HEAD                          # the neuron-port to measure
+    nice -n 10 bench/projects/.work/venv/bin/python bench/projects/run.py --neuron-port /tmp/np-bench \
+        [--only NAME ...] [--out DIR]
 
 Run it with the bench venv's python (it has the projects' extras; `neuron-port` is run as
 `<that python> -m neuron_port`). Per project, under RUNS/<name>/ (--runs, default
@@ -14,8 +16,8 @@ Run it with the bench venv's python (it has the projects' extras; `neuron-port` 
   rewrite.diff  what the rewrite changed (read it: wrong safe edits are judged by hand)
 Recorded: the original's exit status, the rewrite's edits and findings left, whether the rewritten project
 trains under `check` with no edit, the losses of both runs and whether they are equal, the last error line
-of a failed run. Whether a failure was caused by the rewrite is judged by hand from the logs and the diff
-(bench/README.md records the verdicts).
+of a failed run. Whether a failure was caused by the rewrite, wrong safe edits and what is left by hand are
+judged by hand from the logs and the diff, in judged.json (merged into results.md; `--table-only` redoes it).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and install the pinned extras into a bench venv. Nothing lands in the repository
 Sources come from bare git mirrors of the GitHub repositories, one per repo, at
 DIR/<owner>+<name>/repo (default /work/.mirror, where the search tool's `fetch github:<owner>/<name>` puts
 them; any `git clone --mirror` of the repository works). The pinned commit is extracted with `git archive`
-into bench/projects/.work/src/<repo>@<commit[:12]>/, and .work/sources.json records repo, commit and folder.
+into bench/projects/.work/src/<owner>+<name>@<commit[:12]>[+<root>]/ (only the project's folder), and .work/sources.json records repo, commit and folder.
 
 The bench venv (.work/venv) sees the main .venv's packages through a .pth file (torch 2.13.0 is never
 reinstalled: pip runs with the main venv's `pip freeze` as constraints) and gets requirements.txt on top;
