@@ -9,6 +9,8 @@ import pytest
 
 from .conftest import run_script
 
+pytestmark = pytest.mark.slow  # a compile per run: about 15 s each on 2 busy cores
+
 SCRIPT = r"""
 import json, torch
 
