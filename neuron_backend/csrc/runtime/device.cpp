@@ -8,7 +8,11 @@
 namespace neuron_sim {
 
 static std::atomic<int> g_device_count{4};
-static thread_local c10::DeviceIndex t_current_device = 0;
+// A thread's current device; -1: it never set one and uses the process's default, neuron:0, or under
+// init_process_group(backend="neuron") the process's core (c10_neuron's global_default_device: worker threads
+// inherit the device the distributed setup chose).
+static thread_local c10::DeviceIndex t_current_device = -1;
+static std::atomic<int> g_default_device{0};
 
 int device_count() { return g_device_count.load(std::memory_order_relaxed); }
 void set_device_count(int n) {
@@ -18,7 +22,10 @@ void set_device_count(int n) {
               "avoid configurations that expose >= 128 devices.");
   g_device_count.store(n);
 }
-c10::DeviceIndex current_device() { return t_current_device; }
+c10::DeviceIndex current_device() {
+  return t_current_device >= 0 ? t_current_device
+                               : static_cast<c10::DeviceIndex>(g_default_device.load(std::memory_order_relaxed));
+}
 static void check_index(c10::DeviceIndex d) {
   TORCH_CHECK(d >= 0 && d < device_count(), "Invalid device id: ", static_cast<int>(d),
               ". Valid range is 0 to ", device_count() - 1);
@@ -38,7 +45,10 @@ c10::DeviceIndex check_device_index(int64_t d, const char* what, bool allow_no_d
 }
 
 static std::atomic<int> g_process_core{-1};
-void set_process_core(int d) { g_process_core.store(d); }
+void set_process_core(int d) {
+  g_process_core.store(d);
+  g_default_device.store(d);
+}
 void check_process_core(int d) {
   const int core = g_process_core.load(std::memory_order_relaxed);
   if (core < 0 || d == core) return;

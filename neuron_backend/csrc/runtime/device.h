@@ -25,7 +25,8 @@ c10::DeviceIndex check_device_index(int64_t d, const char* what, bool allow_no_d
 // Under init_process_group(backend="neuron") the process has one core, neuron:<LOCAL_RANK> (set_process_core;
 // -1 before). Memory on another index fails as TorchNeuron's allocator does (c10_neuron::get_vnc_id): below the
 // core "Attempted to access device that doesn't attach to this process, received <d> expected to be equal or
-// greater than <core>"; above it a core the process does not see.
+// greater than <core>"; above it a core the process does not see. It is also the current device of the threads
+// that never set one (c10_neuron's global default device).
 void set_process_core(int d);
 void check_process_core(int d);
 

@@ -46,6 +46,8 @@ class ProcessFailure:
         return f"{who} {self.how}" if self.how else f"{who} failed with {self.exception}"
 
 
+# a collective or store call whose peer process went away (gloo's and c10d's TCP texts)
+LOST_PEER = re.compile(r"Connection (?:closed|reset) by peer|remote worker crash|Broken pipe", re.IGNORECASE)
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]: ?")  # torchrun --tee marks each line with its rank
 
 
@@ -111,8 +113,12 @@ def process_failures(processes: Sequence[ProcessEvents], status: RunStatus,
         failures.append(ProcessFailure(rank=info.rank, pid=info.pid, exception=exception, site=mapper(exc.site),
                                        traceback=last_traceback(output), raised_at=exc.time))
     failures.extend(_worker_deaths(status, {f.rank for f in failures}, logs))
-    # the rank that raised first is the root cause: the others usually fail on a collective with its peer gone
-    return sorted(failures, key=lambda f: (f.raised_at is None, f.raised_at or 0.0, f.rank is None, f.rank or 0))
+    # the rank that failed first is the root cause: the others usually fail on a collective with its peer gone.
+    # Such a failure (gloo's "Connection closed by peer ... typically caused by a remote worker crashing") comes
+    # after the others whatever the clocks say: a worker's end is dated when torchrun's thread woke up, which on a
+    # busy machine can be later than the peer's exception
+    return sorted(failures, key=lambda f: (f.raised_at is None, bool(LOST_PEER.search(f.exception)),
+                                           f.raised_at or 0.0, f.rank is None, f.rank or 0))
 
 
 def _worker_deaths(status: RunStatus, raised: Collection[Optional[int]],

@@ -43,8 +43,12 @@ set_rank = error(lambda: torch.neuron.set_device(local_rank))
 set_zero = error(lambda: torch.neuron.set_device(0))  # SET_DEVICE AFTER INIT
 on_rank = error(lambda: torch.ones(1, device=f"neuron:{local_rank}"))
 on_zero = error(lambda: torch.ones(1, device="neuron:0"))  # another process's core on rank 1
+import threading
+in_thread = []  # a thread that never set a device uses the process's core (c10_neuron's global default)
+worker = threading.Thread(target=lambda: in_thread.append(str(torch.ones(1, device="neuron").device)))
+worker.start(); worker.join()
 result(rank=rank, before=before, after=after, allreduce=t.tolist(), device=str(t.device), set_rank=set_rank,
-       set_zero=set_zero, on_rank=on_rank, on_zero=on_zero)
+       set_zero=set_zero, on_rank=on_rank, on_zero=on_zero, in_thread=in_thread)
 dist.destroy_process_group()
 """
 
@@ -66,6 +70,7 @@ def test_each_rank_sees_one_core_after_init(one_core):
         assert r["after"] == {"count": 2, "current": rank, "accel_count": 2, "initialized": True,
                               "visible": str(rank)}
         assert r["allreduce"] == [3.0, 3.0] and r["device"] == f"neuron:{rank}"
+        assert r["in_thread"] == [f"neuron:{rank}"]
 
 
 def test_the_local_rank_is_the_process_device_and_no_other_index(one_core):
