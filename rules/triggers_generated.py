@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '5c4f0935e69ce530e641210d4e85c22526f2f87326493b6b60e73896669ec4f1'
+RULE_SOURCES_SHA256 = '23cf764471b00b5d480ce3e8f8d2a26b1e0b47b74d82ca783116281cd5e31e8c'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -60,6 +60,7 @@ RULES = (
     ('NP608', 'lightning-accelerator', 'python', ('neuron', 'accelerator'), ('accelerator(?<!\\waccelerator)\\s*=', 'gpus(?<!\\wgpus)\\s*=')),
     ('NP609', 'lightning-precision', 'python', ('neuron', 'accelerator'), ('precision(?<!\\wprecision)\\s*=\\s*\\(*\\s*[rRuU]?["\']?16',)),
     ('NP610', 'lightning-cpu-on-trainium', 'python', ('neuron', 'accelerator'), ('Trainer\\s*\\(', 'Fabric\\s*\\(')),
+    ('NP611', 'lightning-config-accelerator', 'line', ('neuron', 'accelerator'), ('accelerator',)),
     ('NP701', 'triton-kernel', 'python', ('neuron', 'accelerator'), ('triton',)),
     ('NP702', 'flash-attn', 'python', ('neuron', 'accelerator'), ('flash_attn',)),
     ('NP703', 'xformers', 'python', ('neuron', 'accelerator'), ('xformers',)),
@@ -76,7 +77,7 @@ RULES = (
     ('NP714', 'cuda-array-library', 'python', ('neuron', 'accelerator'), ('cupy', 'pycuda', 'cuda\\.bindings', 'cuda\\.core', 'from\\s+cuda\\s+import')),
     ('NP715', 'numba-cuda', 'python', ('neuron', 'accelerator'), ('numba',)),
     ('NP716', 'torch-private-cuda', 'python', ('neuron', 'accelerator'), ('_compile_kernel', '_C\\._cuda')),
-    ('NP717', 'cuda-only-module', 'python', ('neuron', 'accelerator'), ('triton', 'tilelang', 'cutlass', 'helion', 'cupy', 'pycuda', 'numba', 'cuda\\.bindings', 'cuda\\.core')),
+    ('NP717', 'cuda-only-module', 'python', ('neuron', 'accelerator'), ('triton', 'tilelang', 'cutlass', 'helion', 'cupy', 'pycuda', 'numba', 'cuda\\.bindings', 'cuda\\.core', 'tensorrt')),
     ('NP718', 'cuda-extension-import', 'python', ('neuron', 'accelerator'), ('_cuda', 'cuda_', 'amp_C', 'apex_C', 'syncbn', 'rotary_emb', 'dropout_layer_norm', '_lib', '_ext', 'cpp_extension')),
     ('NP720', 'cuda-only-branch', 'python', ('neuron', 'accelerator'), ('is_cuda', "'cuda'", '"cuda"')),
     ('NP799', 'invalid-suppression', 'python', ('neuron', 'accelerator'), ('neuron-port',)),
@@ -162,6 +163,7 @@ RULE_MODULES = {
     'NP608': 'ecosystem.lightning',
     'NP609': 'ecosystem.lightning',
     'NP610': 'ecosystem.lightning',
+    'NP611': 'ecosystem.lightning',
     'NP701': 'no_port.triton',
     'NP702': 'no_port.attention',
     'NP703': 'no_port.attention',
@@ -269,6 +271,7 @@ REQUIRED_TEXTS = {
     '_inductor': (('_inductor',),),
     '_lib': (('_lib',),),
     '_scaled_mm': (('_scaled_mm',),),
+    'accelerator': (('accelerator',),),
     'accelerator(?<!\\waccelerator)\\s*=': (('accelerator',), ('=',)),
     'all_to_all_single': (('all_to_all_single',),),
     'amp_C': (('amp_C',),),
@@ -389,6 +392,7 @@ REQUIRED_TEXTS = {
     'sparse(?<=[\\s(,]sparse)\\w*[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('sparse',),),
     'stft': (('stft',),),
     'syncbn': (('syncbn',),),
+    'tensorrt': (('tensorrt',),),
     'tilelang': (('tilelang',),),
     'transformer_engine': (('transformer_engine',),),
     'triton': (('triton',),),

@@ -382,7 +382,7 @@ class CudaApiCall(TorchCudaReference):
             if caps is not None and node in caps.kept_properties:
                 self.report(node, capability_properties_message(key, caps.kept_properties[node]), effort="low")
                 continue
-            if key == "is_available":
+            if key == "is_available" or key == "device_count":
                 if guarding is None:
                     guarding = availability_guards(self.context, original_node, self._references)
                 # a capability read is the capability analysis's to decide (NP210 may rewrite it)
@@ -396,4 +396,4 @@ class CudaApiCall(TorchCudaReference):
                 ranks = ranks or rank_devices(self.context, original_node)
                 if rank_call(self, node, key, call, ranks):
                     continue
-            rename(self, node, key, unsafe=guarding.unsafe.get(node) if key == "is_available" else None)
+            rename(self, node, key, unsafe=guarding.unsafe.get(node) if guarding is not None else None)

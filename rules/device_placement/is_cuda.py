@@ -75,6 +75,10 @@ class IsCudaAttribute(PythonRule):
             not_runnable=FRAGMENT,
         ),
         Invalid("self.is_cuda = flag\nif self.is_cuda:\n    pass\n", None),
+        # the file's own flag, set from device tests: the assignment is worded as one, not as a read
+        Invalid("class P:\n    def __init__(self, device):\n        self.is_cuda = device.type == 'cuda'\n\n"
+                "    def load(self, x):\n        return x.cpu() if self.is_cuda else x\n", None,
+                message_contains="this file's own flag `is_cuda` is set here"),
         # an assert is a precondition of the rest of its block: flipped only when that rest is portable
         Invalid("def f(x):\n    assert x.is_cuda, 'the int8 kernel only runs on CUDA'\n    return x * 2\n", None,
                 message_contains="unsafe: it guards `assert x.is_cuda"),
@@ -223,6 +227,7 @@ class IsCudaAttribute(PythonRule):
         super().__init__(context)
         self._found: list[cst.Attribute] = []
         self._user_defined = False
+        self._set: set[cst.Attribute] = set()  # `self.is_cuda = ...`: where the file sets its own flag
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "is_cuda":
@@ -231,6 +236,7 @@ class IsCudaAttribute(PythonRule):
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         if isinstance(node.target, cst.Attribute) and node.target.attr.value == "is_cuda":
             self._user_defined = True
+            self._set.add(node.target)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.name.value == "is_cuda":
@@ -252,7 +258,7 @@ class IsCudaAttribute(PythonRule):
             elif self._user_defined:
                 self.report(
                     node,
-                    self.MESSAGE + " (unsafe: this file assigns its own `is_cuda`)",
+                    SET_MESSAGE if node in self._set else self.MESSAGE + " (unsafe: this file assigns its own `is_cuda`)",
                     replacement=node.with_changes(attr=cst.Name("is_neuron")),
                     safety="unsafe",
                 )
@@ -265,3 +271,8 @@ class IsCudaAttribute(PythonRule):
                 )
             else:
                 self.report(node, replacement=node.with_changes(attr=cst.Name("is_neuron")))
+
+
+# NP104 where the file sets its own `is_cuda` (a flag, not the tensor property): renamed with its reads
+SET_MESSAGE = ("this file's own flag `is_cuda` is set here: rename it `is_neuron` with its reads "
+               "(unsafe: other files may read `is_cuda`)")

@@ -19,6 +19,8 @@ Codes (stable) and the module that holds each:
 - NP609 ``lightning-precision``: Lightning ``precision="16-mixed"`` -> ``"bf16-mixed"`` (``lightning.py``).
 - NP610 ``lightning-cpu-on-trainium``: Lightning ``Trainer`` / ``Fabric`` with ``accelerator="auto"`` or none:
   the CPU on Trainium (``lightning.py``; at run time NP913 names Lightning).
+- NP611 ``lightning-config-accelerator``: ``accelerator: gpu`` / ``cuda`` in a YAML / JSON / TOML config (Hydra,
+  LightningCLI), reported (``lightning.py``, a line rule).
 
 ``common.py`` holds the names several modules share (the ``TrainingArguments`` classes).
 

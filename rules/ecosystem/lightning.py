@@ -1,15 +1,18 @@
 """NP608 ``lightning-accelerator`` (``accelerator="cuda"|"gpu"``, ``gpus=N``), NP609
 ``lightning-precision`` (``precision="16-mixed"`` -> ``"bf16-mixed"``) and NP610 ``lightning-cpu-on-trainium``
-(``accelerator="auto"`` or none: the CPU on Trainium) in Lightning ``Trainer`` and ``Fabric`` calls."""
+(``accelerator="auto"`` or none: the CPU on Trainium) in Lightning ``Trainer`` and ``Fabric`` calls; NP611
+``lightning-config-accelerator``: ``accelerator: gpu`` in a YAML / JSON / TOML config (Hydra's
+``configs/trainer/gpu.yaml``), the same choice made where the Python code does not show it."""
 
 from __future__ import annotations
 
 import libcst as cst
 
+from neuron_port.rules.distributed.launch_patterns import config_pairs
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import int_value, is_false, is_none, last_segment
 from neuron_port.rules.helpers.nodes import replace_string, string_value
-from neuron_port.rules.spec import Invalid, PythonRule, Valid
+from neuron_port.rules.spec import LAUNCH_FILE, Invalid, LineHit, LineOptions, LineRule, PythonRule, ScriptLine, Valid
 
 LIGHTNING_ROOTS = ("lightning", "pytorch_lightning", "lightning_fabric")
 LIGHTNING_CALLEES = frozenset({"Trainer", "Fabric"})
@@ -233,3 +236,67 @@ class LightningCpuOnTrainium(PythonRule):
         else:
             return
         self.report(node, self.MESSAGE.format(callee=last_segment(node.func), how=how))
+
+
+class LightningConfigAccelerator(LineRule):
+    """Reports ``accelerator: gpu`` / ``cuda`` in a config file (Hydra / LightningCLI configs of a Trainer).
+
+    ## What it does
+    Finds a config key ``accelerator`` (plain or dotted: ``trainer.accelerator``) set to ``gpu`` or ``cuda``
+    in YAML, JSON and TOML files, the way Hydra and ``LightningCLI`` projects choose the Trainer's device
+    (``configs/trainer/gpu.yaml``), and reports the line. The GPU count beside it (``gpus: 2``,
+    ``devices: 2`` with the accelerator) is counted as GPUs: ``gpus`` is NP521's.
+
+    ## Why is this bad?
+    The config reaches ``Trainer(**cfg.trainer)`` (``hydra.utils.instantiate``), which NP608 cannot see in
+    the Python code. On a Trainium host Lightning finds no CUDA device and stops at start-up ("No supported
+    gpu backend found!"). Lightning has no Trainium accelerator, so no value maps to the ``neuron`` device:
+    ``cpu`` or ``auto`` runs, on the host's CPU (NP610).
+
+    ## Example
+    ```yaml
+    _target_: lightning.pytorch.trainer.Trainer
+    accelerator: gpu
+    devices: 1
+    ```
+    Use instead: a custom ``lightning.pytorch.accelerators.Accelerator`` subclass for the ``neuron`` device,
+    named by the config (``accelerator: {_target_: mypkg.NeuronAccelerator}``), or a plain PyTorch /
+    accelerate training loop.
+
+    ## Fix safety
+    No automatic fix: there is no Lightning spelling for the ``neuron`` device to rewrite to.
+
+    ## References
+    - https://lightning.ai/docs/pytorch/stable/extensions/accelerator.html (the built-in accelerators),
+      https://lightning.ai/docs/pytorch/stable/cli/lightning_cli.html (Trainer arguments from a config)
+    - https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
+      (the frameworks that run natively on TorchNeuron: Hugging Face transformers, diffusers, PEFT, accelerate)
+    """
+
+    CODE = "NP611"
+    NAME = "lightning-config-accelerator"
+    SEVERITY = "error"
+    EFFORT = "medium"
+    MESSAGE = ("Lightning `accelerator: {value}` needs CUDA GPUs and Lightning has no Trainium accelerator: "
+               "name a custom Accelerator or port the loop (NP610)")
+    FILE_KINDS = ("yaml", "json", "toml")
+    TRIGGERS = ("accelerator",)
+
+    VALID = [
+        Valid("accelerator: cpu\ndevices: 1\n", kind="yaml"),
+        Valid("accelerator_name: gpu\n", kind="yaml"),
+        Valid("# accelerator: gpu\n", kind="yaml"),
+    ]
+    INVALID = [
+        Invalid("_target_: lightning.pytorch.trainer.Trainer\naccelerator: gpu   # on the cluster\ndevices: 1\n",
+                None, kind="yaml", message_contains="`accelerator: gpu` needs CUDA GPUs",
+                not_runnable=LAUNCH_FILE),
+        Invalid('{"trainer": {"accelerator": "cuda", "devices": 2}}\n', None, kind="json",
+                not_runnable=LAUNCH_FILE),
+        Invalid('[trainer]\naccelerator = "gpu"\n', None, kind="toml", not_runnable=LAUNCH_FILE),
+    ]
+
+    def scan(self, line: ScriptLine, file_kind: str, options: LineOptions):
+        for pair in config_pairs(line.code, file_kind):
+            if pair.leaf_key == "accelerator" and pair.value.lower() in ("gpu", "cuda"):
+                yield LineHit(pair.match.start(), pair.match.end(), self.MESSAGE.format(value=pair.value))

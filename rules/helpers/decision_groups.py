@@ -58,7 +58,7 @@ class _Unions:
 
 class DecisionGroups:
     def __init__(self, context, module: cst.Module) -> None:
-        from neuron_port.rules.no_port.cuda_only_guards import is_cuda_availability_test, on_cuda_polarity
+        from neuron_port.rules.no_port.cuda_only_guards import on_cuda_polarity
 
         self.module = module
         self.context = context
@@ -66,9 +66,13 @@ class DecisionGroups:
         self.member_test: dict[cst.CSTNode, cst.CSTNode] = {}  # every node of a test -> the test (for messages)
         self.bodies: dict[object, list[cst.CSTNode]] = {}  # group -> the code its tests guard
         nodes = module_walk(context, module).nodes
-        aliases: dict[str, cst.Call] = {}  # `use_cuda = torch.cuda.is_available()`: a test of the name is one
+        # flags: a name or field assigned a device test, or an and / or / not of tests (`use_cuda =
+        # torch.cuda.is_available()`, `cuda = True if torch.cuda.is_available() else False`, `self.is_cuda =
+        # device.type == "cuda" and torch.cuda.is_available()`): a read of it is the same decision
+        flags: dict[str, tuple[Optional[bool], list[cst.CSTNode]]] = {}  # dotted name -> (polarity, tests)
         tests: list[cst.CSTNode] = []
         literals: list[cst.SimpleString] = []
+        assigns: list[cst.Assign] = []
         for node in nodes:  # one pass (exact types: LibCST's node classes have no subclasses)
             kind = type(node)
             if kind is cst.SimpleString:
@@ -76,26 +80,49 @@ class DecisionGroups:
                     literals.append(node)
             elif on_cuda_polarity(node) is not None:
                 tests.append(node)
-            elif (kind is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name
-                  and is_cuda_availability_test(node.value)):
-                aliases[node.targets[0].target.value] = node.value
+            elif kind is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) in (cst.Name,
+                                                                                                    cst.Attribute):
+                assigns.append(node)
         if not tests:
             return
-        if aliases:
-            assigned = _assigned_names(nodes)
-            tests += [n for n in nodes if type(n) is cst.Name and n.value in aliases and context.is_reference(n)
-                      and n not in assigned]
+        for node in assigns:
+            held = [n for n in walk(node.value) if on_cuda_polarity(n) is not None]
+            name = dotted_name(node.targets[0].target)
+            if held and name is not None:
+                found = flags.setdefault(name, (_flag_polarity(node.value, on_cuda_polarity), []))
+                if found[0] != _flag_polarity(node.value, on_cuda_polarity):
+                    flags[name] = (None, found[1])  # assigned tests of both senses: a member, not a guard
+                flags[name][1].extend(held)
+                target = node.targets[0].target
+                if on_cuda_polarity(target) is not None:  # `self.is_cuda = ...`: its NP104 is this decision
+                    flags[name][1].append(target)
+        reads: dict[cst.CSTNode, list[cst.CSTNode]] = {}  # a read of a flag -> the tests it holds
+        if flags:
+            assigned = _assigned_targets(nodes)
+            for n in nodes:
+                kind = type(n)
+                if (kind is cst.Name or kind is cst.Attribute) and n not in assigned and (
+                        kind is cst.Attribute or context.is_reference(n)):
+                    name = dotted_name(n)
+                    if name in flags:
+                        reads[n] = flags[name][1]
+            tests += [n for n in reads if n not in tests]
 
         def polarity(node: cst.BaseExpression) -> Optional[bool]:
-            return True if type(node) is cst.Name and node.value in aliases else on_cuda_polarity(node)
+            if node in reads:
+                return flags[dotted_name(node)][0]
+            return on_cuda_polarity(node)
 
-        self._is_test = lambda node: polarity(node) is not None
+        self._is_test = lambda node: node in reads or on_cuda_polarity(node) is not None
         regions: dict[cst.CSTNode, list[cst.CSTNode]] = {}
         for atom, region in regions_where(module, polarity, nodes):
             regions.setdefault(atom, []).extend(region)
         unions = _Unions()
         for atom in tests:
             unions.join(atom, atom)
+        for read, held in reads.items():
+            for test in held:
+                unions.join(read, test)
         self._scopes_made: Optional[Scopes] = None
         if len(regions) > 1:  # state is shared between two guarded regions at least
             self._share_state(regions, unions)
@@ -103,14 +130,9 @@ class DecisionGroups:
             self._device_values(nodes, unions)
         for atom in tests:
             group = unions.find(atom)
-            members = [atom]
-            if type(atom) is cst.Name:  # `if use_cuda:` stands for `use_cuda = torch.cuda.is_available()`
-                members.append(aliases[atom.value])
-                unions.join(atom, aliases[atom.value])
-            for member in members:
-                for node in walk(member):
-                    self.member_group[node] = group
-                    self.member_test[node] = member
+            for node in walk(atom):
+                self.member_group[node] = group
+                self.member_test[node] = atom
             self.bodies.setdefault(group, []).extend(regions.get(atom, ()))
         for literal in literals:
             if literal in unions.up:
@@ -249,9 +271,28 @@ def _enumerates_devices(test: cst.Comparison) -> bool:
                     for e in collection.elements))
 
 
-def _assigned_names(nodes) -> set:
-    """The ``Name`` nodes that are assignment targets (not reads)."""
-    return {t.target for n in nodes if type(n) is cst.Assign for t in n.targets if type(t.target) is cst.Name}
+def _assigned_targets(nodes) -> set:
+    """The ``Name`` / ``Attribute`` nodes that are assignment targets (not reads)."""
+    return {t.target for n in nodes if type(n) is cst.Assign for t in n.targets
+            if type(t.target) is cst.Name or type(t.target) is cst.Attribute}
+
+
+def _flag_polarity(value: cst.BaseExpression, polarity) -> Optional[bool]:
+    """What a flag assigned ``value`` says when read as a test: True where it is true only on CUDA (a test,
+    the same truth of one, an ``and`` with such a term), False where it is false only on CUDA (``not`` of
+    that, an ``or`` with a negated term), None for anything else (still one decision with its tests)."""
+    from neuron_port.rules.no_port.cuda_only_guards import same_truth
+
+    value = same_truth(value)
+    kind = type(value)
+    if kind is cst.UnaryOperation and type(value.operator) is cst.Not:
+        inner = _flag_polarity(value.expression, polarity)
+        return None if inner is None else not inner
+    if kind is cst.BooleanOperation:
+        when = type(value.operator) is cst.And
+        terms = [value.left, value.right]
+        return when if any(_flag_polarity(t, polarity) is when for t in terms) else None
+    return polarity(value)
 
 
 # The decision groups of a module, once per file and pass.

@@ -100,8 +100,15 @@ __init__ __call__ __enter__ __exit__
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
 
 
+# in a portable namespace, but not on the device: one process over several devices (NP508; a Trainium host
+# reports several NeuronCores, so a flipped `device_count() > 1` would enter it)
+NOT_ON_NEURON = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel")
+
+
 def portable_torch(qualname: str, renamed_cuda: frozenset) -> bool:
     """A torch API on the allow list; ``renamed_cuda``: the ``torch.cuda`` names NP201 renames."""
+    if any(qualname == p or qualname.startswith(p + ".") for p in NOT_ON_NEURON):
+        return False
     if qualname.startswith("torch.cuda."):
         return qualname[len("torch.cuda."):] in renamed_cuda
     if any(qualname == p or qualname.startswith(p + ".") for p in PORTABLE_TORCH):

@@ -15,7 +15,8 @@ from neuron_port.rules.cuda_api.tables import TORCH_CUDA_NO_EQUIVALENT
 from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.helpers.escaping_tests import Escape, escaping_tests
-from neuron_port.rules.helpers.ranks_guards import nodes_in, regions_either_way, regions_where
+from neuron_port.rules.helpers.ranks_guards import (_atom, _polarity, _terms, nodes_in, regions_either_way,
+                                                    regions_where)
 from neuron_port.rules.cuda_api.kept_arguments import portability_of
 from neuron_port.rules.helpers.table_rule import covering_key
 from neuron_port.rules.helpers.per_file import PerFileAnalysis, module_walk
@@ -25,6 +26,8 @@ CUDA_ONLY: dict[str, tuple[str, str]] = {
     "triton": ("a Triton kernel", "high"),
     "flash_attn": ("flash-attn", "medium"),
     "xformers": ("xformers", "medium"),
+    "tensorrt": ("a TensorRT engine", "medium"),
+    "torch_tensorrt": ("a TensorRT engine", "medium"),
     "torch.utils.cpp_extension": ("a CUDA extension", "high"),
     "torch.cuda.graph": ("a CUDA graph", "medium"),
     "torch.cuda.graphs": ("a CUDA graph", "medium"),
@@ -62,16 +65,75 @@ def is_cuda_availability_test(node: cst.CSTNode) -> bool:
             and node.func.attr.value == "is_available" and last_segment(node.func.value) == "cuda")
 
 
+def same_truth(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The test whose truth ``value`` is, by data dependence: ``T`` for ``True if T else False``,
+    ``bool(T)``, ``not not T`` (any nesting of them); ``value`` itself for anything else."""
+    while True:
+        kind = type(value)
+        if kind is cst.IfExp and dotted_name(value.body) == "True" and dotted_name(value.orelse) == "False":
+            value = value.test
+        elif (kind is cst.Call and dotted_name(value.func) == "bool" and len(value.args) == 1
+              and value.args[0].keyword is None and not value.args[0].star):
+            value = value.args[0].value
+        elif (kind is cst.UnaryOperation and type(value.operator) is cst.Not
+              and type(value.expression) is cst.UnaryOperation and type(value.expression.operator) is cst.Not):
+            value = value.expression.expression
+        else:
+            return value
+
+
 def _availability_aliases(nodes) -> dict[str, list[cst.Call]]:
-    """Names assigned exactly ``torch.cuda.is_available()`` (``use_cuda = torch.cuda.is_available()``), with
-    those calls: a test of the name is a test of CUDA (in any scope: keeping a test is the safe mistake). A
-    longer expression (``flash is not None and torch.cuda.is_available() and ...``) says more than that."""
+    """Names assigned ``torch.cuda.is_available()`` or the same truth (``use_cuda = torch.cuda.is_available()``,
+    ``cuda = True if torch.cuda.is_available() else False``, ``bool(...)``), with those calls: a test of the
+    name is a test of CUDA (in any scope: keeping a test is the safe mistake). A longer expression (``flash is
+    not None and torch.cuda.is_available() and ...``) says more than that."""
     aliases: dict[str, list[cst.Call]] = {}
     for node in nodes:
         if (type(node) is cst.Assign and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
-                and is_cuda_availability_test(node.value)):
+                and is_cuda_availability_test(same_truth(node.value))):
+            aliases.setdefault(node.targets[0].target.value, []).append(same_truth(node.value))  # type: ignore[arg-type]
+    return aliases
+
+
+def is_device_count_call(node: cst.CSTNode) -> bool:
+    """``torch.cuda.device_count()`` (any alias of ``torch``)."""
+    return (type(node) is cst.Call and not node.args and type(node.func) is cst.Attribute
+            and node.func.attr.value == "device_count" and last_segment(node.func.value) == "cuda")
+
+
+def _count_aliases(nodes) -> dict[str, list[cst.Call]]:
+    """Names assigned ``torch.cuda.device_count()`` (``n_gpu = torch.cuda.device_count()``), with those calls."""
+    aliases: dict[str, list[cst.Call]] = {}
+    for node in nodes:
+        if (type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name
+                and is_device_count_call(node.value)):
             aliases.setdefault(node.targets[0].target.value, []).append(node.value)  # type: ignore[arg-type]
     return aliases
+
+
+def _count_polarity(node: cst.BaseExpression, counts: dict) -> Optional[bool]:
+    """A comparison of the CUDA device count (``torch.cuda.device_count() > 1``, ``n_gpu >= 1``, ``n_gpu == 0``,
+    a bare ``if torch.cuda.device_count():``): True where it holds only with a CUDA device (a Trainium host
+    counts NeuronCores, so a renamed count enters it: ``DataParallel`` over several cores), False where it
+    holds only without one, None for anything else (``n_gpu < 4``)."""
+    def is_count(value) -> bool:
+        return is_device_count_call(value) or (type(value) is cst.Name and value.value in counts)
+
+    if is_count(node):
+        return True
+    if type(node) is not cst.Comparison or len(node.comparisons) != 1 or not is_count(node.left):
+        return None
+    target = node.comparisons[0]
+    if type(target.comparator) is not cst.Integer:
+        return None
+    bound, operator = int(target.comparator.value, 0), type(target.operator)
+    if (operator is cst.GreaterThan and bound >= 0) or (operator is cst.GreaterThanEqual and bound >= 1) or (
+            operator is cst.NotEqual and bound == 0) or (operator is cst.Equal and bound >= 1):
+        return True
+    if (operator is cst.Equal and bound == 0) or (operator is cst.LessThan and bound == 1) or (
+            operator is cst.LessThanEqual and bound == 0):
+        return False
+    return None
 
 
 def on_cuda_polarity(node: cst.BaseExpression) -> Optional[bool]:
@@ -124,11 +186,19 @@ class CudaOnlyGuards:
 
         if self._has_cuda_only_code(module, nodes):
             self._cuda_only_guards(module, nodes, polarity, aliases)
+        counts = _count_aliases(nodes)
+
+        def flipped(node: cst.BaseExpression) -> Optional[bool]:
+            """The tests a rename turns on Trainium: CUDA's, and comparisons of its device count."""
+            found = polarity(node)
+            return found if found is not None else _count_polarity(node, counts)
+
         portability = portability_of(context, module, nodes)
-        regions = list(regions_either_way(nodes, polarity))
+        regions = list(regions_either_way(nodes, flipped))
         # code a flip stops running on Trainium (the `else` of a CUDA test): judged for what it says of the
         # path it keeps the program out of, not for naming the device (portable.py)
         leaving = {(atom, root) for atom, region, how in regions if how == "fails" for root in region}
+        leaving |= _branches_left(nodes, flipped)
         for atom, region, _how in regions:
             if atom in self.guards or atom in self.unsafe:
                 continue
@@ -142,8 +212,11 @@ class CudaOnlyGuards:
             found = found if len(found) <= 60 else found[:57] + "..."
             for node in walk(atom):
                 self.unsafe.setdefault(node, found)
-            for call in aliases.get(atom.value, []) if isinstance(atom, cst.Name) else [atom]:
-                if is_cuda_availability_test(call):
+            calls = [atom, *(n for n in walk(atom) if is_device_count_call(n))]
+            for name in (n for n in walk(atom) if type(n) is cst.Name):  # `if use_cuda:`, `if n_gpu > 1:`
+                calls += [*aliases.get(name.value, []), *counts.get(name.value, [])]
+            for call in calls:
+                if is_cuda_availability_test(call) or is_device_count_call(call):
                     self.unsafe_availability.setdefault(call.func, found)
         # tests whose value leaves the test (assigned, returned, passed on): judged where the value goes
         escaping = escaping_tests(nodes, lambda n: on_cuda_polarity(n) is not None, portability.first_unportable)
@@ -261,6 +334,27 @@ class CudaOnlyGuards:
                     if what is not None:
                         return source_of(item.item), *what
         return None
+
+
+def _branches_left(nodes, polarity) -> set:
+    """(atom, branch) for the branch of an ``if`` / ternary that a flip of ``atom`` makes run less on
+    Trainium: an atom among the ``and`` / ``or`` terms of a test makes it only truer when it turns True
+    (``if not args.disable_cuda and torch.cuda.is_available(): ... else: args.gpu_index = -1``), so the
+    ``else`` runs less (the body, for a negated atom), as the ``else`` of a plain ``if torch.cuda.is_available():``
+    does. What the flip needs to run there is the other branch."""
+    left = set()
+    for node in nodes:
+        kind = type(node)
+        if kind is not cst.If and kind is not cst.IfExp:
+            continue
+        orelse = node.orelse.body if type(node.orelse) is cst.Else else node.orelse
+        for term in _terms(node.test):
+            found = _polarity(term, polarity)
+            if found is not None:
+                root = orelse if found else node.body
+                if root is not None:
+                    left.add((_atom(term), root))
+    return left
 
 
 def _cuda_only_import(node) -> Optional[tuple[str, str]]:

@@ -64,7 +64,8 @@ class CudaOnlyModule(PythonRule):
 
     ## What it does
     A module whose top level imports a GPU kernel language or library with no fallback (Triton,
-    TileLang, CuTe / CUTLASS, Helion, CuPy, PyCUDA, cuda-python, ``numba.cuda``; CUDA extension builds
+    TileLang, CuTe / CUTLASS, Helion, CuPy, PyCUDA, cuda-python, ``numba.cuda``, TensorRT's ``tensorrt`` /
+    ``torch_tensorrt``, whose engines run on NVIDIA GPUs only; CUDA extension builds
     stay NP708's) is reported once, on that import, with its kernel code: the functions that use the
     library (the ``@triton.jit`` kernels), their launchers (``kernel[grid](...)``), what only they need,
     and classes made of them. No fix is applied inside that code, and the findings of the other rules there
@@ -105,7 +106,7 @@ class CudaOnlyModule(PythonRule):
     EFFORT = "high"
     MESSAGE = "CUDA-only module"
     TRIGGERS = ("triton", "tilelang", "cutlass", "helion", "cupy", "pycuda", r"numba", r"cuda\.bindings",
-                r"cuda\.core")
+                r"cuda\.core", "tensorrt")
 
     VALID = [
         Valid("try:\n    import triton\nexcept ImportError:\n    triton = None\n"),
@@ -117,6 +118,12 @@ class CudaOnlyModule(PythonRule):
                 "    grid = (triton.cdiv(x.numel(), 1024),)\n    return x + y\n", None,
                 message_contains="2 CUDA references"),
         Invalid("import cupy as cp\n", None, message_contains="CUDA-only module (imports `cupy`"),
+        # a TensorRT engine's device stays CUDA's (the training code beside it is ported by the other rules)
+        Invalid("import tensorrt as trt\nimport torch\n\ndef load(path):\n"
+                "    runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))\n"
+                "    device = torch.device('cuda:0')\n    return runtime, device\n\n"
+                "def train(model):\n    return model.cuda()\n", None,
+                message_contains="kernel code (`load`; imports `tensorrt`"),
         Invalid("import torch\nimport triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n\ndef launch(x):\n"
                 "    assert x.is_cuda\n    k[(1,)](x)\n\ndef model_input():\n"
                 "    return torch.zeros(4, dtype=torch.float64)\n", None,

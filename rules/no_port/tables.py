@@ -192,7 +192,7 @@ TORCH_C_CUDA_RE = re.compile(r"^torch\._C\._cuda")
 # decorated by one of them is a kernel: neither is edited inside. Prefixes of dotted names.
 # (CUDA extension builds stay NP708's, site by site: a setup.py is not a module to keep, it has nothing to edit.)
 KERNEL_LIBRARIES = ("triton", "tilelang", "cutlass", "helion", "cupy", "pycuda", "numba.cuda", "cuda.bindings",
-                    "cuda.core")
+                    "cuda.core", "tensorrt", "torch_tensorrt")  # TensorRT: engines built and run on NVIDIA GPUs
 
 # NP718: compiled CUDA extension modules imported by name. The naming convention (``CUDA_EXTENSION_NAME_RE``:
 # ``*_cuda``, ``*_cuda_*``, ``cuda_*``, as setup.py files name what nvcc builds) finds them without a list;
