@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from neuron_port.rules.cuda_api.api_renames import rank_call, rename
+from neuron_port.rules.cuda_api.api_renames import rename
 from neuron_port.rules.cuda_api.capability import CAPABILITY_CALLS, capability_checks
 from neuron_port.rules.cuda_api.kept_arguments import kept_cuda_calls
 from neuron_port.rules.cuda_api.kept_references import (availability_guard_message, availability_guards,
@@ -13,8 +13,6 @@ from neuron_port.rules.cuda_api.kept_references import (availability_guard_messa
                                                         kept_argument_message)
 from neuron_port.rules.cuda_api.references import TorchCudaReference
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
-from neuron_port.rules.device_placement.ranks import rank_devices
-from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS
 from neuron_port.rules.spec import FRAGMENT, OTHER_RULES, Invalid, Valid
 
 
@@ -49,13 +47,12 @@ class CudaApiCall(TorchCudaReference):
     ``device_count()`` counts logical NeuronCores (4 per Trainium2 chip at the default LNC=2), and
     memory statistics are asynchronous (call ``torch.neuron.synchronize()`` before reading them).
 
-    A rank passed as the device (``torch.cuda.memory_allocated(local_rank)``, ``torch.cuda.device(args.gpu)``,
-    ``torch.cuda.synchronize(device=rank)``) becomes ``0`` as the call is renamed: under ``torchrun`` the
-    process's only NeuronCore is ``neuron:0``. A rank is a name or attribute whose last segment is ``rank``,
-    ``local_rank``, ``*_local_rank`` (``ddp_local_rank``), ``gpu``, ``gpu_id`` or ``device_id`` (``args.gpu``,
-    ``self.gpu_id``), a ``LOCAL_RANK`` / ``RANK`` read from ``os.environ``, ``dist.get_rank()``, ``<rank> % n``,
-    or an alias of one (NP107 has the whole rule); the rank devices of a file are rewritten all together or
-    not at all (NP107).
+    A rank passed as the device (``torch.cuda.set_device(local_rank)``,
+    ``torch.cuda.memory_allocated(local_rank)``) is kept as the call is renamed: under ``torchrun``
+    TorchNeuron's ``init_process_group`` makes the process's one NeuronCore ``neuron:<LOCAL_RANK>``, its
+    current device, and ``device_count()`` the local world size (c10_neuron), so
+    ``torch.neuron.set_device(local_rank)`` and ``rank % torch.neuron.device_count()`` mean what they meant
+    on CUDA.
 
     Capability reads are never renamed into code that raises: ``torch.neuron.get_device_properties`` has
     ``name`` and ``total_memory`` only, so a ``get_device_properties(d)`` read for ``.major``, ``.minor``,
@@ -68,12 +65,6 @@ class CudaApiCall(TorchCudaReference):
     A test that decides code not known to run on Trainium (NP102's allow list: an import, another
     package's call, a raise naming the GPU) is an unsafe rename. The arguments of a ``torch.cuda`` call
     that stays (``get_device_capability('cuda')``, a stream passed to ``torch.cuda.graph``) stay too.
-
-    One exception: ``torch.cuda.set_device(local_rank)`` (the argument is a rank, see NP101) is not
-    renamed on the neuron target. Under ``torchrun`` TorchNeuron's ``init_process_group`` leaves each
-    process exactly one visible NeuronCore, so ``torch.neuron.set_device(local_rank)`` raises
-    ``ValueError("Invalid device id")`` on every rank but 0; NP502 removes the call instead. A
-    non-rank argument (``set_device(device)`` with ``device = torch.device("neuron")``) is renamed.
 
     ## References
     - TorchNeuron ``torch.neuron`` module: https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/neuron.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/memory-profiling-guide.html
@@ -93,9 +84,6 @@ class CudaApiCall(TorchCudaReference):
     VALID = [
         Valid("import torch\nif torch.neuron.is_available():\n    torch.neuron.synchronize()\n"),
         Valid("import torch\ntorch.accelerator.synchronize()\n"),
-        # a rank argument: NP502 removes the call (neuron:<local_rank> is invalid for rank >= 1)
-        Valid("import torch\ntorch.cuda.set_device(local_rank)\ntorch.cuda.set_device(args.gpu)\n"),
-        Valid("import os, torch\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"),
         Valid("import torch\nscaler = torch.cuda.amp.GradScaler()\n"),  # NP3xx's business
         Valid("from torch.cuda import synchronize\n"),  # the import itself is left alone
     ]
@@ -147,9 +135,8 @@ class CudaApiCall(TorchCudaReference):
             "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
             "used = torch.cuda.memory_allocated(ddp_local_rank)\nwith torch.cuda.device(args.gpu):\n    pass\n",
             "import torch\nimport torch.distributed as dist\ndist.init_process_group('neuron')\n"
-            "used = torch.neuron.memory_allocated(0)\nwith torch.neuron.device(0):\n    pass\n",
-            message_contains="becomes 0",
-            runs=True,
+            "used = torch.neuron.memory_allocated(ddp_local_rank)\nwith torch.neuron.device(args.gpu):\n    pass\n",
+            not_runnable=FRAGMENT,
         ),
         Invalid(
             # the properties are read for .major (torch.neuron's have only name and total_memory), and the
@@ -176,7 +163,8 @@ class CudaApiCall(TorchCudaReference):
 
             dist.init_process_group('neuron')
             local_rank = int(os.environ['LOCAL_RANK'])
-            x = torch.ones(2, device='neuron')
+            torch.cuda.set_device(local_rank)
+            x = torch.ones(2, device=f'neuron:{local_rank}')
             used = torch.cuda.memory_allocated(local_rank)
             peak = torch.cuda.max_memory_allocated(device=local_rank)
             dist.destroy_process_group()
@@ -188,9 +176,10 @@ class CudaApiCall(TorchCudaReference):
 
             dist.init_process_group('neuron')
             local_rank = int(os.environ['LOCAL_RANK'])
-            x = torch.ones(2, device='neuron')
-            used = torch.neuron.memory_allocated(0)
-            peak = torch.neuron.max_memory_allocated(device=0)
+            torch.neuron.set_device(local_rank)
+            x = torch.ones(2, device=f'neuron:{local_rank}')
+            used = torch.neuron.memory_allocated(local_rank)
+            peak = torch.neuron.max_memory_allocated(device=local_rank)
             dist.destroy_process_group()
             """,
             runs=True,
@@ -350,25 +339,22 @@ class CudaApiCall(TorchCudaReference):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self._calls: dict[cst.CSTNode, cst.Call] = {}  # func -> the call it is the callee of
         self._references: list[tuple[cst.BaseExpression, str, str]] = []
         self._capability_calls = False  # the capability analysis is needed only then
 
     def visit_Call(self, node: cst.Call) -> None:
-        self._calls[node.func] = node
         if not self._capability_calls and self.context.qualname(node.func) in CAPABILITY_CALLS:
             self._capability_calls = True
 
     def on_reference(self, node: cst.BaseExpression, qualname: str, key: str) -> None:
-        self._references.append((node, qualname, key))  # decided per file, at the end (ranks, capabilities)
+        self._references.append((node, qualname, key))  # decided per file, at the end (capabilities)
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        """Each reference: kept (``kept_references.py``, ``kept_arguments.py``), renamed with a rank set to 0,
-        or renamed (``api_renames.py``)."""
+        """Each reference: kept (``kept_references.py``, ``kept_arguments.py``) or renamed (``api_renames.py``)."""
         if not self._references:
             return
         caps = capability_checks(self.context, original_node) if self._capability_calls else None
-        ranks = guarding = None  # the rank analysis, the is_available() tests kept or unsafe: computed when needed
+        guarding = None  # the is_available() tests kept or unsafe: computed when needed
         kept = kept_cuda_calls(self.context, original_node).nodes  # arguments of kept torch.cuda calls
         for node, qualname, key in self._references:
             if caps is not None and node in caps.rewritten:
@@ -389,11 +375,5 @@ class CudaApiCall(TorchCudaReference):
                 if node in guarding and guarding[node][0].split(".")[-1] != "get_device_capability":
                     call, what, effort = guarding[node]
                     self.report(node, availability_guard_message(call, what), effort=effort)
-                    continue
-            call = self._calls.get(node)
-            if (self.context.target == "neuron" and call is not None and call.args
-                    and (key == "set_device" or key in CUDA_API_DEVICE_ARGS)):
-                ranks = ranks or rank_devices(self.context, original_node)
-                if rank_call(self, node, key, call, ranks):
                     continue
             rename(self, node, key, unsafe=guarding.unsafe.get(node) if guarding is not None else None)

@@ -1,7 +1,6 @@
 """The renames NP201 (``api_calls.py``) makes: a ``torch.cuda.<api>`` reference to its ``torch.neuron``
 spelling (keeping the user's name for torch) or, with ``--target accelerator``, its ``torch.accelerator``
-one, as ``tables.TORCH_CUDA_API`` says; and a ``torch.cuda.<api>(<rank>)`` call renamed with the rank
-set to 0, the process's only NeuronCore under torchrun (``set_device(<rank>)`` is left to NP502)."""
+one, as ``tables.TORCH_CUDA_API`` says."""
 
 from __future__ import annotations
 
@@ -10,39 +9,10 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
-from neuron_port.rules.device_placement.tables import CUDA_API_DEVICE_ARGS, ONE_CORE_PER_PROCESS
-from neuron_port.rules.helpers.calls import arg_named
-from neuron_port.rules.helpers.names import dotted_name, source_of
+from neuron_port.rules.helpers.names import dotted_name
 from neuron_port.rules.helpers.nodes import expr, replace_attr_chain_head
 from neuron_port.rules.no_port.cuda_only_guards import unsafe_flip_note
 from neuron_port.rules.spec import PythonRule
-
-
-def rank_call(rule: PythonRule, node: cst.BaseExpression, key: str, call: cst.Call, ranks) -> bool:
-    """``set_device(<rank>)`` is NP502's; ``torch.cuda.<api>(<rank>)`` is renamed with index 0 (the
-    process's only NeuronCore), reported by ``rule``. True when handled here."""
-    position = 0 if key == "set_device" else CUDA_API_DEVICE_ARGS.get(key)
-    if position is None:
-        return False
-    arg = arg_named(call, "device", position)
-    if arg is None or arg.star or not (ranks.sets_rank_device(arg.value, call) if key == "set_device"
-                                       else ranks.is_rank(arg.value)):
-        return False
-    if key == "set_device":
-        return True  # removed by NP502: torch.neuron.set_device(local_rank) raises on every rank but 0
-    renamed = neuron_spelling(rule.context, node, key)
-    if renamed is None:
-        return False
-    new_func, imports = renamed
-    replacement = call.with_changes(func=new_func, args=[
-        a.with_changes(value=cst.Integer("0")) if a is arg else a for a in call.args])
-    rule.report(
-        call,
-        rule.MESSAGE.format(api=key, new=f"torch.neuron.{TORCH_CUDA_API[key].neuron}")
-        + f"; rank `{source_of(arg.value)}` becomes 0: {ONE_CORE_PER_PROCESS}" + ranks.note(),
-        replacement=replacement, safety=ranks.safety, imports=imports,
-    )
-    return True
 
 
 def neuron_spelling(context, node: cst.BaseExpression, key: str):

@@ -11,9 +11,9 @@ Codes (stable), and the module that holds each:
 - NP105 ``legacy-cuda-tensor-type`` (``legacy_tensor_types.py``): ``torch.cuda.FloatTensor`` and friends.
 - NP106 ``map-location-cuda`` (``map_location.py``): ``torch.load(..., map_location=lambda storage, loc:
   storage.cuda())``.
-- NP107 ``rank-device-index`` (``rank_devices.py``): integer rank devices (``.to(local_rank)``,
-  ``torch.device(rank)``, ``device=local_rank``, FSDP ``device_id=``), and the one finding that explains a file
-  whose rank devices are left together.
+- NP107 ``rank-device-index``: retired (not reused). It rewrote rank devices to the process's index 0, the
+  old model of one visible core per process; TorchNeuron's core is ``neuron:<LOCAL_RANK>``, so a rank index is
+  renamed like any other (NP101, NP103, NP106, NP201) or left as it is (``.to(local_rank)``).
 
 NP101 and NP102 share one classification of where a string sits (``DeviceStringRule`` in
 ``string_roles.py``), so every literal belongs to exactly one of them, and neither touches strings that
@@ -21,8 +21,6 @@ are not devices: docstrings, prose, ``getattr(torch, 'cuda')``, log messages, or
 (autocast ``device_type``, Hugging Face ``device_map``, Lightning ``accelerator``, ``init_device_mesh`` which
 is NP504).
 
-Shared by several modules: ``ranks.py`` (``is_rank_expression``: is a device index the process's rank, and
-``rank_devices``: the per-file decision that the rank devices of a file are rewritten all together or not at
-all; used by NP101, NP103, NP106, NP107, NP201, NP502 and NP503), ``common.py`` (argument commas, the ``storage.cuda()`` lambda of NP106) and
-``tables.py`` (the data).
+Shared by several modules: ``common.py`` (argument commas, the ``storage.cuda()`` lambda of NP103 and
+NP106) and ``tables.py`` (the data).
 """

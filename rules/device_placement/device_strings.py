@@ -5,12 +5,29 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.cuda_api.kept_arguments import kept_cuda_calls
-from neuron_port.rules.device_placement.ranks import rank_devices
 from neuron_port.rules.device_placement.string_roles import DeviceStringRule
-from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
-from neuron_port.rules.helpers.names import source_of
-from neuron_port.rules.helpers.nodes import replace_string
+from neuron_port.rules.device_placement.tables import GLOBAL_RANK_ADVICE, GLOBAL_RANK_CALLS, GLOBAL_RANK_ENV_VARS
+from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of
+from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.spec import FRAGMENT, Invalid, Valid
+
+
+def is_global_rank(node: cst.BaseExpression) -> bool:
+    """``dist.get_rank()``, ``os.environ["RANK"]`` / ``os.environ.get("RANK")`` / ``os.getenv("RANK")``, or
+    ``int()`` / ``str()`` of one: the global rank, a NeuronCore index on one node only."""
+    if isinstance(node, cst.Call):
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if isinstance(node.func, cst.Name) and node.func.value in ("int", "str") and len(node.args) == 1 and positional:
+            return is_global_rank(positional[0].value)
+        if last_segment(node.func) in GLOBAL_RANK_CALLS:
+            return True
+        name = dotted_name(node.func) or ""
+        return bool((name.endswith("environ.get") or name.endswith("getenv")) and positional
+                    and string_value(positional[0].value) in GLOBAL_RANK_ENV_VARS)
+    if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").endswith("environ") and len(node.slice) == 1:
+        index = node.slice[0].slice
+        return isinstance(index, cst.Index) and string_value(index.value) in GLOBAL_RANK_ENV_VARS
+    return False
 
 
 class CudaDeviceString(DeviceStringRule):
@@ -22,15 +39,11 @@ class CudaDeviceString(DeviceStringRule):
     (factories, ``torch.Generator``, ``torch.set_default_device``) and function defaults, ``.to('cuda')``,
     argparse ``default='cuda'`` and ``choices=['cpu', 'cuda']``, config dict values, ternaries, and the
     templates ``f"cuda:{local_rank}"``, ``'cuda:%d' % i``, ``'cuda:' + str(i)`` and ``"cuda:{}".format(i)``.
-    It rewrites them to ``neuron`` / ``neuron:N``, keeping the quote style. A device indexed by the
-    process's rank (``f"cuda:{local_rank}"``, ``'cuda:%d' % args.gpu``, ``"cuda:{}".format(rank)``,
-    ``'cuda:' + os.environ["LOCAL_RANK"]``, ``torch.device('cuda', local_rank)``; the index is a rank:
-    a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank`` (``ddp_local_rank``),
-    ``gpu``, ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` / ``RANK`` from ``os.environ``, ``dist.get_rank()``,
-    ``<rank> % n``, or an alias of one; NP107 has the whole rule) becomes the plain ``"neuron"`` (and
-    ``torch.device('neuron')``; ``'neuron:0'`` / ``torch.device('neuron', 0)`` under ``device_id=`` of
-    ``init_process_group``, which needs an index); any other index (``f"cuda:{i}"`` in a loop over devices, or a
-    ``for gpu in ...`` loop variable) keeps it: ``f"neuron:{i}"``. Strings that are not devices
+    It rewrites them to ``neuron`` / ``neuron:N``, keeping the quote style and the index: a device indexed
+    by the process's local rank (``f"cuda:{local_rank}"``, ``'cuda:%d' % args.gpu``,
+    ``torch.device('cuda', local_rank)``) becomes ``f"neuron:{local_rank}"`` / ``torch.device('neuron',
+    local_rank)``, the process's own NeuronCore. An index that is the *global* rank (``dist.get_rank()``,
+    ``os.environ["RANK"]``) is renamed too, and the message adds that it should be ``LOCAL_RANK``. Strings that are not devices
     stay: docstrings, prose (``"cuda is not available"``), log and print arguments, ``getattr(torch, 'cuda')``,
     and the keys of a ``map_location`` dict (they name the device the checkpoint was *saved* on).
     Comparisons are NP102; ``device_type=`` (autocast), ``device_map=`` and ``accelerator=`` belong to the
@@ -55,7 +68,7 @@ class CudaDeviceString(DeviceStringRule):
     ```python
     device = 'neuron' if torch.neuron.is_available() else 'cpu'
     parser.add_argument('--device', default='neuron', choices=['cpu', 'neuron'])
-    device = 'neuron'  # under torchrun each process sees one NeuronCore
+    device = f'neuron:{local_rank}'  # under torchrun the process's NeuronCore
     ```
 
     ## Fix safety
@@ -65,18 +78,15 @@ class CudaDeviceString(DeviceStringRule):
     availability test: ``torch.accelerator.current_accelerator()`` is ``None`` on a CPU-only host, so an
     unguarded ``current_accelerator().type`` (say, an argparse default) raises where the literal did not.
 
-    The rank-indexed rewrite to ``"neuron"`` is safe on the neuron target: TorchNeuron's
-    ``init_process_group`` sets ``NEURON_RT_VISIBLE_CORES=<LOCAL_RANK>`` when it is unset and allows one
-    device per process ("Attempted to have more than one device per process in distributed setup"), so
-    under ``torchrun`` each process sees exactly one NeuronCore: ``neuron`` is ``neuron:0`` is that core,
-    and ``neuron:{local_rank}`` is an invalid device for every rank but 0. On rank 0 the two spellings are
-    the same device, so no run that worked before changes. (A single-process script that picks a core
-    with ``--gpu 3`` now runs on the first visible core: set ``NEURON_RT_VISIBLE_CORES=3`` instead.)
-    On the accelerator target the index is kept (``f"{...current_accelerator().type}:{local_rank}"``),
-    which is what CUDA needs. The rank devices of a file are rewritten all together or not at all: when
-    one of them cannot be (see NP107), this rewrite is unsafe too, so no process ends up with tensors on
-    ``neuron`` and ``neuron:<rank>``. See also NP107 (``.to(local_rank)``), NP502 (``set_device(local_rank)``)
-    and NP503 (``device_ids``).
+    A rank-indexed device keeps its index, as every other rename: under ``torchrun`` TorchNeuron's
+    ``init_process_group`` gives each process one NeuronCore, and that core is ``neuron:<LOCAL_RANK>``, the
+    process's current device (c10_neuron: ``device_count()`` is the local world size,
+    ``set_local_device_start_index(local_rank)``), so ``f"neuron:{local_rank}"``,
+    ``torch.neuron.set_device(local_rank)`` (NP201) and DDP's ``device_ids=[local_rank]`` (NP503) all name
+    it, as on CUDA, and a plain ``"neuron"`` is the same core. ``neuron:0`` on rank 1 is another process's
+    core and fails ("Attempted to access device that doesn't attach to this process"). The global rank
+    equals the local rank on one node only, hence the advice. On the accelerator target the index is kept
+    too (``f"{...current_accelerator().type}:{local_rank}"``).
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("`.to('cuda')` -> `.to('neuron')`")
@@ -96,7 +106,6 @@ class CudaDeviceString(DeviceStringRule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self._rank_pending: list = []
         self._in_cuda_calls: list = []  # candidates inside torch.cuda calls, decided at the end
 
     VALID = [
@@ -139,10 +148,17 @@ class CudaDeviceString(DeviceStringRule):
             "device = f'cuda:{local_rank}'\na = 'cuda:%d' % args.gpu\n"
             "b = 'cuda:' + str(int(os.environ['LOCAL_RANK']))\n"
             "c = \"cuda:{}\".format(rank)\nd = torch.device('cuda', local_rank)\n"
-            "e = torch.device(f\"cuda:{os.environ.get('LOCAL_RANK', 0)}\")\nf = 'cuda:%d' % (dist.get_rank(),)\n",
-            "device = 'neuron'\na = 'neuron'\nb = 'neuron'\nc = \"neuron\"\nd = torch.device('neuron')\n"
-            "e = torch.device(\"neuron\")\nf = 'neuron'\n",
-            message_contains="one NeuronCore",
+            "e = torch.device(f\"cuda:{os.environ.get('LOCAL_RANK', 0)}\")\n",
+            "device = f'neuron:{local_rank}'\na = 'neuron:%d' % args.gpu\n"
+            "b = 'neuron:' + str(int(os.environ['LOCAL_RANK']))\n"
+            "c = \"neuron:{}\".format(rank)\nd = torch.device('neuron', local_rank)\n"
+            "e = torch.device(f\"neuron:{os.environ.get('LOCAL_RANK', 0)}\")\n",
+            not_runnable=FRAGMENT,
+        ),
+        Invalid(
+            "f = 'cuda:%d' % (dist.get_rank(),)\ng = f\"cuda:{int(os.environ['RANK'])}\"\n",
+            "f = 'neuron:%d' % (dist.get_rank(),)\ng = f\"neuron:{int(os.environ['RANK'])}\"\n",
+            message_contains="index by LOCAL_RANK",
             not_runnable=FRAGMENT,
         ),
         Invalid(
@@ -158,7 +174,7 @@ class CudaDeviceString(DeviceStringRule):
             "torch.set_default_device('cuda')\ng = torch.Generator(device='cuda')\n"
             "ckpt = torch.load(p, map_location={'cuda:0': 'cuda:%d' % rank})\n",
             "torch.set_default_device('neuron')\ng = torch.Generator(device='neuron')\n"
-            "ckpt = torch.load(p, map_location={'cuda:0': 'neuron'})\n",
+            "ckpt = torch.load(p, map_location={'cuda:0': 'neuron:%d' % rank})\n",
             not_runnable=FRAGMENT,
         ),
         Invalid(  # (a {'cuda': 'nccl'} backend map is NP501's: key and value together)
@@ -250,8 +266,8 @@ class CudaDeviceString(DeviceStringRule):
             import torch
 
             local_rank = int(os.environ.get('LOCAL_RANK', 0))
-            device = 'neuron'
-            d = torch.device('neuron')
+            device = f'neuron:{local_rank}'
+            d = torch.device('neuron', local_rank)
             x = torch.ones(2, device=device) + torch.ones(2, device=d)
             """,
             runs=True,
@@ -308,13 +324,12 @@ class CudaDeviceString(DeviceStringRule):
                 imports=imports,
             )
             return
+        advice = ""
         if role in ("value", "container"):
             indexed = self._index_of(role_node, literal, kind)
-            if indexed is not None:
-                # decided at the end of the module: a comprehension binds its loop name after its element
-                self._rank_pending.append((role_node, literal, indexed))
-                return
-        self._report_neuron(role_node, literal, role)
+            if indexed is not None and is_global_rank(indexed[0]):
+                advice = GLOBAL_RANK_ADVICE
+        self._report_neuron(role_node, literal, role, advice)
 
     def _index_of(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str):
         """(index expression, node to replace) of a device built from an index, else None."""
@@ -343,37 +358,8 @@ class CudaDeviceString(DeviceStringRule):
             for role_node, literal, kind in self._in_cuda_calls:
                 if literal not in kept:
                     self._decide(role_node, literal, kind)
-        if not self._rank_pending:
-            return
-        ranks = rank_devices(self.context, original_node)
-        for role_node, literal, (index, node) in self._rank_pending:
-            if not ranks.is_rank(index):
-                self._report_neuron(role_node, literal, "value")
-                continue
-            old = source_of(node)
-            # under device_id= of init_process_group a device needs its index: the process's core is 0
-            value = "neuron:0" if ranks.needs_index(node) else "neuron"
-            if isinstance(node, cst.Call) and literal in self._device_calls:
-                first = node.args[0].with_changes(value=replace_string(literal, "neuron"))
-                if value == "neuron":
-                    args = [first.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
-                else:
-                    args = [first, node.args[1].with_changes(value=cst.Integer("0"))]
-                replacement: cst.CSTNode = node.with_changes(args=args)
-            elif isinstance(literal, cst.FormattedString):
-                replacement = cst.SimpleString(f"{literal.end}{value}{literal.end}")
-            else:
-                assert isinstance(literal, cst.SimpleString)
-                replacement = replace_string(literal, value)
-            self.report(
-                node,
-                f"`{old}` is a rank-indexed CUDA device: use `{source_of(replacement)}`; {ONE_CORE_PER_PROCESS}"
-                + ranks.note(),
-                replacement=replacement,
-                safety=ranks.safety,
-            )
 
-    def _report_neuron(self, role_node: cst.CSTNode, literal: cst.CSTNode, role: str) -> None:
+    def _report_neuron(self, role_node: cst.CSTNode, literal: cst.CSTNode, role: str, advice: str = "") -> None:
         old = source_of(role_node)
         replacement = self._neuron_version(literal)
         new = old.replace(source_of(literal), source_of(replacement), 1)
@@ -386,4 +372,4 @@ class CudaDeviceString(DeviceStringRule):
                 safety="unsafe",
             )
             return
-        self.report(literal, self.MESSAGE.format(old=old, new=new), replacement=replacement, safety="safe")
+        self.report(literal, self.MESSAGE.format(old=old, new=new) + advice, replacement=replacement, safety="safe")

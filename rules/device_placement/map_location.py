@@ -5,8 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from neuron_port.rules.device_placement.common import storage_lambda_call
-from neuron_port.rules.device_placement.ranks import rank_devices
-from neuron_port.rules.device_placement.tables import ONE_CORE_PER_PROCESS
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import source_of
 from neuron_port.rules.helpers.nodes import expr
@@ -20,9 +18,8 @@ class MapLocationCuda(PythonRule):
     Finds the ``lambda storage, loc: storage.cuda(...)`` idiom (the ``map_location`` of ``torch.load``)
     and replaces the lambda by the device it moves to: ``"neuron"``, ``"neuron:0"``, ``f"neuron:{i}"``
     (or ``torch.accelerator.current_accelerator()`` on the accelerator target). ``storage.cuda(local_rank)``
-    (a rank: a name or attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``,
-    ``gpu_id`` or ``device_id``, ``LOCAL_RANK`` from ``os.environ``, or an alias; NP107 has the rule) becomes
-    ``"neuron"``: under ``torchrun`` each process sees one NeuronCore. ``map_location``
+    becomes ``f"neuron:{local_rank}"``: under ``torchrun`` the process's NeuronCore is
+    ``neuron:<LOCAL_RANK>`` (see NP101). ``map_location``
     strings and ``torch.device`` values are NP101's; the keys of a ``map_location`` dict (the device the
     checkpoint was saved on) are left alone on purpose.
 
@@ -41,9 +38,8 @@ class MapLocationCuda(PythonRule):
 
     ## Fix safety
     Safe: ``map_location`` accepts a device string and the lambda did the same move for every storage.
-    A rank index becomes ``"neuron"`` for the reason given in NP101 (``neuron:<local_rank>`` is invalid
-    for every rank but 0 under ``torchrun``). The rank devices of a file change together or not at all (NP107); a
-    ``storage.cuda(local_rank, non_blocking=True)`` (reported only) makes them all unsafe.
+    An index is kept (``neuron:<local_rank>`` is the process's core under ``torchrun``). A
+    ``storage.cuda(0, non_blocking=True)`` (other arguments) is reported only.
 
     ## References
     - https://docs.pytorch.org/docs/stable/generated/torch.load.html
@@ -72,9 +68,8 @@ class MapLocationCuda(PythonRule):
             "ckpt = torch.load(p, map_location=lambda s, l: s.cuda(args.gpu))\n"
             "c2 = torch.load(q, lambda s, l: s.cuda(1))\n"
             "c3 = torch.load(r, map_location=lambda s, l: s.cuda(dev_index))\n",
-            'ckpt = torch.load(p, map_location="neuron")\nc2 = torch.load(q, "neuron:1")\n'
+            'ckpt = torch.load(p, map_location=f"neuron:{args.gpu}")\nc2 = torch.load(q, "neuron:1")\n'
             'c3 = torch.load(r, map_location=f"neuron:{dev_index}")\n',
-            message_contains="one NeuronCore",
             not_runnable=FRAGMENT,
         ),
         Invalid(
@@ -124,27 +119,18 @@ class MapLocationCuda(PythonRule):
         ),
     ]
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self._lambdas: list[tuple[cst.Lambda, cst.Call]] = []
-
     def visit_Lambda(self, node: cst.Lambda) -> None:
         call = storage_lambda_call(node)
         if call is not None:
-            self._lambdas.append((node, call))  # a rank index is decided per file, at the end
+            self._lambda(node, call)
 
-    def leave_Module(self, original_node: cst.Module) -> None:
-        for node, call in self._lambdas:
-            self._lambda(node, call, original_node)
-
-    def _lambda(self, node: cst.Lambda, call: cst.Call, module: cst.Module) -> None:
+    def _lambda(self, node: cst.Lambda, call: cst.Call) -> None:
         device_arg = arg_named(call, "device", 0)
         others = [a for a in call.args if a is not device_arg]
         if others or any(a.star for a in call.args):
             self.report(node, "`storage.cuda(...)` in map_location fails on Trainium: use a neuron device string")
             return
         imports: tuple = ()
-        safety, note = "safe", ""
         if self.context.target == "accelerator":
             torch_name, imports = self.context.torch_module_name()
             if device_arg is None:
@@ -156,9 +142,6 @@ class MapLocationCuda(PythonRule):
             new = '"neuron"'
         elif isinstance(device_arg.value, cst.Integer):
             new = f'"neuron:{device_arg.value.value}"'
-        elif (ranks := rank_devices(self.context, module)).is_rank(device_arg.value):
-            new = '"neuron"'
-            safety, note = ranks.safety, ranks.note()
         elif isinstance(device_arg.value, (cst.Name, cst.Attribute)):
             new = f'f"neuron:{{{source_of(device_arg.value)}}}"'
         else:
@@ -166,6 +149,4 @@ class MapLocationCuda(PythonRule):
             new = f'{torch_name}.device("neuron", {source_of(device_arg.value)})'
         replacement = expr(new)
         message = self.MESSAGE.format(new=new)
-        if device_arg is not None and new == '"neuron"':
-            message += f"; {ONE_CORE_PER_PROCESS}"
-        self.report(node, message + note, replacement=replacement, imports=imports, safety=safety)
+        self.report(node, message, replacement=replacement, imports=imports, safety="safe")

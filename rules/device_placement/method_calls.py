@@ -7,8 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.device_placement.common import set_commas, storage_lambda_call
-from neuron_port.rules.device_placement.ranks import rank_devices
-from neuron_port.rules.device_placement.tables import INDEX_NAME_RE, ONE_CORE_PER_PROCESS
+from neuron_port.rules.device_placement.tables import INDEX_NAME_RE
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.names import last_segment, source_of
 from neuron_port.rules.helpers.nodes import expr
@@ -20,11 +19,10 @@ class CudaMethodCall(PythonRule):
 
     ## What it does
     Finds calls of the ``.cuda()`` method of tensors and modules and rewrites them: ``.cuda()`` becomes
-    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(local_rank)`` (a rank: a name or
-    attribute whose last segment is ``rank``, ``local_rank``, ``*_local_rank``, ``gpu``, ``gpu_id`` or
-    ``device_id``, ``LOCAL_RANK`` from ``os.environ``, ``dist.get_rank()``, or an alias; NP107 has the rule)
-    becomes ``.to("neuron")``, other ``.cuda(i)`` / ``.cuda(device=i)`` become ``.to(i)`` (an integer
-    device means the current accelerator, a ``torch.device`` passes through), and
+    ``.to("neuron")``, ``.cuda(0)`` becomes ``.to("neuron:0")``, ``.cuda(i)`` / ``.cuda(device=i)`` (a
+    rank too: ``.cuda(local_rank)``) become ``.to(i)`` (an integer device means the current accelerator, so
+    ``.to(local_rank)`` is ``neuron:<local_rank>``, the process's own NeuronCore under torchrun; a
+    ``torch.device`` passes through), and
     ``non_blocking=`` / ``memory_format=`` are kept. With ``--target accelerator`` ``.cuda()`` becomes
     ``.to(torch.accelerator.current_accelerator())``. The ``storage.cuda()`` in a ``map_location``
     lambda is NP106's.
@@ -48,11 +46,8 @@ class CudaMethodCall(PythonRule):
     device index (``rank``, ``gpu``, ``idx``...), because ``.cuda(None)`` means the current device but
     ``.to(None)`` means no move. When the file defines its own ``cuda`` method the calls may be to it, so
     every fix in that file is unsafe. On the accelerator target ``.to(None)`` on a CPU-only host is a
-    no-op where ``.cuda()`` raised. ``.cuda(local_rank)`` -> ``.to("neuron")`` is safe on the neuron target
-    for the reason given in NP101: under ``torchrun`` each process sees one NeuronCore, so
-    ``.to(local_rank)`` (``neuron:<local_rank>``) is invalid for every rank but 0, where the two agree.
-    The rank devices of a file change together (NP107): when one of them cannot be rewritten safely, the
-    rank fixes of ``.cuda(local_rank)`` are unsafe too.
+    no-op where ``.cuda()`` raised. ``.cuda(local_rank)`` -> ``.to(local_rank)`` keeps the device: under
+    ``torchrun`` TorchNeuron's process core is ``neuron:<LOCAL_RANK>`` (see NP101).
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/index.html, https://github.com/parmoham-aws/test-repo-parmoham/blob/98154b86/torch_neuronx/__init__.py, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html (one NeuronCore per process), https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst
@@ -80,8 +75,7 @@ class CudaMethodCall(PythonRule):
         ),
         Invalid(
             "model = model.cuda(args.gpu)\nt = t.cuda(device=local_rank, non_blocking=True)\n",
-            'model = model.to("neuron")\nt = t.to("neuron", non_blocking=True)\n',
-            message_contains="one NeuronCore",
+            'model = model.to(args.gpu)\nt = t.to(local_rank, non_blocking=True)\n',
             not_runnable=FRAGMENT,
         ),
         Invalid(
@@ -173,8 +167,6 @@ class CudaMethodCall(PythonRule):
         self._skip: set[cst.CSTNode] = set()
         self._pending: list[tuple[cst.Call, str, Optional[cst.Call], str, tuple]] = []
         self._defines_cuda = False
-        # .cuda(<expr>) on the neuron target -> (expr, the rewrite if it is a rank); decided per file
-        self._rank_calls: dict[cst.Call, tuple[cst.BaseExpression, cst.Call, str]] = {}
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         call = storage_lambda_call(node)
@@ -212,11 +204,6 @@ class CudaMethodCall(PythonRule):
             device = device_arg.value
             if not self._index_like(device):
                 safety = "unsafe"
-            if self.context.target == "neuron":  # a rank becomes "neuron": decided at the end of the module
-                args = set_commas([cst.Arg(value=cst.SimpleString('"neuron"'))] + rest, last_comma)
-                rank_replacement = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
-                rank_message = self.MESSAGE.format(new="." + source_of(cst.Call(func=cst.Name("to"), args=args)))
-                self._rank_calls[node] = (device_arg.value, rank_replacement, f"{rank_message}; {ONE_CORE_PER_PROCESS}")
         args = set_commas([cst.Arg(value=device)] + rest, last_comma)
         replacement = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
         message = self.MESSAGE.format(new="." + source_of(cst.Call(func=cst.Name("to"), args=args)))
@@ -234,15 +221,10 @@ class CudaMethodCall(PythonRule):
         return last is not None and bool(INDEX_NAME_RE.search(last))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        ranks = rank_devices(self.context, original_node) if self._rank_calls else None
         for node, message, replacement, safety, imports in self._pending:
             if replacement is None:
                 self.report(node, message)
                 continue
-            if ranks is not None and node in self._rank_calls:
-                index, rank_replacement, rank_message = self._rank_calls[node]
-                if ranks.is_rank(index):  # not a loop over devices
-                    replacement, message, safety = rank_replacement, rank_message + ranks.note(), ranks.safety
             if self._defines_cuda and safety == "safe":
                 safety = "unsafe"
                 message += " (unsafe: this file defines its own `cuda` method)"

@@ -1,8 +1,7 @@
 """Data for the NP1xx (device placement) rules: names, patterns and advice.
 
 Kept apart from the rule classes (as ``rules/cuda_api/tables.py`` is for NP2xx) so the docs, the rules and
-the tests read the same facts. Other families read some of it: the rank patterns (through ``ranks.py``)
-in NP201 and NP5xx, ``ONE_CORE_PER_PROCESS`` in NP5xx, ``CUDA_DEVICE_RE`` in NP6xx; the NP5xx data itself
+the tests read the same facts. Other families read some of it: ``CUDA_DEVICE_RE`` in NP6xx; the NP5xx data itself
 is in ``rules/distributed/tables.py``. Sources: https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/get-started/quickstart-build-first-model.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/api/nrt-env-var-reference.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst.
 """
 
@@ -54,25 +53,13 @@ INDEX_NAME_RE = re.compile(
     re.IGNORECASE,
 )
 
-# Index expressions that are a process's rank: the last name segment of a Name/Attribute
-# (``local_rank``, ``args.gpu``), or the environment variables torchrun sets. Under torchrun TorchNeuron
-# gives each process exactly one NeuronCore (init_process_group sets NEURON_RT_VISIBLE_CORES=LOCAL_RANK),
-# so a device indexed by one of these is simply ``neuron`` (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/guides/torch-distributed.html, https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/tutorials/tutorial-torch-distributed.html).
-RANK_NAME_RE = re.compile(r"^(local_rank|rank|gpu|gpu_id|device_id|[A-Za-z0-9_]+_local_rank)$", re.IGNORECASE)
-RANK_ENV_VARS: frozenset[str] = frozenset({"LOCAL_RANK", "RANK"})
-# Callees (last segment) that return a rank: dist.get_rank(), dist.get_node_local_rank(...).
-RANK_CALLS: frozenset[str] = frozenset({"get_rank", "get_local_rank", "get_node_local_rank"})
-# torch.cuda.<api> -> the position of its device argument (also passed as ``device=``). NP201 turns a rank
-# there into 0 as it renames the call: torch.neuron.memory_allocated(local_rank) raises on every rank but 0.
-CUDA_API_DEVICE_ARGS: dict[str, int] = {
-    "device": 0, "synchronize": 0, "get_device_name": 0, "get_device_properties": 0, "memory_stats": 0,
-    "memory_allocated": 0, "max_memory_allocated": 0, "memory_reserved": 0, "max_memory_reserved": 0,
-    "reset_peak_memory_stats": 0, "reset_accumulated_memory_stats": 0, "memory_summary": 0,
-    "current_stream": 0, "default_stream": 0, "Stream": 0, "get_rng_state": 0, "set_rng_state": 1,
-}
-# the short form for messages; the rules' docs explain the pinning (init_process_group sets
-# NEURON_RT_VISIBLE_CORES from the local rank, under torchrun and mp.spawn alike)
-ONE_CORE_PER_PROCESS = "each process has one NeuronCore"
+# A device indexed by the global rank (``f"cuda:{dist.get_rank()}"``, ``os.environ["RANK"]``): NP101 renames it
+# (``neuron:<rank>``) and says this. Under torchrun TorchNeuron makes each process's core neuron:<LOCAL_RANK>
+# (c10_neuron: device_count() is the local world size; rules/op_policy.toml [distributed.confirmed]
+# device_index); the global rank equals it on one node only.
+GLOBAL_RANK_ENV_VARS: frozenset[str] = frozenset({"RANK"})
+GLOBAL_RANK_CALLS: frozenset[str] = frozenset({"get_rank"})
+GLOBAL_RANK_ADVICE = "; index by LOCAL_RANK, the process's core on every node"
 
 # Device types that name a NeuronCore (no rule reads it; it was a public name of the package before the split).
 NEURON_DEVICE_VALUES = ("neuron",)

@@ -3,10 +3,11 @@
 Codes (stable), and the module that holds each:
 
 - NP501 ``nccl-backend`` (``nccl_backend.py``): ``"nccl"`` process-group backends -> ``"neuron"``.
-- NP502 ``distributed-set-device`` (``set_device.py``): ``set_device(local_rank)`` next to
-  ``init_process_group`` (removed; safe in a file that calls ``init_process_group``, unsafe elsewhere).
-- NP503 ``ddp-device-ids`` (``data_parallel.py``): DDP ``device_ids=[local_rank]`` / ``output_device=``
-  (index 0 for a rank, else dropped, unsafe).
+- NP502 ``distributed-set-device``: retired (not reused). It removed ``set_device(local_rank)``, the old
+  model of one visible core per process; TorchNeuron's core is ``neuron:<LOCAL_RANK>``, so NP201 renames the
+  call (``torch.neuron.set_device(local_rank)``).
+- NP503 ``ddp-device-ids`` (``data_parallel.py``): DDP over several devices per process (``device_ids=[0, 1]``);
+  ``device_ids=[local_rank]`` is kept.
 - NP504 ``cuda-device-mesh`` (``topology.py``): ``init_device_mesh("cuda", ...)`` / ``DeviceMesh("cuda", ...)``.
 - NP505 ``cuda-visible-devices`` (``environment.py``): ``CUDA_VISIBLE_DEVICES`` -> ``NEURON_RT_VISIBLE_CORES``
   (unsafe).
@@ -26,7 +27,7 @@ Codes (stable), and the module that holds each:
   with the patterns they share in ``launch_patterns.py``.
 
 Shared: ``prose.py`` (``SkipProse``, the base of the rules that read string literals) and ``tables.py``
-(the data). The rank test comes from ``rules/device_placement/ranks.py``.
+(the data).
 
 FSDP's ``device_id=torch.cuda.current_device()`` needs no rule of its own: NP201 turns it into
 ``torch.neuron.current_device()`` (an int), and FSDP maps an int through ``torch.device(int)``, which

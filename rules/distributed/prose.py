@@ -1,6 +1,6 @@
 """Strings that are prose, never configuration: docstrings and the arguments of print / log / getattr calls.
 
-``SkipProse`` is the base of the NP5xx rules that read string literals (NP501, NP502, NP505, NP507).
+``SkipProse`` is the base of the NP5xx rules that read string literals (NP501, NP505, NP507).
 """
 
 from __future__ import annotations

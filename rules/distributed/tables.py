@@ -30,9 +30,6 @@ P2P_OPS: dict[str, str] = {
     "recv_anysource": "recv from any source",
     "monitored_barrier": "monitored_barrier",
 }
-SET_DEVICE_QUALNAMES: frozenset[str] = frozenset(
-    {"torch.cuda.set_device", "torch.neuron.set_device", "torch.accelerator.set_device_index"}
-)
 SPAWN_QUALNAMES: frozenset[str] = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 WORLD_SIZE_NAME_RE = re.compile(
     r"^(world_size|nprocs|nproc|nproc_per_node|ngpus?|n_gpus?|num_gpus|ngpus_per_node|gpus_per_node|"

@@ -126,9 +126,6 @@ def test_pure_helpers():
     assert mapping[3] == 1 and mapping[4] == 2 and mapping[5] == 3
 
 
-@pytest.mark.xfail(strict=True, reason="the --preview rewrite gives DDP device_ids=[0] (NP503); TorchNeuron's core is "
-                   "neuron:<LOCAL_RANK> (op_policy.toml [distributed.confirmed] device_index), so rank 1 fails until "
-                   "the rules keep the rank's index (issue 35 item 7)")
 def test_distributed_fixture_under_two_processes_merges_ranks_per_site(tmp_path, cli, report_schema):
     project = tmp_path / "distributed_sharding"
     shutil.copytree(FIXTURES / "distributed_sharding", project)

@@ -94,3 +94,35 @@ def test_ddp_fixture_pinned_to_neuron_0_fails_on_rank_1(tmp_path, cli, report_sc
     assert any("torch.neuron.set_device(0)" in line for line in failure["traceback"])
     assert not any("site-packages" in line for line in failure["traceback"])
     assert any(f["code"] == "NP909" for f in doc["findings"])  # the command failed
+
+
+RANK_DEVICE_REPRO = '''\
+import os, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group(backend="nccl"); r = int(os.environ["LOCAL_RANK"])
+dev = f"cuda:{r}"; torch.cuda.set_device(dev)
+m = DDP(torch.nn.Linear(4, 4).to(dev), device_ids=[r])
+m(torch.randn(2, 4, device=dev)).sum().backward()
+print("rank", r, "trained on", next(m.parameters()).device)
+'''
+
+
+def test_rewritten_rank_devices_keep_the_local_rank_and_train_on_two_ranks(tmp_path, cli):
+    """Scoreboard pattern F: the rewrite renames a rank's device (`f"neuron:{r}"`, `torch.neuron.set_device`,
+    `device_ids=[r]` kept), TorchNeuron's neuron:<LOCAL_RANK>; it wrote index 0 (`"neuron"`, `device_ids=[0]`),
+    and rank 1 failed with "Expected all tensors to be on the same device ... neuron:1 and neuron:0"."""
+    project = tmp_path / "rank_repro"
+    project.mkdir()
+    (project / "r.py").write_text(RANK_DEVICE_REPRO)
+    rewrite = cli("rewrite", str(project))
+    assert rewrite.returncode == 0, rewrite.stderr
+    text = (project / "r.py").read_text()
+    assert 'dev = f"neuron:{r}"; torch.neuron.set_device(dev)' in text and "device_ids=[r]" in text
+    doc, code = check(cli, project, "--nproc", "2", command=["python", "r.py"])
+    status = doc["runtime"]["status"]
+    assert code == 0 and status["exit_code"] == 0, status["stderr_tail"]
+    lines = [line for rank in status["ranks"] for line in rank["stdout_tail"]]
+    assert sorted(line for line in lines if line.startswith("rank ")) == [
+        "rank 0 trained on neuron:0", "rank 1 trained on neuron:1"]
+    assert not [f for f in doc["findings"] if f["code"] in ("NP907", "NP909")]
+

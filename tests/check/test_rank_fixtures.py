@@ -89,17 +89,8 @@ def run_on_cpu(project: Path, nproc: int, command: list[str]) -> str:
     return proc.stdout
 
 
-# The rewrite puts rank devices on index 0 (`device_ids=[0]`, `torch.device("neuron", 0)`: NP101/NP107/NP201/NP502/
-# NP503, rules/device_placement/ranks.py), the simulator's old model; TorchNeuron's source pins each process to
-# neuron:<LOCAL_RANK> (rules/op_policy.toml [distributed.confirmed] device_index), so rank 1 fails there until the
-# rules keep the rank's index (issue 35 item 7). strict: this fails as soon as the rules are fixed.
-INDEX_ZERO = pytest.mark.xfail(strict=True, reason="rank devices rewritten to index 0; TorchNeuron's core is "
-                                                   "neuron:<LOCAL_RANK> (op_policy.toml [distributed.confirmed])")
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(name, marks=INDEX_ZERO) if name.startswith("ddp_") else name
-                                  for name in PROJECTS])
+@pytest.mark.parametrize("name", PROJECTS)
 def test_rewritten_fixture_runs_under_check_with_the_cpu_losses(name, tmp_path, cli, sim_build):
     nproc, command = PROJECTS[name]
     original, rewritten = tmp_path / "original", tmp_path / "rewritten"

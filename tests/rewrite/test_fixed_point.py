@@ -55,8 +55,9 @@ def test_audit_package_left_findings_are_the_second_runs(tmp_path, cli):
 
 def test_no_fix_creates_a_finding_another_fix_asks_to_undo(tmp_path, cli):
     """The issue's example (and the README demo's): `device` holds the rank's device, so `set_device(device)`
-    is `set_device(local_rank)`, NP502's to remove. On 858089d NP201 renamed it and NP101 made `device` the
-    plain "neuron"; then the second run reported NP502 "drop `set_device(device)`", which the first had not."""
+    is `set_device(local_rank)`. On 858089d NP201 renamed it and NP101 made `device` the plain "neuron"; then
+    the second run reported NP502 "drop `set_device(device)`", which the first had not. Now both renames keep
+    the rank's index (TorchNeuron's core is neuron:<LOCAL_RANK>) and nothing is left."""
     (tmp_path / "train.py").write_text(textwrap.dedent("""\
         import os
         import torch
@@ -72,8 +73,9 @@ def test_no_fix_creates_a_finding_another_fix_asks_to_undo(tmp_path, cli):
         x = torch.ones(2, device=device)
         """))
     report, first = _findings(cli, tmp_path)
-    assert ("train.py", 9, 5, "NP502") in {f[:4] for f in first if f[-1]}, first
-    assert "set_device" not in (tmp_path / "train.py").read_text()
+    assert ("train.py", 9, 5, "NP201") in {f[:4] for f in first if f[-1]}, first
+    text = (tmp_path / "train.py").read_text()
+    assert 'device = f"neuron:{local_rank}"\n    torch.neuron.set_device(device)' in text
     assert _findings(cli, tmp_path, "--check")[1] == {f for f in first if not f[-1]} == set()
 
 

@@ -1,6 +1,7 @@
 """NP5xx beyond the per-rule examples: point-to-point calls through aliases, NCCL in other cases, torch.cuda.nccl,
-and DDP / torchrun trainers with every rule enabled (one NeuronCore per process: the rank devices
-NP1xx rewrites with them), rewritten, settled and parsed."""
+and DDP / torchrun trainers with every rule enabled (each process's NeuronCore is neuron:<LOCAL_RANK>, as
+TorchNeuron's c10_neuron makes it: a rank device is renamed and keeps its index), rewritten, settled and
+parsed."""
 
 from __future__ import annotations
 
@@ -96,23 +97,21 @@ def test_realistic_neuron_rewrite():
     code = out.code
     assert 'default="neuron", choices=["cpu", "neuron"])  # where to run' in code
     assert 'default="neuron", type=str' in code
-    # one NeuronCore per process (torchneuron.md section 6): rank-indexed devices become plain "neuron"
-    assert 'device = torch.device("neuron")' in code
-    assert 'Net().to("neuron")' in code
-    assert "neuron:{local_rank}" not in code and "to(local_rank)" not in code
-    assert "set_device(local_rank)" not in code  # NP502 removes it (safe: the file calls init_process_group)
-    assert "torch.neuron.set_device" not in code
+    # the process's core is neuron:<LOCAL_RANK> (op_policy.toml [distributed.confirmed] device_index): a rank
+    # device keeps its index, as on CUDA
+    assert 'device = torch.device(f"neuron:{local_rank}")' in code
+    assert "Net().to(local_rank)" in code
+    assert "torch.neuron.set_device(local_rank)" in code
     assert 'x.to("neuron", non_blocking=True)' in code
     assert "x.is_neuron and device.type == 'neuron'" in code
-    assert 'map_location="neuron"' in code
+    assert 'map_location=f"neuron:{local_rank}"' in code
     assert 'torch.tensor([0, 1], dtype=torch.int64, device="neuron")' in code
     assert "torch.neuron.synchronize()" in code
-    assert "DDP(model, device_ids=[0], output_device=0)" in code  # NP503: the process core is 0
+    assert "DDP(model, device_ids=[local_rank], output_device=local_rank)" in code  # kept
     codes = {f.code for f in out.findings}
-    assert {"NP502", "NP503", "NP506", "NP507"} <= codes
+    assert {"NP506", "NP507"} <= codes and "NP503" not in codes
     unsafe = transform_source(REALISTIC, all_rules(), EngineOptions(unsafe_fixes=True)).code
-    assert "model = DDP(model, device_ids=[0], output_device=0)" in unsafe
-    assert "set_device" not in unsafe
+    assert "model = DDP(model, device_ids=[local_rank], output_device=local_rank)" in unsafe
 
 
 # -- a torchrun trainer, every rule ----------------------------------------------------------------
@@ -156,30 +155,26 @@ def train(model, loader, args):
 
 
 @pytest.mark.parametrize("unsafe", [False, True])
-def test_torchrun_one_core_per_process(unsafe):
+def test_torchrun_rank_devices_keep_the_local_rank(unsafe):
     options = EngineOptions(unsafe_fixes=unsafe)
     out = transform_source(TORCHRUN, all_rules(), options)
     code = out.code
     ast.parse(code)
-    assert 'device = torch.device("neuron")' in code
-    assert 'map_location="neuron"' in code
-    assert "map_location='neuron'" in code
-    assert 'model.to(torch.device("neuron"))' in code
-    assert 'device="neuron")' in code
-    assert 'y = y.to("neuron")' in code
-    assert 'replicas = [f"neuron:{i}" for i in range(torch.neuron.device_count())]' in code  # not a rank
-    assert "neuron:{local_rank}" not in code and "neuron:{args" not in code and "neuron:%d" not in code
-    assert "torch.neuron.set_device(local_rank)" not in code
-    assert "torch.neuron.set_device(device)" in code  # device is torch.device("neuron"): valid
-    assert 'backend="neuron"' in code
-    if unsafe:
-        assert "torch.cuda.set_device" not in code
-        assert "model = DDP(model, device_ids=[0], output_device=0)" in code
-    else:
-        assert "torch.cuda.set_device" not in code  # safe removal next to init_process_group
-    messages = [f.message for f in out.findings if f.code in ("NP101", "NP502")]
-    assert any("one NeuronCore" in m for m in messages)
-    assert any("Invalid device id" in m for m in messages)
+    assert 'device = torch.device(f"neuron:{local_rank}")' in code
+    assert 'map_location=f"neuron:{args.local_rank}"' in code
+    assert "map_location='neuron:%d' % dist.get_rank()" in code
+    assert 'model.to(torch.device("neuron", local_rank))' in code
+    assert 'device="neuron:{}".format(args.gpu))' in code
+    assert "y = y.to(local_rank)" in code
+    assert 'replicas = [f"neuron:{i}" for i in range(torch.neuron.device_count())]' in code
+    assert "torch.neuron.set_device(local_rank)" in code and "torch.neuron.set_device(device)" in code
+    assert "model = DDP(model, device_ids=[local_rank], output_device=local_rank)" in code
+    assert 'backend="neuron"' in code and "torch.cuda" not in code
+    # the global rank as an index: renamed, and the finding says to index by LOCAL_RANK
+    [global_rank] = [f for f in out.findings if f.code == "NP101" and "get_rank" in f.message]
+    assert "index by LOCAL_RANK" in global_rank.message
+    assert not [f for f in out.findings if f.code == "NP101" and "local_rank" in f.message
+                and "LOCAL_RANK" in f.message]
     second = transform_source(code, all_rules(), options)
     assert second.code == code
     assert not any(f.fix.applied for f in second.findings)
@@ -231,26 +226,24 @@ if __name__ == "__main__":
 '''
 
 
-def test_ddp_device_ids_message_says_what_the_fix_writes_and_names_mp_spawn(tmp_path, cli):
-    """NP503 writes `[0]` for a rank-indexed list: its message says index 0 (it used to say "drop them"),
-    and in a program started by mp.spawn it names mp.spawn (the rank is the spawned function's first
-    parameter), not torchrun's LOCAL_RANK."""
-    import json
-
+def test_an_mp_spawn_worker_keeps_its_rank_devices(tmp_path, cli):
+    """mp.spawn on one node: the worker's rank is its local rank, its core neuron:<rank>; the rewrite
+    renames the devices and keeps `device_ids=[rank]` (it wrote `[0]`, another process's core on rank 1)."""
     script = tmp_path / "spawned.py"
     script.write_text(SPAWNED)
-    result = cli("rewrite", "--output-format", "json", str(script))
-    [np503] = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "NP503"]
-    assert "device_ids=[0]" in script.read_text()
-    assert "use index 0" in np503["message"] and "drop" not in np503["message"]
-    assert "mp.spawn" in np503["message"] and "LOCAL_RANK" not in np503["message"]
+    result = cli("rewrite", str(script))
+    assert result.returncode == 0, result.stderr
+    text = script.read_text()
+    assert 'DDP(torch.nn.Linear(4, 4).to(f"neuron:{rank}"), device_ids=[rank])' in text
+    assert 'device=f"neuron:{rank}"' in text
 
 
 def test_set_device_with_a_non_rank_argument_is_one_finding():
     """`set_device(device)` (not a rank) in a DDP file: NP201 renames it, and that is the line's only
-    finding (NP502 used to add advice beside the rename: two findings, one rename, one "drop")."""
+    finding (the retired NP502 used to add advice beside the rename: two findings, one rename, one "drop")."""
     code, findings = run("import torch\nimport torch.distributed as dist\n"
                          "dist.init_process_group('nccl')\ntorch.cuda.set_device(device)\n")
     assert "torch.neuron.set_device(device)" in code
     on_line = [f for f in findings if f.line == 4]
     assert [f.code for f in on_line] == ["NP201"], on_line
+

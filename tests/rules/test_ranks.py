@@ -1,6 +1,7 @@
-"""Issue 11, items 1-4, with every rule enabled (the per-rule examples run one rule at a time): the rank
-devices of a file change together or not at all, rank names follow one rule, capability checks are never
-rewritten into code that raises, and device tests that guard CUDA-only code are kept."""
+"""Issue 11, items 1-4, with every rule enabled (the per-rule examples run one rule at a time): rank
+devices keep their index (TorchNeuron's core of a torchrun process is neuron:<LOCAL_RANK>; issue 35 item 7),
+capability checks are never rewritten into code that raises, and device tests that guard CUDA-only code
+are kept."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import textwrap
 import pytest
 
 from neuron_port.api import Settings, rewrite_source
-from neuron_port.rules.device_placement import ranks as ranks_module
 from neuron_port.rules.registry import all_rules
 
 HEAD = ("import os\nimport torch\nimport torch.nn as nn\nimport torch.distributed as dist\n"
@@ -24,17 +24,19 @@ def rewrite(code: str, **settings):
     return new[len(HEAD):], findings
 
 
-def test_defect_1_every_rank_device_of_the_file_becomes_the_process_device():
+def test_defect_1_a_rank_device_keeps_its_index():
+    """TorchNeuron's core of a torchrun process is neuron:<LOCAL_RANK> (c10_neuron), so a rank device is a
+    plain rename; the rules wrote index 0 (`.to("neuron")`, `device_ids=[0]`) and rank 1 failed."""
     new, findings = rewrite("""\
         dist.init_process_group("nccl"); rank = int(os.environ["LOCAL_RANK"])
         model = nn.Linear(4, 4).to(rank); ddp = DDP(model, device_ids=[rank])
         ddp(torch.randn(2, 4)).sum().backward()
         """)
-    assert 'model = nn.Linear(4, 4).to("neuron"); ddp = DDP(model, device_ids=[0])' in new
-    assert {f.code for f in findings if f.fix.applied} >= {"NP107", "NP503"}
+    assert "model = nn.Linear(4, 4).to(rank); ddp = DDP(model, device_ids=[rank])" in new
+    assert {f.code for f in findings} == {"NP501"}
 
 
-def test_rank_devices_written_every_way_change_together():
+def test_rank_devices_written_every_way_are_renamed_with_their_index():
     new, findings = rewrite("""\
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
@@ -46,67 +48,52 @@ def test_rank_devices_written_every_way_change_together():
         ckpt = torch.load(p, map_location=lambda s, l: s.cuda(local_rank))
         used = torch.cuda.memory_allocated(local_rank)
         """)
-    assert "local_rank)" not in new.replace('int(os.environ["LOCAL_RANK"])', "")
-    assert 'torch.device("neuron")' in new and "device_ids=[0], output_device=0" in new
-    assert "set_device" not in new and 'map_location="neuron"' in new
-    assert "torch.neuron.memory_allocated(0)" in new
-    assert all(f.fix.safety == "safe" for f in findings if f.fix.available)
+    assert "torch.neuron.set_device(local_rank)" in new
+    assert 'device = torch.device(f"neuron:{local_rank}")' in new
+    assert "x = torch.zeros(3, device=local_rank).to(local_rank)" in new
+    assert "y = x.to(local_rank % torch.neuron.device_count())" in new
+    assert "DDP(net.to(local_rank), device_ids=[local_rank], output_device=local_rank)" in new
+    assert 'map_location=f"neuron:{local_rank}"' in new
+    assert "torch.neuron.memory_allocated(local_rank)" in new
+    assert "cuda" not in new and all(f.fix.safety == "safe" for f in findings if f.fix.available)
 
 
-def test_defect_2_names_ending_in_local_rank_are_ranks():
+def test_defect_2_names_ending_in_local_rank_are_renamed_too():
     new, _ = rewrite("""\
         ddp_local_rank = int(os.environ["LOCAL_RANK"])
         device = f'cuda:{ddp_local_rank}'
         """)
-    assert "device = 'neuron'" in new
+    assert "device = f'neuron:{ddp_local_rank}'" in new
 
 
-def test_a_blocker_leaves_every_rank_device_and_one_finding_says_why():
-    code = """\
-        dist.init_process_group("nccl")
-        ok = torch.cuda.set_device(args.gpu) or True
-        model = model.cuda(args.gpu)
-        x = x.to(args.gpu)
-        device = f"cuda:{args.gpu}"
-        """
-    new, findings = rewrite(code)
-    assert "args.gpu)" in new and 'f"cuda:{args.gpu}"' in new and "model.cuda(args.gpu)" in new
-    [explained] = [f for f in findings if f.code == "NP107" and not f.fix.available]
-    assert "set_device(args.gpu)" in explained.message and "not a statement of its own" in explained.message
-    ranked = [f for f in findings if f.code in ("NP101", "NP103", "NP107") and f.fix.available]
-    assert len(ranked) == 3 and all(f.fix.safety == "unsafe" for f in ranked)
-    assert all("change together or not at all" in f.message for f in ranked)
-    # with --unsafe-fixes every rank device that has a fix changes; the blocker stays
-    new, _ = rewrite(code, unsafe_fixes=True)
-    assert 'model.to("neuron")' in new and 'x.to("neuron")' in new and 'device = "neuron"' in new
-    assert "set_device(args.gpu) or True" in new
-
-
-def test_loop_variables_and_parameters_are_not_ranks():
+def test_a_set_device_inside_an_expression_no_longer_holds_the_other_rank_devices_back():
+    """The old model removed `set_device(rank)`, so one it could not remove made every rank fix of the
+    file unsafe; a rename has no such case."""
     new, findings = rewrite("""\
-        for gpu in range(4):
-            parts[gpu] = parts[gpu].to(gpu)
-        def place(x, device):
-            return x.to(device)
-        device = 3
+        dist.init_process_group("nccl")
+        ok = torch.neuron.set_device(args.gpu) or True
+        model = model.cuda(args.gpu)
+        device = f"cuda:{args.gpu}"
         """)
-    assert "parts[gpu].to(gpu)" in new and "x.to(device)" in new
-    assert not [f for f in findings if f.code == "NP107"]
+    assert "model = model.to(args.gpu)" in new and 'device = f"neuron:{args.gpu}"' in new
+    assert all(f.fix.applied for f in findings if f.fix.available)
 
 
-def test_an_alias_of_a_rank_is_a_rank_and_device_id_needs_an_index():
-    new, _ = rewrite("""\
-        device = int(os.environ["LOCAL_RANK"])
-        dist.init_process_group("nccl", device_id=torch.device(f"cuda:{device}"))
-        model = model.to(device)
+def test_the_global_rank_as_an_index_is_renamed_with_advice():
+    new, findings = rewrite("""\
+        dist.init_process_group("nccl")
+        x = torch.ones(2, device=f"cuda:{dist.get_rank()}")
+        y = torch.ones(2, device=f"cuda:{os.environ['RANK']}")
+        z = torch.ones(2, device=f"cuda:{os.environ['LOCAL_RANK']}")
         """)
-    assert 'device_id=torch.device("neuron:0")' in new and 'model.to("neuron")' in new
+    assert 'f"neuron:{dist.get_rank()}"' in new and "f\"neuron:{os.environ['RANK']}\"" in new
+    advised = sorted(f.line - HEAD.count("\n") for f in findings if "index by LOCAL_RANK" in f.message)
+    assert advised == [2, 3]
 
 
 def test_the_accelerator_target_keeps_rank_indices():
-    new, findings = rewrite("model = model.to(local_rank)\nd = f'cuda:{local_rank}'\n", target="accelerator")
+    new, _ = rewrite("model = model.to(local_rank)\nd = f'cuda:{local_rank}'\n", target="accelerator")
     assert "model.to(local_rank)" in new and ":{local_rank}'" in new
-    assert not [f for f in findings if f.code == "NP107"]
 
 
 def test_defect_3_capability_reads_are_never_renamed_into_a_crash():
@@ -151,61 +138,33 @@ def test_defect_4_is_cuda_guarding_cuda_only_code_is_kept_and_reported():
     assert not [f for f in findings if f.code == "NP104" and f.line == branch.line]
 
 
-RANK_RULES = ["NP101", "NP103", "NP106", "NP107", "NP201", "NP502", "NP503"]
+def test_the_retired_rank_rules_are_gone():
+    """NP107 (integer rank devices to index 0) and NP502 (drop `set_device(rank)`) encoded the old model of
+    one visible core per process; their codes are retired, and no rule keeps a per-file rank analysis."""
+    codes = {r.CODE for r in all_rules()}
+    assert not codes & {"NP107", "NP502"}
+    assert not [r for r in all_rules() if "rank_devices(" in inspect.getsource(inspect.getmodule(r))]
 
 
-@pytest.mark.parametrize("code", RANK_RULES)
-def test_the_rules_that_use_the_rank_analysis_document_the_rank_names(code):
-    rule = next(r for r in all_rules() if r.CODE == code)
-    module = inspect.getsource(inspect.getmodule(rule))
-    assert "rank_devices" in module, "the rule asks the per-file analysis"
-    docs = rule.docs()
-    assert "``*_local_rank``" in docs and "``device_id``" in docs
-    assert code == "NP107" or "NP107" in docs  # where the whole rule and the per-file decision are
-
-
-def test_only_the_documented_rules_use_the_rank_analysis():
-    users = {r.__module__ for r in all_rules() if "rank_devices(" in inspect.getsource(inspect.getmodule(r))}
-    assert users == {r.__module__ for r in all_rules() if r.CODE in RANK_RULES}
-    for code in RANK_RULES:
-        assert code in ranks_module.__doc__
-
-
-# -- issue 20, item 4: the places PyTorch needs an indexed device -----------------------------------
-
-def test_device_passed_as_device_id_keeps_an_index_and_no_message_says_cuda():
-    new, findings = rewrite("""\
+def test_device_passed_as_device_id_keeps_its_index():
+    new, _ = rewrite("""\
         local_rank = int(os.environ["LOCAL_RANK"])
         device = torch.device("cuda", local_rank)
         dist.init_process_group(backend="nccl", device_id=device)
         model = nn.Linear(4, 4).to(device)
     """)
-    # PyTorch rejects torch.device("neuron") as device_id ("Please use a device_id with index.")
-    assert 'device = torch.device("neuron", 0)\n' in new
+    assert 'device = torch.device("neuron", local_rank)\n' in new
     assert "device_id=device" in new and "to(device)" in new
-    messages = [f.message for f in findings if f.line == 7]
-    assert messages and not [m for m in messages if 'torch.device("cuda")' in m], messages
 
 
-def test_device_not_passed_as_device_id_drops_its_index():
-    new, _ = rewrite("""\
-        local_rank = int(os.environ["LOCAL_RANK"])
-        device = torch.device("cuda", local_rank)
-        dist.init_process_group(backend="nccl")
-        model = nn.Linear(4, 4).to(device)
-    """)
-    assert 'device = torch.device("neuron")\n' in new
-
-
-def test_fstring_of_a_variable_device_type_and_the_rank_is_a_rank_device():
+def test_fstring_of_a_variable_device_type_and_the_rank_is_left_alone():
     new, findings = rewrite("""\
         local_rank = int(os.environ["LOCAL_RANK"])
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
         dist.init_process_group(backend="nccl")
         x = torch.ones(2).to(f"{device_type}:{local_rank}")
     """)
-    assert 'x = torch.ones(2).to(f"{device_type}")' in new
-    assert [f for f in findings if f.code == "NP107" and "neuron:<rank>" in f.message]
+    assert 'x = torch.ones(2).to(f"{device_type}:{local_rank}")' in new
 
 
 def test_fstring_of_two_ranks_or_a_format_spec_is_left_alone():
