@@ -86,6 +86,8 @@ class DecisionGroups:
         if not tests:
             return
         for node in assigns:
+            if not _is_flag_value(node.value, on_cuda_polarity):
+                continue  # `device = "cuda" if torch.cuda.is_available() else "cpu"`: a value, not a flag
             held = [n for n in walk(node.value) if on_cuda_polarity(n) is not None]
             name = dotted_name(node.targets[0].target)
             if held and name is not None:
@@ -275,6 +277,21 @@ def _assigned_targets(nodes) -> set:
     """The ``Name`` / ``Attribute`` nodes that are assignment targets (not reads)."""
     return {t.target for n in nodes if type(n) is cst.Assign for t in n.targets
             if type(t.target) is cst.Name or type(t.target) is cst.Attribute}
+
+
+def _is_flag_value(value: cst.BaseExpression, polarity) -> bool:
+    """A value that is the truth of device tests: a test, its same truth, ``not`` of one, or an ``and`` / ``or``
+    with one among its terms (what a flag holds; a ternary choosing ``"cuda"`` or ``"cpu"`` is a device value,
+    followed as one by ``_device_values``)."""
+    from neuron_port.rules.no_port.cuda_only_guards import same_truth
+
+    value = same_truth(value)
+    kind = type(value)
+    if kind is cst.UnaryOperation and type(value.operator) is cst.Not:
+        return _is_flag_value(value.expression, polarity)
+    if kind is cst.BooleanOperation:
+        return _is_flag_value(value.left, polarity) or _is_flag_value(value.right, polarity)
+    return polarity(value) is not None
 
 
 def _flag_polarity(value: cst.BaseExpression, polarity) -> Optional[bool]:
