@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'ebf9bed47b9cecdc6a629b637b41f9c2cf81ca481e2c79250bf0bbcb9f8745a0'
+RULE_SOURCES_SHA256 = '204c8d8d5f24dd3b0417e24af5aa62618a067a4f73a4b9ad0203e8bb87147b0c'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -42,6 +42,7 @@ RULES = (
     ('NP510', 'barrier-non-default-group', 'python', ('neuron', 'accelerator'), ('barrier',)),
     ('NP511', 'uneven-all-to-all', 'python', ('neuron', 'accelerator'), ('all_to_all_single',)),
     ('NP512', 'cuda-nccl-module', 'python', ('neuron', 'accelerator'), ('nccl',)),
+    ('NP513', 'device-shared-memory', 'python', ('neuron', 'accelerator'), ('share_memory', 'multiprocessing')),
     ('NP520', 'launch-cuda-visible-devices', 'line', ('neuron', 'accelerator'), ('CUDA_VISIBLE_DEVICES',)),
     ('NP521', 'launch-process-count', 'line', ('neuron', 'accelerator'), ('nproc', 'gpu', 'GPU', 'num_processes')),
     ('NP522', 'config-cuda-device', 'line', ('neuron', 'accelerator'), ('cuda',)),
@@ -143,6 +144,7 @@ RULE_MODULES = {
     'NP510': 'distributed.collectives',
     'NP511': 'distributed.collectives',
     'NP512': 'distributed.nccl_module',
+    'NP513': 'distributed.shared_memory',
     'NP520': 'distributed.launch_processes',
     'NP521': 'distributed.launch_processes',
     'NP522': 'distributed.launch_settings',
@@ -353,6 +355,7 @@ REQUIRED_TEXTS = {
     'load_in_': (('load_in_',),),
     'mark_dynamic\\b': (('mark_dynamic',),),
     'monitored_barrier(?<=[\\s(,]monitored_barrier)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('monitored_barrier',),),
+    'multiprocessing': (('multiprocessing',),),
     'nccl': (('nccl',),),
     'nested(?<=[\\s(,]nested)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('nested',),),
     'neuron-port': (('neuron-port',),),
@@ -378,6 +381,7 @@ REQUIRED_TEXTS = {
     'sdp_kernel': (('sdp_kernel',),),
     'sdpa_kernel': (('sdpa_kernel',),),
     'send(?<=[\\s(,]send)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('send',),),
+    'share_memory': (('share_memory',),),
     'sparse(?<!\\wsparse)(?:_grad)?\\s*=(?!=)': (('sparse',), ('=',)),
     'sparse(?<!\\wsparse)\\w*[ \\t]*(?:\\.[A-Za-z_]|\\()': (('sparse',), ('.', '(')),
     'sparse(?<=[\\s(,]sparse)\\w*[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('sparse',),),

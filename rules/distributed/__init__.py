@@ -21,6 +21,8 @@ Codes (stable), and the module that holds each:
 - NP511 ``uneven-all-to-all`` (``collectives.py``): ``all_to_all_single`` with split sizes.
 - NP512 ``cuda-nccl-module`` (``nccl_module.py``): ``torch.cuda.nccl`` (``nccl.version()``, single-process
   NCCL collectives), reported with advice.
+- NP513 ``device-shared-memory`` (``shared_memory.py``): a model or tensor moved to the device, then
+  ``share_memory()`` or handed to a ``torch.multiprocessing`` Process / spawn (Hogwild).
 - NP520 ``launch-cuda-visible-devices`` and NP521 ``launch-process-count`` (``launch_processes.py``);
   NP522 ``config-cuda-device``, NP523 ``config-nccl-backend``, NP524 ``launch-cuda-env-var`` and NP525
   ``launch-nvidia-smi`` (``launch_settings.py``): line rules over launch scripts, Makefiles and configs,

@@ -126,3 +126,29 @@ def test_rewritten_rank_devices_keep_the_local_rank_and_train_on_two_ranks(tmp_p
         "rank 0 trained on neuron:0", "rank 1 trained on neuron:1"]
     assert not [f for f in doc["findings"] if f["code"] in ("NP907", "NP909")]
 
+
+HOGWILD = '''\
+import torch, torch.multiprocessing as mp
+def train(m): print(m(torch.ones(2, 4, device=next(m.parameters()).device)).sum().item())
+if __name__ == "__main__":
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    m = torch.nn.Linear(4, 1).to(dev); m.share_memory()
+    mp.set_start_method("spawn", force=True)
+    p = mp.Process(target=train, args=(m,)); p.start(); p.join()
+'''
+
+
+def test_hogwild_on_the_device_fails_as_on_trainium_and_np513_names_the_share(tmp_path, cli):
+    """Scoreboard pattern C: after the rewrite the shared model is on `neuron`, and starting the worker
+    fails in PyTorch's pickler (`_share_fd_: only available on CPU`); the static finding NP513 stands at the
+    `share_memory()` that made it so."""
+    project = tmp_path / "hogwild"
+    project.mkdir()
+    (project / "h.py").write_text(HOGWILD)
+    assert cli("rewrite", "--exit-zero", str(project)).returncode == 0  # NP513 is left: manual
+    doc, code = check(cli, project, command=["python", "h.py"])
+    status = doc["runtime"]["status"]
+    assert code != 0 and status["exit_code"] != 0
+    (failure,) = doc["runtime"]["failures"]
+    assert "_share_fd_: only available on CPU" in failure["exception"]
+    assert [(f["path"], f["line"]) for f in doc["findings"] if f["code"] == "NP513"] == [("h.py", 5)]

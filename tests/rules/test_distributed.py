@@ -247,3 +247,38 @@ def test_set_device_with_a_non_rank_argument_is_one_finding():
     on_line = [f for f in findings if f.line == 4]
     assert [f.code for f in on_line] == ["NP201"], on_line
 
+
+# -- NP513: Hogwild on the device (scoreboard pattern C) ------------------------------------------------
+
+HOGWILD = '''\
+import torch, torch.multiprocessing as mp
+def train(m): print(m(torch.ones(2, 4, device=next(m.parameters()).device)).sum().item())
+if __name__ == "__main__":
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    m = torch.nn.Linear(4, 1).to(dev); m.share_memory()
+    mp.set_start_method("spawn", force=True)
+    p = mp.Process(target=train, args=(m,)); p.start(); p.join()
+'''
+
+
+def test_a_shared_model_moved_to_the_device_is_one_finding_at_share_memory(tmp_path, cli):
+    """The model is on the device by data flow (`m = ....to(dev)`, `dev` neuron after the rewrite): its
+    `share_memory()` is reported, once (the Process that receives it is the same cause)."""
+    import json
+
+    script = tmp_path / "hogwild.py"
+    script.write_text(HOGWILD)
+    result = cli("rewrite", "--output-format", "json", str(script))
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "NP513"]
+    assert [(f["line"], f["column"]) for f in found] == [(5, 40)], found
+    assert "keep it on the CPU, or use DDP" in found[0]["message"] and not found[0]["fix"]["available"]
+    # the same program with the shared model kept on the CPU is not reported
+    script.write_text(HOGWILD.replace("torch.nn.Linear(4, 1).to(dev)", "torch.nn.Linear(4, 1)"))
+    result = cli("rewrite", "--output-format", "json", str(script))
+    assert not [f for f in json.loads(result.stdout)["findings"] if f["code"] == "NP513"]
+
+
+def test_a_device_model_handed_to_spawn_without_share_memory_is_reported_at_the_argument():
+    _, findings = run("import torch.multiprocessing as mp\n\ndef main(rank):\n    net = Net()\n    net.cuda()\n"
+                      "    mp.spawn(train, args=(net, rank), nprocs=2)\n")
+    assert [(f.line, f.message.split("`")[1]) for f in findings if f.code == "NP513"] == [(6, "net")]
