@@ -64,13 +64,23 @@ REPROS = {
             print("out", model(torch.ones(1, 2, device=device_type)).shape)
         main(get_device_type())
         """, {"model.py": "import torch\ndef build():\n    return torch.nn.Linear(2, 2)\n"}),
-    # (d) a guard over a body whose own fix is unsafe (set_device in a file without init_process_group)
+    # (d) a guard over set_device(local_rank) in a file without init_process_group: ported since 212b905 (a
+    # plain rename; it was kept while NP502's removal was unsafe there); the unsafe body is d_unsafe_body_guard
     "d_set_device_guard": ("""
         import os, torch
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         if torch.cuda.is_available():
             torch.cuda.set_device(local_rank)
         print("rank", local_rank, torch.ones(2).sum().item())
+        """, {}),
+    # (d') a guard over a body whose own fix is unsafe (`.cuda(dev)`: `.to(None)` does not move)
+    "d_unsafe_body_guard": ("""
+        import torch
+        dev = None
+        x = torch.ones(2)
+        if torch.cuda.is_available():
+            x = x.cuda(dev)
+        print("sum", x.sum().item())
         """, {}),
     # (e) the guard's else raises "CUDA was not found": the flip avoids that branch, it does not enter it
     "e_else_raises": ("""
@@ -103,9 +113,11 @@ REPROS = {
 
 # what the rewritten program prints when it runs on the neuron device; None: the group is kept, and the
 # program runs as the original does without CUDA, its kept tests reported at these lines
-PORTED = {"a_logger_format": "max mem:", "b_memory_trace": "peak", "e_else_raises": "backend neuron",
-          "f_scoped_reads": "ran on neuron"}
-KEPT_LINES = {"c_device_type_assert": (4, 6), "d_set_device_guard": (3, 4)}
+# (d: set_device(local_rank) is a plain rename since 212b905, TorchNeuron's core being neuron:<LOCAL_RANK>; it
+# was kept while the removal NP502 offered was unsafe in a file without init_process_group)
+PORTED = {"a_logger_format": "max mem:", "b_memory_trace": "peak", "d_set_device_guard": "rank 0",
+          "e_else_raises": "backend neuron", "f_scoped_reads": "ran on neuron"}
+KEPT_LINES = {"c_device_type_assert": (4, 6), "d_unsafe_body_guard": (4, 5)}
 
 
 def _project(tmp_path, name):
@@ -142,8 +154,8 @@ def _rewrite(source: str, unsafe: bool = False) -> tuple[str, list]:
 
 
 def test_a_kept_group_is_flipped_whole_with_unsafe_fixes():
-    code, _ = _rewrite(REPROS["d_set_device_guard"][0], unsafe=True)
-    assert "torch.neuron.is_available()" in code and "set_device" not in code
+    code, _ = _rewrite(REPROS["d_unsafe_body_guard"][0], unsafe=True)
+    assert "torch.neuron.is_available()" in code and "x = x.to(dev)" in code
     code, _ = _rewrite(REPROS["c_device_type_assert"][0], unsafe=True)
     assert code.count('"neuron"') == 2 and "torch.neuron.is_available()" in code
 
