@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '204c8d8d5f24dd3b0417e24af5aa62618a067a4f73a4b9ad0203e8bb87147b0c'
+RULE_SOURCES_SHA256 = 'a29e0f2c87c253455eb87182bb0bf64b2faa1d328fb169353d8aed0b0ca1d48c'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -22,8 +22,8 @@ class DdpDeviceIds(PythonRule):
 
     ## Why is this bad?
     TorchNeuron runs one process per NeuronCore and asserts it ("Attempted to have more than one device
-    per process in distributed setup"); a DDP module replicated over several devices of one process (a
-    mode PyTorch itself has removed) cannot run. Under ``torchrun`` each process's core is
+    per process in distributed setup"), and PyTorch 2.13 itself refuses a DDP module replicated over several
+    devices of one process ("device_ids can only be None or contain a single element."). Under ``torchrun`` each process's core is
     ``neuron:<LOCAL_RANK>``, its current device (c10_neuron: ``device_count()`` is the local world size,
     ``set_local_device_start_index(local_rank)``), so ``device_ids=[local_rank]`` means on Trainium what it
     meant on CUDA and needs no change (nor does an ``mp.spawn`` worker's ``device_ids=[rank]`` on one node).
