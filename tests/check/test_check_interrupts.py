@@ -140,7 +140,9 @@ def test_a_second_signal_ends_the_grace_period_at_once(tmp_path, report_schema, 
 
 def test_timeout_kills_a_grandchild_that_ignores_sigterm_after_the_command_died(tmp_path, report_schema, sim_build):
     project = make_project(tmp_path)
-    proc, tag, report = start_check(tmp_path, project, "--timeout", "4")
+    # long enough for the command to start its whole tree (torch's import and the device's first op took over
+    # 4 s with the other test worker busy on the 2-core CI machine), short enough to end it long before its sleep
+    proc, tag, report = start_check(tmp_path, project, "--timeout", "12")
     code, stderr = finish(proc, tag)
     assert code == 1, stderr
     doc = json.loads(report.read_text())
