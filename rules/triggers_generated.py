@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'a29e0f2c87c253455eb87182bb0bf64b2faa1d328fb169353d8aed0b0ca1d48c'
+RULE_SOURCES_SHA256 = '1d68f1ca1df32ba3e536fb4d966b7c2af90a74783588548a6bda2b064fda40e5'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -59,7 +59,7 @@ RULES = (
     ('NP608', 'lightning-accelerator', 'python', ('neuron', 'accelerator'), ('accelerator(?<!\\waccelerator)\\s*=', 'gpus(?<!\\wgpus)\\s*=')),
     ('NP609', 'lightning-precision', 'python', ('neuron', 'accelerator'), ('precision(?<!\\wprecision)\\s*=\\s*\\(*\\s*[rRuU]?["\']?16',)),
     ('NP610', 'lightning-cpu-on-trainium', 'python', ('neuron', 'accelerator'), ('Trainer\\s*\\(', 'Fabric\\s*\\(')),
-    ('NP611', 'lightning-config-accelerator', 'line', ('neuron', 'accelerator'), ('accelerator',)),
+    ('NP611', 'lightning-config-accelerator', 'line', ('neuron', 'accelerator'), ('accelerator["\']?\\s*[:=]\\s*["\']?(?:gpu|GPU|Gpu|cuda|CUDA)',)),
     ('NP701', 'triton-kernel', 'python', ('neuron', 'accelerator'), ('triton',)),
     ('NP702', 'flash-attn', 'python', ('neuron', 'accelerator'), ('flash_attn',)),
     ('NP703', 'xformers', 'python', ('neuron', 'accelerator'), ('xformers',)),
@@ -269,8 +269,8 @@ REQUIRED_TEXTS = {
     '_inductor': (('_inductor',),),
     '_lib': (('_lib',),),
     '_scaled_mm': (('_scaled_mm',),),
-    'accelerator': (('accelerator',),),
     'accelerator(?<!\\waccelerator)\\s*=': (('accelerator',), ('=',)),
+    'accelerator["\']?\\s*[:=]\\s*["\']?(?:gpu|GPU|Gpu|cuda|CUDA)': (('accelerator',), ('gpu', 'GPU', 'Gpu', 'cuda', 'CUDA')),
     'all_to_all_single': (('all_to_all_single',),),
     'amp_C': (('amp_C',),),
     'apex': (('apex',),),

@@ -12,10 +12,15 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 
 
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real console entry point in a child process (what users run)."""
     full_env = dict(os.environ)
     full_env.pop("NEURON_PORT_SIMULATE", None)
+    for key in TERMINAL_SIZE:  # a pytest-xdist worker exports COLUMNS=80: panels would wrap where a user's pipe does not
+        full_env.pop(key, None)
     if env:
         full_env.update(env)
     return subprocess.run(
@@ -36,7 +41,8 @@ def cli():
 def simulator_env(**extra: str) -> dict[str, str]:
     """The environment of a user script run on the simulator: this checkout on PYTHONPATH, no Neuron or
     torchrun variables inherited from the caller, one intra-op thread, the shared build cache kept."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEURON_", "TORCH_NEURONX_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NEURON_", "TORCH_NEURONX_")) and k not in TERMINAL_SIZE}
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

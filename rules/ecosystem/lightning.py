@@ -279,8 +279,12 @@ class LightningConfigAccelerator(LineRule):
     EFFORT = "medium"
     MESSAGE = ("Lightning `accelerator: {value}` needs CUDA GPUs and Lightning has no Trainium accelerator: "
                "name a custom Accelerator or port the loop (NP610)")
-    FILE_KINDS = ("yaml", "json", "toml")
-    TRIGGERS = ("accelerator",)
+    # Lightning's configs are YAML (LightningCLI, Hydra) or JSON; no other rule reads TOML, and scanning it
+    # would add every pyproject.toml to a rewrite's files
+    FILE_KINDS = ("yaml", "json")
+    # the key with a GPU value, not the word: a config that only mentions "accelerator" (pyproject's
+    # `target = "accelerator"`) is not scanned, nor listed among the rewrite's files
+    TRIGGERS = (r"""accelerator["']?\s*[:=]\s*["']?(?:gpu|GPU|Gpu|cuda|CUDA)""",)
 
     VALID = [
         Valid("accelerator: cpu\ndevices: 1\n", kind="yaml"),
@@ -293,7 +297,6 @@ class LightningConfigAccelerator(LineRule):
                 not_runnable=LAUNCH_FILE),
         Invalid('{"trainer": {"accelerator": "cuda", "devices": 2}}\n', None, kind="json",
                 not_runnable=LAUNCH_FILE),
-        Invalid('[trainer]\naccelerator = "gpu"\n', None, kind="toml", not_runnable=LAUNCH_FILE),
     ]
 
     def scan(self, line: ScriptLine, file_kind: str, options: LineOptions):

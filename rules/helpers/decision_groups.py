@@ -28,6 +28,7 @@ import libcst as cst
 
 from neuron_port.rules.helpers.names import dotted_name, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
+from neuron_port.rules.helpers.device_flags import flag_polarity, is_flag_value
 from neuron_port.rules.helpers.per_file import ANALYSES, PerFileAnalysis, module_walk
 from neuron_port.rules.helpers.ranks_guards import regions_where
 from neuron_port.rules.helpers.scopes import Scopes
@@ -86,13 +87,13 @@ class DecisionGroups:
         if not tests:
             return
         for node in assigns:
-            if not _is_flag_value(node.value, on_cuda_polarity):
+            if not is_flag_value(node.value, on_cuda_polarity):
                 continue  # `device = "cuda" if torch.cuda.is_available() else "cpu"`: a value, not a flag
             held = [n for n in walk(node.value) if on_cuda_polarity(n) is not None]
             name = dotted_name(node.targets[0].target)
             if held and name is not None:
-                found = flags.setdefault(name, (_flag_polarity(node.value, on_cuda_polarity), []))
-                if found[0] != _flag_polarity(node.value, on_cuda_polarity):
+                found = flags.setdefault(name, (flag_polarity(node.value, on_cuda_polarity), []))
+                if found[0] != flag_polarity(node.value, on_cuda_polarity):
                     flags[name] = (None, found[1])  # assigned tests of both senses: a member, not a guard
                 flags[name][1].extend(held)
                 target = node.targets[0].target
@@ -277,39 +278,6 @@ def _assigned_targets(nodes) -> set:
     """The ``Name`` / ``Attribute`` nodes that are assignment targets (not reads)."""
     return {t.target for n in nodes if type(n) is cst.Assign for t in n.targets
             if type(t.target) is cst.Name or type(t.target) is cst.Attribute}
-
-
-def _is_flag_value(value: cst.BaseExpression, polarity) -> bool:
-    """A value that is the truth of device tests: a test, its same truth, ``not`` of one, or an ``and`` / ``or``
-    with one among its terms (what a flag holds; a ternary choosing ``"cuda"`` or ``"cpu"`` is a device value,
-    followed as one by ``_device_values``)."""
-    from neuron_port.rules.no_port.cuda_only_guards import same_truth
-
-    value = same_truth(value)
-    kind = type(value)
-    if kind is cst.UnaryOperation and type(value.operator) is cst.Not:
-        return _is_flag_value(value.expression, polarity)
-    if kind is cst.BooleanOperation:
-        return _is_flag_value(value.left, polarity) or _is_flag_value(value.right, polarity)
-    return polarity(value) is not None
-
-
-def _flag_polarity(value: cst.BaseExpression, polarity) -> Optional[bool]:
-    """What a flag assigned ``value`` says when read as a test: True where it is true only on CUDA (a test,
-    the same truth of one, an ``and`` with such a term), False where it is false only on CUDA (``not`` of
-    that, an ``or`` with a negated term), None for anything else (still one decision with its tests)."""
-    from neuron_port.rules.no_port.cuda_only_guards import same_truth
-
-    value = same_truth(value)
-    kind = type(value)
-    if kind is cst.UnaryOperation and type(value.operator) is cst.Not:
-        inner = _flag_polarity(value.expression, polarity)
-        return None if inner is None else not inner
-    if kind is cst.BooleanOperation:
-        when = type(value.operator) is cst.And
-        terms = [value.left, value.right]
-        return when if any(_flag_polarity(t, polarity) is when for t in terms) else None
-    return polarity(value)
 
 
 # The decision groups of a module, once per file and pass.

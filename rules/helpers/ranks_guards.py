@@ -35,16 +35,16 @@ def _flatten(node: cst.BaseExpression, operator: type) -> list[cst.BaseExpressio
     return [node]
 
 
-def _terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+def guard_terms(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The terms of a test split on every ``and`` / ``or`` (``not`` kept on its term)."""
     if type(node) is cst.BooleanOperation and not node.lpar:
-        return _terms(node.left) + _terms(node.right)
+        return guard_terms(node.left) + guard_terms(node.right)
     return [node]
 
 
-def _polarity(node: cst.BaseExpression, polarity: Polarity) -> Optional[bool]:
+def term_polarity(node: cst.BaseExpression, polarity: Polarity) -> Optional[bool]:
     if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
-        inner = _polarity(node.expression, polarity)
+        inner = term_polarity(node.expression, polarity)
         return None if inner is None else not inner
     return polarity(node)
 
@@ -53,10 +53,10 @@ def _asserting(test: cst.BaseExpression, polarity: Polarity, when: bool) -> list
     """The atoms of ``test`` that make the condition hold where ``test`` is ``when``: the ``and`` terms that
     assert it (``when`` True), or the ``or`` terms that deny it (``when`` False)."""
     terms = _flatten(test, cst.And if when else cst.Or)
-    return [_atom(t) for t in terms if _polarity(t, polarity) is when]
+    return [guard_atom(t) for t in terms if term_polarity(t, polarity) is when]
 
 
-def _atom(node: cst.BaseExpression) -> cst.BaseExpression:
+def guard_atom(node: cst.BaseExpression) -> cst.BaseExpression:
     """``x.is_cuda`` for ``not not x.is_cuda`` / ``not x.is_cuda``: the test itself, without ``not``."""
     while type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
         node = node.expression
@@ -135,15 +135,15 @@ def regions_either_way(nodes, polarity: Polarity) -> Iterator[tuple[cst.BaseExpr
             yield atom, region, "fails"
         kind = type(node)
         if (kind is cst.If or kind is cst.IfExp) and any(
-                _polarity(t, polarity) is not None for t in _terms(node.test)):
+                term_polarity(t, polarity) is not None for t in guard_terms(node.test)):
             orelse = node.orelse.body if type(node.orelse) is cst.Else else node.orelse
-            for atom in (_atom(t) for t in _terms(node.test) if _polarity(t, polarity) is not None):
+            for atom in (guard_atom(t) for t in guard_terms(node.test) if term_polarity(t, polarity) is not None):
                 yield atom, [node.body] + ([orelse] if orelse is not None else []), "depends"
         if kind is cst.BooleanOperation:
             terms = _flatten(node, type(node.operator))
             for term in terms:
-                if _polarity(term, polarity) is not None:
-                    yield _atom(term), [t for t in terms if t is not term], "rest"
+                if term_polarity(term, polarity) is not None:
+                    yield guard_atom(term), [t for t in terms if t is not term], "rest"
 
 
 # the only node types _node_regions and regions_either_way find regions in

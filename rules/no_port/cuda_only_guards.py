@@ -15,7 +15,7 @@ from neuron_port.rules.cuda_api.tables import TORCH_CUDA_NO_EQUIVALENT
 from neuron_port.rules.helpers.names import dotted_name, last_segment, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.helpers.escaping_tests import Escape, escaping_tests
-from neuron_port.rules.helpers.ranks_guards import (_atom, _polarity, _terms, nodes_in, regions_either_way,
+from neuron_port.rules.helpers.ranks_guards import (guard_atom, term_polarity, guard_terms, nodes_in, regions_either_way,
                                                     regions_where)
 from neuron_port.rules.cuda_api.kept_arguments import portability_of
 from neuron_port.rules.helpers.table_rule import covering_key
@@ -348,12 +348,12 @@ def _branches_left(nodes, polarity) -> set:
         if kind is not cst.If and kind is not cst.IfExp:
             continue
         orelse = node.orelse.body if type(node.orelse) is cst.Else else node.orelse
-        for term in _terms(node.test):
-            found = _polarity(term, polarity)
+        for term in guard_terms(node.test):
+            found = term_polarity(term, polarity)
             if found is not None:
                 root = orelse if found else node.body
                 if root is not None:
-                    left.add((_atom(term), root))
+                    left.add((guard_atom(term), root))
     return left
 
 

@@ -31,7 +31,8 @@ def _cases(kind):
 
 
 def test_the_launch_family_is_registered():
-    assert {r.CODE for r in LAUNCH_RULES} == {f"NP52{i}" for i in range(6)}
+    # the line rules: the launch family, and NP611 (Lightning's `accelerator:` in its YAML/JSON configs)
+    assert {r.CODE for r in LAUNCH_RULES} == {f"NP52{i}" for i in range(6)} | {"NP611"}
     for rule in LAUNCH_RULES:
         assert check_rule_metadata(rule) == []
         assert rule.KIND == "line" and set(rule.FILE_KINDS) <= {"shell", "make", "yaml", "json", "toml"}

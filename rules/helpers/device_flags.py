@@ -1,0 +1,43 @@
+"""Device flags: names and fields that hold the truth of device tests (``cuda = torch.cuda.is_available()``,
+``True if torch.cuda.is_available() else False``, ``self.is_cuda = device.type == "cuda" and ...``), so that
+decision groups (``decision_groups.py``) make a flag one decision with every test it holds and every read of it.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+
+def is_flag_value(value: cst.BaseExpression, polarity) -> bool:
+    """A value that is the truth of device tests: a test, its same truth, ``not`` of one, or an ``and`` / ``or``
+    with one among its terms (what a flag holds; a ternary choosing ``"cuda"`` or ``"cpu"`` is a device value,
+    followed as one by ``_device_values``)."""
+    from neuron_port.rules.no_port.cuda_only_guards import same_truth
+
+    value = same_truth(value)
+    kind = type(value)
+    if kind is cst.UnaryOperation and type(value.operator) is cst.Not:
+        return is_flag_value(value.expression, polarity)
+    if kind is cst.BooleanOperation:
+        return is_flag_value(value.left, polarity) or is_flag_value(value.right, polarity)
+    return polarity(value) is not None
+
+
+def flag_polarity(value: cst.BaseExpression, polarity) -> Optional[bool]:
+    """What a flag assigned ``value`` says when read as a test: True where it is true only on CUDA (a test,
+    the same truth of one, an ``and`` with such a term), False where it is false only on CUDA (``not`` of
+    that, an ``or`` with a negated term), None for anything else (still one decision with its tests)."""
+    from neuron_port.rules.no_port.cuda_only_guards import same_truth
+
+    value = same_truth(value)
+    kind = type(value)
+    if kind is cst.UnaryOperation and type(value.operator) is cst.Not:
+        inner = flag_polarity(value.expression, polarity)
+        return None if inner is None else not inner
+    if kind is cst.BooleanOperation:
+        when = type(value.operator) is cst.And
+        terms = [value.left, value.right]
+        return when if any(flag_polarity(t, polarity) is when for t in terms) else None
+    return polarity(value)
