@@ -41,6 +41,7 @@ import sys
 import threading
 from typing import Any
 
+from ..after_import import AfterImport
 from .describe import compile_id_and_reasons, describe_inputs, dynamic_dims, function_info
 from .layout_check import add_layout_checks
 from .lowering import unlowerable
@@ -98,36 +99,15 @@ def register() -> None:
     """
     if "torch._dynamo" in sys.modules:
         _register_with_dynamo()
-    elif not any(isinstance(f, _DynamoImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _DynamoImportHook())
+    elif not any(isinstance(f, AfterImport) and f.name == "torch._dynamo" for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport("torch._dynamo", _register_after_import))
 
 
-class _DynamoImportHook:
-    """A meta-path finder that only watches for ``torch._dynamo`` and registers the backend after it loads."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch._dynamo":
-            return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        import importlib.util
-
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            loader_exec(module)
-            try:
-                _register_with_dynamo()
-            except Exception as e:  # noqa: BLE001 - never break `import torch._dynamo`
-                log.warning("neuron-port: could not register the neuron torch.compile backend: %s", e)
-
-        spec.loader.exec_module = exec_module
-        return spec
+def _register_after_import(module) -> None:
+    try:
+        _register_with_dynamo()
+    except Exception as e:  # noqa: BLE001 - never break `import torch._dynamo`
+        log.warning("neuron-port: could not register the neuron torch.compile backend: %s", e)
 
 
 def _register_with_dynamo() -> None:

@@ -65,7 +65,7 @@ def install() -> None:
     warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
     _tolist_through_the_host()
     _refuse_ddp()
-    from .after_import import after_import
+    from ..after_import import after_import
 
     after_import("torch.distributed.fsdp._fully_shard._fsdp_init", _fsdp_moves_host_tensors)
     _dtensor_metadata_uncounted()

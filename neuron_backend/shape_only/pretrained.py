@@ -32,7 +32,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import values
-from .after_import import after_import
+from ..after_import import after_import
 
 PLACEHOLDER_WEIGHTS = "placeholder weights (the config's shapes and dtypes; the weight files were not read)"
 _MODULE = "transformers.modeling_utils"

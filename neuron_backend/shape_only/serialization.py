@@ -25,7 +25,7 @@ import threading
 import torch
 
 from . import values
-from .after_import import after_import
+from ..after_import import after_import
 
 PLACEHOLDER_FILE = "a placeholder file (shapes and dtypes, no values)"
 SAFETENSORS_KEY = "neuron_port.placeholders"  # header metadata: {name: [dtype, shape]} of the fakes written empty

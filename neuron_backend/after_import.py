@@ -1,5 +1,6 @@
-"""Patching a library right after it is imported (the shape-only hooks on transformers and safetensors, which
-a program imports after torch, when the simulator has started already)."""
+"""Patching a library right after it is imported: the shape-only hooks on transformers, diffusers, safetensors
+and FSDP (which a program imports after torch, when the simulator has started already), and the compile
+backend's registration with torch._dynamo (compile/backend.py)."""
 
 from __future__ import annotations
 
