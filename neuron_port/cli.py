@@ -40,6 +40,7 @@ from neuron_port.commands.rewrite_run import command_settings, run_rewrite
 from neuron_port.config import Settings
 from neuron_port.errors import UsageError
 from neuron_port.reporters import RenderContext, Streams, render_report
+from neuron_port.server.command import server as language_server
 
 app = typer.Typer(
     name="neuron-port",
@@ -220,3 +221,5 @@ app.command("rules", cls=PlainHelpCommand)(reference.list_rules)
 app.command(cls=PlainHelpCommand)(reference.explain)
 app.command(cls=PlainHelpCommand)(reference.doctor)
 app.command("estimate", cls=PlainHelpCommand)(estimate.estimate)
+# the language server (the lsp extra: pygls is imported when it runs; neuron_port/server/)
+app.command("server", cls=PlainHelpCommand)(language_server)
