@@ -68,6 +68,24 @@ def joint_function(info, sample):
     return fn, [leaves[i] for i in tensors]
 
 
+def forward_function(info, sample):
+    """``info``'s op on ``sample`` as a function of the sample's tensors, forward only."""
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+    import torch
+
+    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+    tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+
+    def fn(*ts):
+        vals = list(leaves)
+        for i, t in zip(tensors, ts):
+            vals[i] = t
+        inp, args, kwargs = tree_unflatten(vals, spec)
+        return info.op(inp, *args, **kwargs)
+
+    return fn
+
+
 def traced_ops(op_db) -> dict:
     """ATen op overload -> one traced node using it (forward and backward of each OpInfo's first sample)."""
     import torch
@@ -83,8 +101,13 @@ def traced_ops(op_db) -> dict:
             fn, args = joint_function(info, s)
             try:
                 g = make_fx(fn)(*args)
-            except Exception:  # noqa: BLE001 - an untraceable sample
-                continue
+            except Exception:  # noqa: BLE001 - an untraceable joint (e.g. a complex output: no real loss)
+                # The op itself is still probed through its forward alone (polar, whose complex output
+                # has no implicit gradient, was never reached before).
+                try:
+                    g = make_fx(forward_function(info, s))(*args)
+                except Exception:  # noqa: BLE001 - an untraceable sample
+                    continue
             for n in g.graph.nodes:
                 # In-place and out= overloads never reach the compile path: AOTAutograd functionalizes them.
                 if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) \
@@ -248,6 +271,9 @@ def worker(start: int) -> int:
 
     logging.disable(logging.WARNING)
     nodes = sorted(traced_ops(op_db).items())
+    known = os.environ.get("NP_PROBE_KNOWN")  # --new-only: the committed table's ops are not probed again
+    if known:
+        nodes = [(op, n) for op, n in nodes if op not in set(known.split(","))]
     print(f"COUNT\t{len(nodes)}", flush=True)
     for i in range(start, len(nodes)):
         op, node = nodes[i]
@@ -256,15 +282,16 @@ def worker(start: int) -> int:
     return 0
 
 
-def probe_all() -> tuple[list[str], dict[str, str]]:
+def probe_all(known: frozenset = frozenset()) -> tuple[list[str], dict[str, str]]:
     import json
     import subprocess
 
     lowers, fails = [], {}
     start, count = 0, None
     while count is None or start < count:
+        env = dict(os.environ, NP_PROBE_KNOWN=",".join(sorted(known))) if known else None
         proc = subprocess.Popen([sys.executable, __file__, "--worker", str(start)], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+                                stderr=subprocess.DEVNULL, text=True, env=env)
         current = None
         for line in proc.stdout:
             kind, *rest = line.rstrip("\n").split("\t")
@@ -294,6 +321,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--import-only", action="store_true",
                     help="re-probe only the importer's drops, keeping the committed one-op probe results")
+    ap.add_argument("--new-only", action="store_true",
+                    help="probe only the ops the trace reaches that the committed table lacks, keeping the rest")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
     try:
@@ -304,7 +333,7 @@ def main(argv=None) -> int:
         return worker(ns.worker)
     import torch
 
-    if ns.import_only:
+    if ns.import_only or ns.new_only:
         if sys.version_info >= (3, 11):
             import tomllib
         else:  # pragma: no cover
@@ -312,6 +341,9 @@ def main(argv=None) -> int:
         committed = tomllib.loads(ns.out.read_text())
         lowers, fails = committed["lowering"]["lowers"], committed["lowering"].get("fails", {})
         torch_version = committed["source"]["torch"]
+        if ns.new_only:
+            new_lowers, new_fails = probe_all(frozenset(lowers) | frozenset(fails))
+            lowers, fails = sorted(set(lowers) | set(new_lowers)), {**fails, **new_fails}
     else:
         lowers, fails = probe_all()
         torch_version = torch.__version__.split("+")[0]
