@@ -60,9 +60,19 @@ class Analysis:
     fixed_text: Optional[str] = None  # the text with every fix `rewrite` applies; None when nothing changes
     excluded: bool = False
     _unsafe_text: Optional[str] = None
+    _lines: Optional[list[str]] = None
+    _fix_all: Optional[list[Edit]] = None
+
+    def lines(self) -> list[str]:
+        """The buffer's lines without their line ends (at least one)."""
+        if self._lines is None:
+            self._lines = _LINE_END.split(self.text)
+        return self._lines
 
     def fix_all_edits(self) -> list[Edit]:
-        return hunks(self.text, self.fixed_text) if self.fixed_text is not None else []
+        if self._fix_all is None:
+            self._fix_all = hunks(self.text, self.fixed_text) if self.fixed_text is not None else []
+        return self._fix_all
 
     def fix_edits(self, problem: Problem) -> list[Edit]:
         """The edits of one pending fix: the rewrite's changes on its lines, with the changes no finding
@@ -70,7 +80,7 @@ class Analysis:
         the next equals "fix all"."""
         if problem.pending is None or self.fixed_text is None:
             return []
-        return self._claimed(hunks(self.text, self.fixed_text), problem)
+        return self._claimed(self.fix_all_edits(), problem)
 
     def unsafe_edits(self, problem: Problem) -> list[Edit]:
         """The edits of an unsafe fix the configuration leaves out (computed on first request)."""
@@ -134,6 +144,13 @@ def analyse(text: str, path: str, settings: Settings, root: Optional[Path] = Non
     analysis = Analysis(text=text, path=path, settings=settings)
     if settings.exclude and excluded_file(path, settings.exclude, cwd=_exclude_base(settings, root)):
         analysis.excluded = True
+        return analysis
+    limit = settings.max_file_size * 2**20  # as `rewrite` skips a file above max-file-size (0: no limit)
+    if limit and len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit:
+        size = len(text.encode("utf-8", "surrogatepass")) / 2**20
+        analysis.problems.append(Problem(0, 0, 0, 0, f"{size:.1f} MB is larger than the max-file-size limit "
+                                         f"({settings.max_file_size:g} MB, usually a generated file): not checked",
+                                         "info"))
         return analysis
     from neuron_port import api
     from neuron_port.rewrite.errors import RewriteError

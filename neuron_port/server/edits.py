@@ -32,10 +32,19 @@ def hunks(old: str, new: str) -> list[Edit]:
     edit per line, trimmed to the changed columns (``.cuda()`` -> ``.to("neuron")``); other blocks
     replace whole lines."""
     a, b = split_lines(old), split_lines(new)
+    # the lines before the first change and after the last are equal: the matcher sees only the middle
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    middle = difflib.SequenceMatcher(None, a[head:len(a) - tail], b[head:len(b) - tail], autojunk=False)
     edits = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
         if tag == "equal":
             continue
+        i1, i2, j1, j2 = i1 + head, i2 + head, j1 + head, j2 + head
         if tag == "replace" and i2 - i1 == j2 - j1:
             edits.extend(_in_line(i1 + k, a[i1 + k], b[j1 + k], a) for k in range(i2 - i1))
         else:

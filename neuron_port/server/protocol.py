@@ -33,7 +33,7 @@ from pygls.uris import to_fs_path
 from neuron_port import __version__
 from neuron_port.config import ConfigError
 from neuron_port.server.analysis import Analysis, Configs, Problem, analyse, configuration_problem
-from neuron_port.server.edits import Edit, split_lines
+from neuron_port.server.edits import Edit
 from neuron_port.server.links import rule_page
 
 SOURCE = "neuron-port"
@@ -141,7 +141,7 @@ class NeuronPortServer(LanguageServer):
         return types.Range(self._position(uri, lines, line, column), self._position(uri, lines, end_line, end_column))
 
     def diagnostic(self, uri: str, analysis: Analysis, problem: Problem) -> types.Diagnostic:
-        lines = [line.rstrip("\r\n") for line in split_lines(analysis.text)] or [""]
+        lines = analysis.lines()
         diagnostic = types.Diagnostic(
             range=self._range(uri, lines, problem.line, problem.column, problem.end_line, problem.end_column),
             message=problem.message, severity=SEVERITY.get(problem.severity, types.DiagnosticSeverity.Warning),
@@ -160,7 +160,7 @@ class NeuronPortServer(LanguageServer):
         return diagnostic
 
     def text_edits(self, uri: str, analysis: Analysis, edits: list[Edit]) -> list[types.TextEdit]:
-        lines = [line.rstrip("\r\n") for line in split_lines(analysis.text)] or [""]
+        lines = analysis.lines()
         return [types.TextEdit(self._range(uri, lines, e.line, e.column, e.end_line, e.end_column), e.text)
                 for e in edits]
 

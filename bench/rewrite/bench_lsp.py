@@ -1,0 +1,158 @@
+"""Benchmark: `neuron-port server`'s diagnostics latency after an edit (issue 38 item 1; goal <= 0.3 s on a
+4k-line file).
+
+Starts the server as an editor does (``python -m neuron_port server``, LSP over stdio, pygls' own client),
+opens each file, waits for its first diagnostics, then makes ``--edits`` edits, one at a time, as a user
+types them: each changes one line in the middle of the file (alternately adding a ``.cuda()`` call, which
+adds a finding, and taking it out again), sends ``textDocument/didChange`` and waits for the diagnostics
+of that version. The latency is from the change sent to its diagnostics received: the server's debounce,
+the engine's pass over the whole buffer and the transport. Also reported: the server process's CPU
+seconds per edit (from /proc), the load average before and after, the machine.
+
+    .venv/bin/python bench/rewrite/bench_lsp.py [FILE ...] [--edits 9] [--lines 4000]
+
+Without FILE: accelerate's ``accelerator.py`` from the installed accelerate (the `zoo` extra pins it: a
+real 4k-line file with few CUDA references), and a module of ``--lines`` lines written by
+generate_large_file.py (seed 0: dense CUDA, hundreds of fixes), in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+HERE = Path(__file__).resolve().parent
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Client(LanguageClient):
+    def __init__(self) -> None:
+        super().__init__("bench-lsp", "1")
+        self.arrived: dict[tuple[str, int | None], tuple[float, list]] = {}
+        self.event = asyncio.Event()
+
+        @self.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def diagnostics(params: types.PublishDiagnosticsParams) -> None:  # no client argument: pygls passes params only
+            self.arrived[(params.uri, params.version)] = (time.perf_counter(), list(params.diagnostics))
+            self.event.set()
+
+    async def wait(self, uri: str, version: int, timeout: float = 120.0) -> tuple[float, list]:
+        deadline = time.perf_counter() + timeout
+        while (uri, version) not in self.arrived:
+            self.event.clear()
+            await asyncio.wait_for(self.event.wait(), max(0.0, deadline - time.perf_counter()))
+        return self.arrived[(uri, version)]
+
+
+def _edited(lines: list[str], index: int, with_cuda: bool) -> str:
+    """The file with line ``index`` replaced by an assignment at that line's indentation."""
+    indent = lines[index][:len(lines[index]) - len(lines[index].lstrip())]
+    new = f"{indent}_bench_probe = torch.zeros(2){'.cuda()' if with_cuda else ''}\n"
+    return "".join(lines[:index] + [new] + lines[index + 1:])
+
+
+def _probe_line(lines: list[str]) -> int:
+    """A plain statement line near the middle of the file (not inside a bracket or a string)."""
+    middle = len(lines) // 2
+    for index in sorted(range(len(lines)), key=lambda i: abs(i - middle)):
+        text = lines[index].strip()
+        if (text.startswith(("return ", "self.")) and text.endswith(")") and text.count("(") == text.count(")")
+                and lines[index - 1].rstrip().endswith((":", ")")) and '"""' not in text):
+            return index
+    raise SystemExit("no plain statement line to edit")
+
+
+async def bench_file(path: Path, edits: int) -> dict:
+    client = Client()
+    await client.start_io(sys.executable, "-m", "neuron_port", "server")
+    server = client._server  # the asyncio subprocess pygls started
+    pid = server.pid
+    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
+                                                         root_uri=path.parent.as_uri()))
+    client.initialized(types.InitializedParams())
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    uri = path.as_uri()
+    start = time.perf_counter()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    arrived, first = await client.wait(uri, 1)
+    opened = arrived - start
+    index = _probe_line(lines)
+    latencies, cpus, counts = [], [], []
+    for number in range(edits):
+        version = number + 2
+        new_text = _edited(lines, index, with_cuda=number % 2 == 0)
+        cpu = _cpu_seconds(pid)
+        sent = time.perf_counter()
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            [types.TextDocumentContentChangeWholeDocument(text=new_text)]))
+        arrived, found = await client.wait(uri, version)
+        latencies.append(arrived - sent)
+        cpus.append(_cpu_seconds(pid) - cpu)
+        counts.append(len(found))
+        await asyncio.sleep(0.2)  # a pause in the typing: each edit is measured alone
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return {"file": path.name, "lines": len(lines), "first": opened, "findings": len(first),
+            "latencies": latencies, "cpus": cpus, "counts": counts}
+
+
+def _files(args: argparse.Namespace, scratch: Path) -> list[Path]:
+    if args.files:
+        return [Path(f).resolve() for f in args.files]
+    files = []
+    try:
+        import accelerate
+
+        source = Path(accelerate.__file__).parent / "accelerator.py"
+        copy = scratch / "accelerator.py"
+        shutil.copyfile(source, copy)  # in a folder of its own: no project settings apply
+        files.append(copy)
+    except ImportError:
+        print("accelerate is not installed (the zoo extra): its accelerator.py is left out", file=sys.stderr)
+    generated = scratch / "generated.py"
+    subprocess.run([sys.executable, str(HERE / "generate_large_file.py"), str(generated), "--lines",
+                    str(args.lines)], check=True, stdout=subprocess.DEVNULL)
+    return files + [generated]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*")
+    parser.add_argument("--edits", type=int, default=9)
+    parser.add_argument("--lines", type=int, default=4000)
+    args = parser.parse_args()
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load before {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in _files(args, Path(scratch)):
+            result = asyncio.run(bench_file(path, args.edits))
+            lat, cpu = result["latencies"], result["cpus"]
+            print(f"{result['file']} ({result['lines']} lines, {result['findings']} findings): first diagnostics "
+                  f"{result['first']:.2f} s (server start included); after an edit: median {statistics.median(lat):.3f} s "
+                  f"(min {min(lat):.3f}, max {max(lat):.3f}; {len(lat)} edits), server CPU per edit median "
+                  f"{statistics.median(cpu):.3f} s; findings per edit {sorted(set(result['counts']))}")
+    print(f"load after {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
