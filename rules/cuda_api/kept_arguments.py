@@ -17,6 +17,7 @@ import libcst as cst
 
 from neuron_port.rules.cuda_api.capability import CAPABILITY_CALLS, capability_checks
 from neuron_port.rules.cuda_api.tables import TORCH_CUDA_API
+from neuron_port.rules.device_placement.legacy_aliases import legacy_aliases
 from neuron_port.rules.device_placement.tables import LEGACY_CUDA_TENSOR_TYPES
 from neuron_port.rules.helpers.names import walk
 from neuron_port.rules.helpers.per_file import PerFileAnalysis, module_walk
@@ -43,6 +44,8 @@ def portability_of(context, module: cst.Module, nodes) -> Portability:
     NP210 rewrites to a constant are no longer there."""
     caps = _capabilities(context, module, nodes)
     skip = frozenset(caps.rewritten) if caps is not None else frozenset()
+    # the CUDA class of a legacy tensor-type alias NP105 ports whole (the alias line goes with it)
+    skip |= {a.cuda_type for a in legacy_aliases(context, module).aliases if a.why_kept is None}
     kept = frozenset(caps.kept_properties) if caps is not None else frozenset()
     return Portability(context, module, _renamed_keys(context), skip, nodes, kept)
 

@@ -140,6 +140,21 @@ class DecisionGroups:
         for literal in literals:
             if literal in unions.up:
                 self.member_group.setdefault(literal, unions.find(literal))
+        self._legacy_aliases(context, module, unions)
+
+    def _legacy_aliases(self, context, module: cst.Module, unions: _Unions) -> None:
+        """A legacy tensor-type alias chosen by a flag (``Tensor = torch.cuda.FloatTensor if cuda else
+        torch.FloatTensor``) is a device choice of that flag: the alias line and every use NP105 ports join
+        the flag's group (device_placement/legacy_aliases.py)."""
+        from neuron_port.rules.device_placement.legacy_aliases import legacy_aliases
+
+        for alias in legacy_aliases(context, module).aliases:
+            if alias.flag is None or alias.flag not in unions.up:
+                continue
+            group = unions.find(alias.flag)
+            for node in alias.members():
+                self.member_group.setdefault(node, group)
+                self.member_test.setdefault(node, alias.flag)
 
     # -- tests of one predicate over shared state -----------------------------------------------------
     @property
