@@ -10,6 +10,7 @@ one ``graph_work`` event per graph that ran is recorded (neuron_backend/EVENTS.m
 from __future__ import annotations
 
 import atexit
+import re
 import threading
 from typing import Any, Callable
 
@@ -118,9 +119,30 @@ def _call(node, schema) -> tuple[str, list[str]]:
     return name, sig
 
 
+LOOKUPS = ("aten::embedding", "aten::embedding_bag", "aten::_embedding_bag")  # their indices count the tokens
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def _lookup_origin(node) -> dict:
+    """Where an embedding lookup of a graph came from, for the tokens per step: ``module``, the innermost
+    module of the node's ``nn_module_stack`` (Dynamo's ``L['self'].wte`` as ``wte``), and ``site``, the
+    last user frame of its ``stack_trace`` (absent when the tracer kept neither)."""
+    out: dict = {}
+    stack = node.meta.get("nn_module_stack") or {}
+    if stack:
+        path = str(list(stack.values())[-1][0])
+        out["module"] = re.sub(r"^L\[['\"][^'\"]*['\"]\]\.?", "", path) or None
+    frames = _FRAME.findall(node.meta.get("stack_trace") or "")
+    if frames:
+        out["site"] = {"file": frames[-1][0], "line": int(frames[-1][1])}
+    return out
+
+
 def describe_graph(g) -> list[dict]:
-    """(op, signature, count) of the ATen calls of graph module ``g``, in the core's signature format."""
+    """(op, signature, count) of the ATen calls of graph module ``g``, in the core's signature format; an
+    embedding lookup also with its ``module`` and ``site`` (``_lookup_origin``)."""
     counts: dict[tuple[str, tuple[str, ...]], int] = {}
+    origins: dict[tuple[str, tuple[str, ...]], dict] = {}
     for node in g.graph.nodes:
         schema = getattr(node.target, "_schema", None)
         if node.op != "call_function" or schema is None:
@@ -128,7 +150,10 @@ def describe_graph(g) -> list[dict]:
         name, sig = _call(node, schema)
         key = (name, tuple(sig))
         counts[key] = counts.get(key, 0) + 1
-    return [{"op": op, "signature": list(sig), "count": n} for (op, sig), n in counts.items()]
+        if name.split(".")[0] in LOOKUPS and key not in origins:
+            origins[key] = _lookup_origin(node)
+    return [{"op": op, "signature": list(sig), "count": n, **origins.get((op, sig), {})}
+            for (op, sig), n in counts.items()]
 
 
 def track(g, info: dict, run: Callable) -> Callable:

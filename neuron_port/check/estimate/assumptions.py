@@ -33,6 +33,27 @@ DEFAULTS: tuple[Assumption, ...] = (
                "pay none. No published Trainium figure; PyTorch's CPU-side cost per eager op on an H100 is put "
                "at 5-25 us (third-party), and the same value serves the GPU row.",
                "https://jiahuanglin.xyz/all_lessons/gpu_kernel_serving/18_pytorch_to_kernel.html"),
+    Assumption("graph_call_seconds", 3.8e-05, "s",
+               "Host time of one call of a torch.compile graph beyond its kernels: Dynamo's guards, "
+               "AOTAutograd's runtime wrapper, the backend's call. Measured on this project's 2-core x86 CI "
+               "machine, one thread: 38 us a call of a one-op graph (aot_eager) against 7 us eager "
+               "(bench/README.md \"estimate\"); a server core is faster, so an upper end. Tried 10-40 us."),
+    Assumption("kernel_launch_seconds", 5e-06, "s",
+               "GPU: host time to launch one kernel of a compiled graph (Inductor's wrapper calls each fused "
+               "kernel and each library GEMM). Third-party: each cudaLaunchKernel costs 'roughly 5 to 20 "
+               "microseconds'; the low end taken. Tried 3-20 us.",
+               "https://factryze.ai/scale-atlas/compute/tensor-core-throughput"),
+    Assumption("gemm_latency_seconds", 4.8e-06, "s",
+               "GPU: fixed time of one GEMM kernel beyond its tiles at the matmul rate (pipeline fill and "
+               "drain, the epilogue): what keeps small matmuls below the large-GEMM rate. Derived from a "
+               "third-party cuBLAS table (B200, bf16): 2048^3 at 1006 TFLOPS against 8192^3 at 1610, i.e. "
+               "17.1 us where the large-GEMM rate and the wave quantization (148 SMs) give 12.3 us; assumed to "
+               "carry to the H100 and A100. Tried 2-8 us.", "https://pyptx.dev/performance/"),
+    Assumption("neff_execution_seconds", 3e-05, "s",
+               "Trainium: fixed device time of one NEFF execution of a compiled graph (the runtime starts its "
+               "instruction streams and DMA queues). Assumed: no published steady-state figure (AWS notes "
+               "about 1 ms of start-up for a NEFF's first execution only, aws-neuron-sdk issue 994). Tried "
+               "10-100 us."),
     Assumption("compute_fraction", 0.5, "",
                "Achievable fraction of peak FLOP/s for the 'expected' time of ops without a device efficiency "
                "(matmuls and attention have theirs). Assumed; 0.3-0.8 tried (docs/estimate.md)."),

@@ -19,6 +19,16 @@ well-shaped GEMMs (a published benchmark per GPU; an assumption for Trainium, li
 
     matmul rate = peak(dtype) · matmul_ceiling · utilization(shape)
 
+A small GEMM also pays a fixed time per call beyond its tiles (pipeline fill and drain, the epilogue),
+so its rate is a function of its size (the shape of published GEMM curves: low for small sizes, rising
+to the ceiling):
+
+    seconds = FLOPs / (matmul rate) + latency,   rate(size) = FLOPs / seconds
+
+``call_latency``: a GPU library GEMM's ``gemm_latency_seconds`` (an assumption with its source). A
+Trainium runs a compiled graph's matmuls as instructions of one NEFF, whose fixed cost is per execution
+(model.launch_costs), not per matmul.
+
 Attention (a fused flash kernel) runs at the device's ``attention_efficiency`` of peak, the published
 fraction of the flash-attention kernel its framework uses. Neither includes memory time: the roofline
 takes the larger of this compute time and the bytes at the achievable bandwidth.
@@ -27,7 +37,7 @@ takes the larger of this compute time and the bytes at the achievable bandwidth.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 Tile = tuple[int, int, int]
 
@@ -65,3 +75,9 @@ def matrix_efficiency(family: str, gemm: Optional[Sequence[int]], ceiling: float
     if family == "attention" and attention > 0:
         return attention
     return fallback
+
+
+def call_latency(family: str, kind: str, a: Mapping[str, float]) -> float:
+    """The fixed seconds of one call of an op of ``family`` on a device of ``kind`` beyond its work at the
+    rate above: a GPU GEMM's ``gemm_latency_seconds``, else none."""
+    return a["gemm_latency_seconds"] if kind == "gpu" and family == "matmul" else 0.0

@@ -28,16 +28,16 @@ def _root(parent: list[int], i: int) -> int:
     return i
 
 
-def fused_bytes(works: Sequence[Work], flow: Sequence[Sequence]) -> dict[int, float]:
-    """Bytes per run of each fusible op of the graph (by its index in ``works``) when every connected
-    chain of fusible calls is one region; ops absent from the result keep their own bytes."""
+def _regions(works: Sequence[Work], flow: Sequence[Sequence]):
+    """The graph's calls (entries), which are views, which are fusible, each call's region and its
+    consumers; None for an unreadable flow."""
     entries = []
     for entry in flow:
         try:
             index, out_bytes, is_output, producers = int(entry[0]), float(entry[1]), bool(entry[2]), entry[3]
             entries.append((index, out_bytes, is_output, [(int(p), float(b)) for p, b in producers]))
         except (TypeError, ValueError, IndexError):
-            return {}  # an unreadable flow: no fusion rather than a wrong one
+            return None  # an unreadable flow: no fusion rather than a wrong one
     n = len(entries)
     # a view moves nothing (flops.VIEWS: 0 bytes): its consumers read what it views
     view = [0 <= e[0] < len(works) and works[e[0]].family == "copy/view" and works[e[0]].bytes == 0
@@ -64,6 +64,17 @@ def fused_bytes(works: Sequence[Work], flow: Sequence[Sequence]) -> dict[int, fl
                 if fusible[j] and fusible[p]:
                     parent[_root(parent, j)] = _root(parent, p)
     region = [_root(parent, j) for j in range(n)]
+    return entries, view, fusible, region, consumers
+
+
+def fused_bytes(works: Sequence[Work], flow: Sequence[Sequence]) -> dict[int, float]:
+    """Bytes per run of each fusible op of the graph (by its index in ``works``) when every connected
+    chain of fusible calls is one region; ops absent from the result keep their own bytes."""
+    regions = _regions(works, flow)
+    if regions is None:
+        return {}
+    entries, view, fusible, region, consumers = regions
+    n = len(entries)
     out: dict[int, float] = {}
     read: set[tuple[int, int]] = set()  # (producer, region): a region reads an outside tensor once
     for j, (index, out_bytes, is_output, producers) in enumerate(entries):
@@ -81,3 +92,17 @@ def fused_bytes(works: Sequence[Work], flow: Sequence[Sequence]) -> dict[int, fl
     for index in {e[0] for e, f in zip(entries, fusible) if f}:
         out.setdefault(index, 0.0)
     return out
+
+
+def kernels(works: Sequence[Work], flow: Sequence[Sequence], counts: Sequence[int]) -> float:
+    """Kernels one run of the graph launches when it is fused as above: one per region of fusible calls,
+    one per other call that is not a view (a matmul, a convolution, an attention, a lookup: a library
+    kernel each). Without a readable flow, one per call that is not a view (``counts``: the calls of each
+    op of ``works`` in one run)."""
+    regions = _regions(works, flow) if flow else None
+    if regions is None:
+        return float(sum(c for w, c in zip(works, counts) if not (w.family == "copy/view" and w.bytes == 0)))
+    entries, view, fusible, region, _ = regions
+    fused = {region[j] for j in range(len(entries)) if fusible[j]}
+    others = sum(1 for j in range(len(entries)) if not view[j] and not fusible[j])
+    return float(len(fused) + others)

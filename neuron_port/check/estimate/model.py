@@ -46,16 +46,20 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
     # Data parallel: every core runs the whole op stream of one recorded process on its share of the
     # data, so the per-op costs do not shrink with more cores (the compute and the bytes do)
     dispatch = time.eager_ops / max(work.processes, 1) * a["dispatch_seconds_per_op"]
+    graph_host, graph_device = launch_costs(work, device, a)
+    host = dispatch + graph_host
     ranks = cores  # one rank per logical core (per GPU)
     comm = collective_plan(work, device, max(ranks, 1))
-    expected, fallback = time.expected, time.fallback
+    expected, fallback = time.expected + graph_device, time.fallback
     exposed = max(comm["seconds"] - a["collective_overlap"] * expected, 0.0)
     # signatures that keep changing compile in every steady step (the host waits for neuronx-cc)
     recompiles = compile_time.get("steady_seconds_per_step") or 0.0
-    by_family = {**time.by_family, "fallback": fallback, "dispatch": dispatch, "collectives": exposed,
+    by_family = {**time.by_family, **({"graph_launches": graph_device} if graph_device else {}),
+                 "fallback": fallback, "dispatch": dispatch, **({"graph_calls": graph_host} if graph_host else {}),
+                 "collectives": exposed,
                  **({"compiles": recompiles} if recompiles else {})}
     overlap = device.kind in ASYNC_KINDS  # the host issues ahead: the slower of host and device
-    eager = (max(expected, dispatch) if overlap else expected + dispatch) + fallback + exposed + recompiles
+    eager = (max(expected, host) if overlap else expected + host) + fallback + exposed + recompiles
     compiled = expected + fallback + exposed
     hbm = int(device.hbm_gib * 2**30)
     per_step_usd = None if price.usd is None else eager * price.usd / 3600.0 * chips
@@ -67,7 +71,7 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
         "device": device.id,
         "step_seconds": {"lower": time.lower, "expected": eager},
         "compiled_step_seconds": {"lower": time.lower, "expected": compiled},
-        "device_seconds": expected, "host_seconds": dispatch, "host_device_overlap": overlap,
+        "device_seconds": expected, "host_seconds": host, "host_device_overlap": overlap,
         "seconds_by_family": {k: v for k, v in by_family.items()
                               if v > 0 or k in ("fallback", "dispatch", "collectives")},
         "collectives": {**comm, "exposed_seconds": exposed, "sharding": shard, "ranks": ranks},
@@ -79,6 +83,18 @@ def device_estimate(work: StepWork, device: Device, cores: int, a: Mapping[str, 
                   "per_million_tokens_usd": per_million},
         "validation": validation(device),
     }
+
+
+def launch_costs(work: StepWork, device: Device, a: Mapping[str, float]) -> tuple[float, float]:
+    """(host, device) seconds a step of one process pays for its compiled graph calls beyond their ops'
+    work: every call's host path (Dynamo's guards, AOTAutograd's wrapper: ``graph_call_seconds``), and on
+    a GPU the host launch of each kernel of the fused graph (``kernel_launch_seconds``, kernels from
+    fusion.kernels), on a Trainium one NEFF execution's fixed device time per call
+    (``neff_execution_seconds``). Data parallel: each rank makes all of its process's calls."""
+    processes = max(work.processes, 1)
+    runs, kernels = work.graph_runs / processes, work.graph_kernels / processes
+    host = runs * a["graph_call_seconds"] + (kernels * a["kernel_launch_seconds"] if device.kind == "gpu" else 0.0)
+    return host, runs * a["neff_execution_seconds"] if device.kind == "trainium" else 0.0
 
 
 SCALING_CHIPS = (1, 2, 4, 8, 16, 32, 64)

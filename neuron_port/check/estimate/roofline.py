@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from neuron_port.check.estimate.devices import Device
-from neuron_port.check.estimate.efficiency import matrix_efficiency
+from neuron_port.check.estimate.efficiency import call_latency, matrix_efficiency
 from neuron_port.check.estimate.flops import FAMILIES
 from neuron_port.check.estimate.stepwork import StepWork, WorkItem
 
@@ -43,8 +43,9 @@ def precision_rule(device: Device, work: StepWork) -> dict[str, Any]:
 
 
 def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, float],
-                 fp32_matmul: str = "fp32") -> Roofline:
-    """Roofline time of ``share`` of one work item on ``device``."""
+                 fp32_matmul: str = "fp32", calls_share: float = 0.0) -> Roofline:
+    """Roofline time of ``share`` of one work item on ``device``; ``calls_share`` of its calls run on the
+    unit (one process's: each rank issues every call of its op stream) and pay the per-call latency."""
     dtype = fp32_matmul if item.dtype == "fp32" and item.family in MATRIX_FAMILIES else item.dtype
     peak = device.peak(dtype, item.family)
     # the expected rate at the share of the peak the part sustains (devices.toml); the lower bound at the peak
@@ -55,7 +56,9 @@ def item_seconds(item: WorkItem, device: Device, share: float, a: Mapping[str, f
     memory = item.bytes * share / bandwidth if bandwidth > 0 else 0.0
     efficiency = matrix_efficiency(item.family, item.gemm, device.matmul_ceiling, device.matmul_tiles,
                                    device.matmul_units, device.attention_efficiency, a["compute_fraction"])
-    return Roofline(max(compute, memory), max(run / efficiency, memory / a["memory_fraction"]), compute)
+    run = run / efficiency + item.calls * calls_share * call_latency(item.family, device.kind, a)
+    return Roofline(max(compute, memory), max(run, memory / a["memory_fraction"]), compute)
+
 
 
 def host_fallback_seconds(work: StepWork, core_share: float, a: Mapping[str, float]) -> float:
@@ -104,7 +107,7 @@ def device_time(work: StepWork, device: Device, share: float, core_share: float,
         if item is on_device:
             result.fallback = item_seconds(item, device, core_share, a).expected
             continue
-        r = item_seconds(item, device, share, a, fp32_matmul)
+        r = item_seconds(item, device, share, a, fp32_matmul, 1.0 / max(work.processes, 1))
         result.expected += r.expected
         result.by_family[item.family] = result.by_family.get(item.family, 0.0) + r.expected
         compute_floor += r.lower_compute

@@ -116,6 +116,10 @@ class StepWork:
     outside_steps_calls: int = 0
     eager_neffs: int = 0  # distinct native signatures (the most of any process: ranks share a cache)
     graphs: int = 0  # distinct torch.compile graphs compiled
+    # compiled graph calls in a mean steady step and the kernels they launch under fusion (fusion.kernels),
+    # over all processes: the per-graph and per-launch costs (model.launch_costs)
+    graph_runs: float = 0.0
+    graph_kernels: float = 0.0
     # eager NEFF compiles in a mean steady step: signatures that keep changing (steady_compiles.py)
     steady_compiles: float = 0.0
     eager_sites: list[tuple[str, float]] = field(default_factory=list)  # the lines of the most eager calls
@@ -142,7 +146,8 @@ class StepWork:
                 "fallback_modeled_flops": self.fallback_modeled_flops,
                 "fallback_modeled_bytes": self.fallback_modeled_bytes, "fallback_flops": self.fallback_flops,
                 "outside_steps_calls": self.outside_steps_calls, "eager_neffs": self.eager_neffs,
-                "graphs": self.graphs, "peak_bytes": self.peak_bytes, "steady_compiles": self.steady_compiles,
+                "graphs": self.graphs, "graph_runs": self.graph_runs, "graph_kernels": self.graph_kernels,
+                "peak_bytes": self.peak_bytes, "steady_compiles": self.steady_compiles,
                 "eager_sites": [{"site": site, "calls": calls} for site, calls in self.eager_sites],
                 "token_sources": [t.to_json() for t in self.token_sources],
                 "parameter_bytes": self.parameter_bytes, "float32_matmul_precision": self.float32_matmul_precision,
@@ -165,6 +170,8 @@ class StepWork:
                    fallback_flops=amount(data, "fallback_flops", where, 0.0),
                    outside_steps_calls=count(data, "outside_steps_calls", where, 0),
                    eager_neffs=count(data, "eager_neffs", where), graphs=count(data, "graphs", where),
+                   graph_runs=amount(data, "graph_runs", where, 0.0),
+                   graph_kernels=amount(data, "graph_kernels", where, 0.0),
                    steady_compiles=amount(data, "steady_compiles", where, 0.0),
                    eager_sites=[(saved.text(s, "site", at, ""), amount(s, "calls", at, 0.0))
                                 for at, s in saved.objects(data, "eager_sites", where)],

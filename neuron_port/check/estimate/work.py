@@ -27,9 +27,10 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Optional
 
+from neuron_port.check.aggregate.phases import phases_of
 from neuron_port.check.aggregate.shapes import WARMUP_STEPS
 from neuron_port.check.estimate.flops import Work, base_name, parse_tensor, tensor_list, work
-from neuron_port.check.estimate.fusion import FUSIBLE, fused_bytes
+from neuron_port.check.estimate.fusion import FUSIBLE, fused_bytes, kernels
 from neuron_port.check.estimate.steady_compiles import steady_compiles_per_step
 from neuron_port.check.estimate.stepwork import CollectiveWork, PhaseWork, StepWork, TokenSource, WorkItem
 from neuron_port.check.events import (
@@ -71,10 +72,19 @@ def _clock(process: ProcessEvents) -> tuple[str, int]:
     return "signature", 1
 
 
-def _first_step(clock: str, seen: Optional[FirstSeen]) -> Optional[int]:
+def _first_step(clock: str, seen: Optional[FirstSeen],
+                tail: Optional[Callable[[FirstSeen], bool]] = None) -> Optional[int]:
+    """The step a sighting belongs to. On the optimizer clock a sighting stamped ``k >= 1`` made before
+    step ``k``'s first forward (``tail``) is the rest of step ``k - 1``: the clock moves when the first
+    optimizer of a step finishes, so another optimizer's step, ``zero_grad`` and a scheduler run on the
+    next step's number."""
     if seen is None or clock == "signature":
         return 0
-    return seen.optimizer_step if clock == "optimizer_step" else max(seen.forward - 1, 0)
+    if clock != "optimizer_step":
+        return max(seen.forward - 1, 0)
+    if seen.optimizer_step >= 1 and tail is not None and tail(seen):
+        return seen.optimizer_step - 1
+    return seen.optimizer_step
 
 
 def per_step_calls(calls: int, first_step: Optional[int], measured: int, warmup: int = WARMUP_STEPS) -> float:
@@ -166,6 +176,31 @@ class _Process:
         self.cwd = process.process.cwd if process.process is not None else None
         self.mean_work: dict[str, list[Work]] = defaultdict(list)
         self.native = 0
+        summary = process.summary
+        self.forwards = (summary.forwards or 0) if summary is not None else 0
+        # the forward clock tells a step's tail only when every outermost call was a training step's
+        self.tails = self.clock == "optimizer_step" and not any(
+            p.kind in ("evaluation", "generation") for p in phases_of(process).phases.values())
+
+    def first_step(self, seen: Optional[FirstSeen]) -> Optional[int]:
+        return _first_step(self.clock, seen, self.in_tail)
+
+    def in_tail(self, seen: FirstSeen) -> bool:
+        """Whether a sighting stamped optimizer step ``k`` came before step ``k``'s first forward: the step
+        its forward count falls in, at the run's forwards per step, is ``k - 1``. Without a forward clock
+        (the whole model compiled: no module hook runs) a step's eager ops are its optimizers', its loss'
+        and its inputs' copies, all seen in the first step: a later first sighting is the rest of a step.
+        Not told apart: a process with evaluations or generations (their forwards are on the same clock),
+        and a sighting at the last step's number after more than one step (an op of every step's tail
+        was seen at step 1: this one ran after training, a final read or a save)."""
+        if not self.tails or self.measured <= 0 or (seen.optimizer_step >= self.measured > 1):
+            return False
+        if self.forwards <= 0:
+            return seen.forward <= 0
+        if self.forwards < self.measured or seen.forward <= 0:
+            return False
+        step_of_forward = -(-seen.forward * self.measured // self.forwards) - 1
+        return step_of_forward == seen.optimizer_step - 1
 
 
 def _eager_compile(run: _Run, process: _Process, event: EagerCompileEvent) -> None:
@@ -174,7 +209,7 @@ def _eager_compile(run: _Run, process: _Process, event: EagerCompileEvent) -> No
     run.optimizer_op(event.op, event.signature)
     process.mean_work[event.op].append(w)
     process.native += 1
-    first = _first_step(process.clock, event.first_seen)
+    first = process.first_step(event.first_seen)
     training = run.outside(process, first, event.calls, event.outside_calls, w)
     calls = per_step_calls(training, first, process.measured)
     run.add(event.op, w, calls)
@@ -195,7 +230,7 @@ def _eager_compile_truncated(run: _Run, process: _Process, event: EagerCompileTr
 
 def _signature_per_step(run: _Run, process: _Process, sig: SignatureCalls, counted: Work) -> float:
     """A written signature's calls in a mean training step (its calls outside the steps kept apart)."""
-    first = _first_step(process.clock, sig.first_seen) if sig.first_seen is not None else None
+    first = process.first_step(sig.first_seen) if sig.first_seen is not None else None
     return per_step_calls(run.outside(process, first, sig.calls, sig.outside_calls, counted), first, process.measured)
 
 
@@ -249,18 +284,24 @@ def _op(run: _Run, process: _Process, event: OpEvent) -> None:
 def _graph_work(run: _Run, process: _Process, event: GraphWorkEvent) -> None:
     """The ops inside a torch.compile graph, per run of the graph: no dispatch each."""
     works = [work(graph_op.op, graph_op.signature) for graph_op in event.ops]
-    first = _first_step(process.clock, event.first_seen)
+    first = process.first_step(event.first_seen)
     graph = Work("graph", sum(w.flops * g.count for w, g in zip(works, event.ops)),
                  sum(w.bytes * g.count for w, g in zip(works, event.ops)), "fp32")  # one run, unfused
     ops = sum(g.count for g in event.ops)
     runs = per_step_calls(run.outside(process, first, event.runs, event.outside_runs, graph, ops), first,
                           process.measured)
     fused = fused_bytes(works, event.flow) if event.flow else {}  # fusion.py: bytes per run under fusion
+    run.out.graph_runs += runs
+    run.out.graph_kernels += runs * kernels(works, event.flow, [g.count for g in event.ops])
     for i, (graph_op, w) in enumerate(zip(event.ops, works)):
         run.optimizer_op(graph_op.op, graph_op.signature)
         if i in fused and w.family in FUSIBLE:  # per call: the op's share of its regions' traffic
             w = replace(w, bytes=fused[i] / max(graph_op.count, 1))
         run.add(graph_op.op, w, runs * graph_op.count, compiled=True)
+        if w.tokens is not None and runs > 0:  # a lookup inside the graph: its indices are the step's tokens
+            module = graph_op.module or (graph_op.site.module if graph_op.site is not None else None)
+            where = (graph_op.op, site_name(graph_op.site, process.cwd), module)
+            run.tokens[where] += runs * graph_op.count * w.tokens
 
 
 def _distributed(run: _Run, process: _Process, event: DistributedEvent) -> None:

@@ -150,6 +150,8 @@ class GraphOp:
     op: str
     signature: tuple[Any, ...] = ()
     count: int = 1  # calls of this signature in one run of the graph
+    module: Optional[str] = None  # an embedding lookup's module ("transformer.wte"), for the tokens per step
+    site: Optional[Site] = None  # ... and its user line
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,8 @@ class GraphWorkEvent:
     @classmethod
     def from_fields(cls, f: EventFields) -> GraphWorkEvent:
         ops = tuple(GraphOp(op=o.required_text("op"), signature=tuple(o.array("signature") or ()),
-                            count=o.integer("count", 1)) for o in f.objects("ops"))
+                            count=o.integer("count", 1), module=o.text("module"), site=site_field(o))
+                    for o in f.objects("ops"))
         return cls(graph=f.text("graph"), key=f.text("key"), runs=f.integer("runs"), ops=ops,
                    first_seen=FirstSeen.from_fields(f.nested("first_seen")), flow=tuple(f.array("flow") or ()),
                    outside_runs=outside_calls(f, "outside_runs"))

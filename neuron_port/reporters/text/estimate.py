@@ -174,6 +174,10 @@ ACTIONS = {
     "attention": "attention: a fused (flash) kernel is assumed; a shorter sequence or fewer heads",
     "compiles": ("eager NEFF compiles in every step: the NP902 findings name the lines and the fix (a tensor lr, "
                  "capturable=True, padding to buckets)"),
+    "graph_calls": ("the host cost of each compiled graph call (guards, wrapper, kernel launches): fewer, larger "
+                    "graphs (one compiled function over all parameters instead of one call per parameter)"),
+    "graph_launches": ("a NEFF execution's fixed cost per compiled graph call: fewer, larger graphs (one compiled "
+                       "function over all parameters instead of one call per parameter)"),
 }
 
 
