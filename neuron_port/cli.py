@@ -108,7 +108,7 @@ def rewrite(
 ) -> None:
     """Rewrite CUDA-specific code for Trainium in place and report what could not be rewritten.
 
-    Findings are printed as `path:line:col CODE message`; `[*]` marks a fix that was not applied (use
+    Findings are printed as `path:line:col: CODE message`; `[*]` marks a fix that was not applied (use
     --unsafe-fixes for unsafe ones). Suppress a finding with `# neuron-port: ignore[NP101]` on its line.
     `neuron-port rewrite --fix --stdin-filename x.py -` rewrites stdin to stdout (for editors).
     """

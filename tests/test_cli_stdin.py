@@ -32,7 +32,7 @@ def test_fix_prints_the_rewritten_source_and_the_findings_on_stderr(project):
     result = stdin_cli(SOURCE, "--fix", "--stdin-filename", "train.py", "-", cwd=project)
     assert result.returncode == 0, result.stderr  # NP202 is a warning; NP103 was fixed
     assert result.stdout == FIXED
-    assert b"train.py:3:12 NP202" in result.stderr and b"NP103" not in result.stderr
+    assert b"train.py:3:12: NP202" in result.stderr and b"NP103" not in result.stderr
     again = stdin_cli(result.stdout, "--fix", "--stdin-filename", "train.py", "-", cwd=project)
     assert again.stdout == FIXED  # a second run changes nothing
     assert list(project.iterdir()) == [project / ".git"]  # nothing written to disk
@@ -41,9 +41,9 @@ def test_fix_prints_the_rewritten_source_and_the_findings_on_stderr(project):
 def test_without_fix_only_the_findings(project):
     result = stdin_cli(SOURCE, "--stdin-filename", "train.py", "-", cwd=project)
     assert result.returncode == 1  # the NP103 error is left
-    assert result.stdout.startswith(b"train.py:2:5 NP103 [*]") and b"import torch" not in result.stdout
+    assert result.stdout.startswith(b"train.py:2:5: NP103 [*]") and b"import torch" not in result.stdout
     unnamed = stdin_cli(SOURCE, "-", cwd=project)
-    assert unnamed.stdout.startswith(b"-:2:5 NP103")
+    assert unnamed.stdout.startswith(b"-:2:5: NP103")
     as_json = stdin_cli(SOURCE, "--output-format", "json", "--stdin-filename", "t.py", "-", cwd=project)
     assert {f["code"] for f in json.loads(as_json.stdout)["findings"]} == {"NP103", "NP202"}
     fixed_json = stdin_cli(SOURCE, "--fix", "--output-format", "json", "--stdin-filename", "t.py", "-", cwd=project)
@@ -76,11 +76,11 @@ def test_the_name_decides_the_kind(project):
     result = stdin_cli(text, "--fix", "--stdin-filename", "explore.ipynb", "-", cwd=project)
     assert json.loads(result.stdout)["cells"][1]["source"] == ['x = y.to("neuron")\n']
     findings = stdin_cli(text, "--stdin-filename", "explore.ipynb", "-", cwd=project)
-    assert b"explore.ipynb[cell 2]:1:5 NP103" in findings.stdout
+    assert b"explore.ipynb[cell 2]:1:5: NP103" in findings.stdout
     launch = b"torchrun --nproc_per_node=8 train.py --backend nccl\n"
     shell = stdin_cli(launch, "--fix", "--stdin-filename", "launch.sh", "-", cwd=project)
     assert shell.stdout == b"torchrun --nproc_per_node=8 train.py --backend neuron\n"
-    assert b"launch.sh:1:10 NP521" in shell.stderr
+    assert b"launch.sh:1:10: NP521" in shell.stderr
     as_python = stdin_cli(launch, "--fix", "--stdin-filename", "launch.py", "-", cwd=project)
     # read as Python it does not parse: an error, and the input is given back
     assert (as_python.returncode, as_python.stdout) == (1, launch) and b"launch.py:1:" in as_python.stderr

@@ -29,8 +29,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def expected(prefix: str) -> list[str]:
-    return [f"{prefix}main.py:100:5 NP103", f"{prefix}main.py:1234:5 NP103",
-            f"{prefix}{RED}/t.py:100:5 NP103", f"{prefix}{RED}/t.py:1234:5 NP103"]
+    return [f"{prefix}main.py:100:5: NP103", f"{prefix}main.py:1234:5: NP103",
+            f"{prefix}{RED}/t.py:100:5: NP103", f"{prefix}{RED}/t.py:1234:5: NP103"]
 
 
 def assert_locations(text: str, prefix: str) -> None:

@@ -45,8 +45,8 @@ def test_python_api_example_runs(tmp_path, sim_build):
     lines = result.stdout.splitlines()
     assert lines[0] == "[('NP103', 2, True)]"
     assert '+model = torch.nn.Linear(2, 2).to("neuron")' in lines
-    left = [line for line in lines if re.match(r".*train\.py:\d+:\d+ NP\d+ ", line)]
-    assert len(left) == 1 and re.fullmatch(r".*train\.py:3:1 NP407 .*cudnn.*", left[0]), left
+    left = [line for line in lines if re.match(r".*train\.py:\d+:\d+: NP\d+ ", line)]
+    assert len(left) == 1 and re.fullmatch(r".*train\.py:3:1: NP407 .*cudnn.*", left[0]), left
     document = json.loads(result.stdout[result.stdout.index("{\n"):result.stdout.index("\n}\n") + 2])
     assert document["summary"]["fixes_applied"] == 2
     assert "True" in lines  # the unsafe fix would apply

@@ -111,7 +111,7 @@ def test_text_report_has_summary_and_sites(tmp_path, cli):
     result = cli("check", str(tmp_path), "--", "python", "job.py")
     assert "readiness:" in result.stdout
     assert "job.py:3 NP901" not in result.stdout  # findings are path:line:col
-    assert "job.py:3:1 NP901" in result.stdout
+    assert "job.py:3:1: NP901" in result.stdout
     assert result.returncode == 0  # a fallback is a warning
 
 

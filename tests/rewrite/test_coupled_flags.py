@@ -196,6 +196,6 @@ def test_a_lightning_gpu_config_is_reported_at_its_line(tmp_path):
     result = run_cli("rewrite", ".", cwd=tmp_path)
     assert result.returncode in (0, 1), result.stderr
     out = result.stdout + result.stderr
-    assert "configs/trainer/gpu.yaml:4:1 NP611" in out, out
+    assert "configs/trainer/gpu.yaml:4:1: NP611" in out, out
     assert "cpu.yaml" not in out
     assert (trainer / "gpu.yaml").read_text().endswith("accelerator: gpu\ndevices: 1\n")  # reported, not edited

@@ -40,7 +40,7 @@ def project(tmp_path):
 def test_dash_after_dashes_is_the_file(project, reader):
     result = _rewrite(project, "--check", "--diff", *READERS[reader], "--", "-", "clean.py")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "-:3:9 NP103" in result.stderr, result.stderr  # the file's finding, shown as `-`
+    assert "-:3:9: NP103" in result.stderr, result.stderr  # the file's finding, shown as `-`
     assert "2 file(s) scanned" in result.stderr, result.stderr
     assert "NP201" not in result.stdout + result.stderr  # stdin was not read
     assert '+model = torch.nn.Linear(2, 2).to("neuron")' in result.stdout
@@ -56,7 +56,7 @@ def test_the_fix_hook_form_rewrites_the_file(project, reader):
 
 def test_dash_alone_before_dashes_is_still_stdin(project):
     result = _rewrite(project, "--check", "-")
-    assert result.returncode == 1 and "-:2:1 NP201" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 1 and "-:2:1: NP201" in result.stdout, result.stdout + result.stderr
     assert (project / "-").read_text() == SCRIPT
 
 

@@ -123,7 +123,7 @@ def test_check_hook_fails_fix_hook_fixes_then_both_pass(tmp_path, hook_repo, pre
     assert '-device = "cuda"' in out and '+device = "neuron"' in out
     assert '+model = torch.nn.Linear(4, 4).to("neuron")' in out
     # ... and the findings
-    assert 'train.py:3:10 NP101 [*]' in out
+    assert 'train.py:3:10: NP101 [*]' in out
     assert "train.py:4:" in out and "NP103" in out and "NP201" in out
     assert (project / "train.py").read_text() == CUDA_FILE  # the check hook writes nothing
 

@@ -42,7 +42,7 @@ def test_rewrite_in_place_then_second_run_is_clean(tmp_path, cli):
     make_tree(tmp_path, {"pkg/train.py": CUDA_FILE})
     first = cli("rewrite", ".", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr  # only a warning is left
-    assert "pkg/train.py:5:12 NP202" in first.stdout
+    assert "pkg/train.py:5:12: NP202" in first.stdout
     assert "1 rewritten, 2 fix(es) applied" in first.stdout
     text = (tmp_path / "pkg/train.py").read_text()
     assert "torch.neuron.synchronize()" in text

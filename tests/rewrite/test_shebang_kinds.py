@@ -47,7 +47,7 @@ def test_suffix_less_scripts_given_by_path(tmp_path, cli):
     assert (bin_dir / "launch").read_text() == "#!/usr/bin/env bash\nset -e\n" + LAUNCH.replace("nccl", "neuron")
     assert (bin_dir / "train").read_text().endswith('x = torch.ones(2).to("neuron")\n')
     assert (bin_dir / "plain").read_text().endswith('x = torch.ones(2).to("neuron")\n')
-    assert "bin/launch:3:10 NP521" in result.stdout  # the launch rules ran on it
+    assert "bin/launch:3:10: NP521" in result.stdout  # the launch rules ran on it
     again = cli("rewrite", "--check", "--select", "NP103,NP523", "bin/launch", "bin/train", cwd=tmp_path)
     assert again.returncode == 0, again.stdout  # a second run changes nothing
 

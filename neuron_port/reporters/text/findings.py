@@ -1,4 +1,5 @@
-"""Console rendering of a report: findings as ``path:line:col CODE message``, then a summary; for
+"""Console rendering of a report: findings as ``path:line:col: CODE message`` (flake8's and ruff's form,
+which problem matchers, reviewdog's ``%f:%l:%c: %m`` and vim's errorformat read), then a summary; for
 `check`, the runtime tables first (check.py).
 
 Reporters only format onto the console they are given; the CLI owns the consoles and the exit code.
@@ -27,7 +28,7 @@ def finding_line(f: Finding) -> str:
     if f.fix.available and not f.fix.applied:
         marker = " [*]" if f.fix.safety == "safe" else " [unsafe fix]"
     effort = f" (effort: {f.effort})" if f.effort and not f.fix.available else ""
-    return f"{where} {f.code}{marker} {f.message}{effort}"
+    return f"{where}: {f.code}{marker} {f.message}{effort}"
 
 
 def render_findings(console: Console, report: Report, include_fixed: bool = False, related: bool = False) -> None:
@@ -40,8 +41,8 @@ def render_findings(console: Console, report: Report, include_fixed: bool = Fals
         console.print(finding_line(f), style=style, markup=False, highlight=False, soft_wrap=True)
         if related and f.cell is None:
             for line, column, code in f.related:
-                console.print(f"    {f.path}:{line}:{column} {code} (folded into {f.code} above)", markup=False,
-                              highlight=False, soft_wrap=True)
+                console.print(f"{f.path}:{line}:{column}: {code} (folded into {f.code} at {f.line}:{f.column})",
+                              markup=False, highlight=False, soft_wrap=True)
 
 
 def render_errors(console: Console, report: Report) -> None:

@@ -59,10 +59,10 @@ def printed(report: Report, quiet: bool = False) -> str:
 def test_the_run_panel_says_shape_only_and_np911_is_listed(tmp_path):
     text = printed(report_of(tmp_path, "shape_only"))
     assert "shape-only run: no values computed; 2 placeholder site(s), 1 size-rule site(s)" in text
-    assert ("train.py:40:1 NP911 value not computed in a shape-only run: aten::_local_scalar_dense returned 0.0 "
+    assert ("train.py:40:1: NP911 value not computed in a shape-only run: aten::_local_scalar_dense returned 0.0 "
             "here; control flow that depends on it may differ from a real run (effort: low)") in text
-    assert "train.py:41:1 NP911 value not computed in a shape-only run: aten::_to_copy returned zeros here" in text
-    assert ("train.py:57:1 NP911 data-dependent size: aten::nonzero sized at its upper bound [16, 1]; set "
+    assert "train.py:41:1: NP911 value not computed in a shape-only run: aten::_to_copy returned zeros here" in text
+    assert ("train.py:57:1: NP911 data-dependent size: aten::nonzero sized at its upper bound [16, 1]; set "
             "--size-rule FILE:LINE=N for the real size") in text
     # the panel comes before the findings, as for every check
     assert text.index("shape-only run:") < text.index("NP911")
