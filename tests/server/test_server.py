@@ -159,3 +159,13 @@ async def test_an_unsafe_fix_is_offered_labelled_unsafe(client: LanguageClient, 
     (action,) = [a for a in actions if a.title.startswith("Apply unsafe fix NP302")]
     assert "unsafe" in action.title and not action.is_preferred
     assert _apply(text, _edits(action)) == 'import torch\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    pass\n'
+
+
+async def test_a_configuration_error_is_one_diagnostic_naming_the_file_and_line(client: LanguageClient, project: Path):
+    sub = project / "sub"
+    sub.mkdir()
+    (sub / "pyproject.toml").write_text('[tool.neuron-port]\ntarget = "neuron"\nselect = ["NP999"]\n')
+    uri = _open(client, sub / "train.py", "import torch\nx = torch.zeros(3).cuda()\n")
+    (diagnostic,) = await _diagnostics(client, uri, lambda d: len(d) > 0)
+    assert diagnostic.severity == types.DiagnosticSeverity.Error and diagnostic.range.start.line == 0
+    assert "pyproject.toml:3" in diagnostic.message and "NP999" in diagnostic.message
