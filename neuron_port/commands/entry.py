@@ -1,7 +1,7 @@
 """The `neuron-port` console script and `python -m neuron_port`: a plain `rewrite` line (a pre-commit
 hook's) runs without typer (rewrite_argv.py); every other line, help and shell completion go to the typer
-app cli.py declares, exactly as before. Either way an interrupt exits 130 and an internal error prints
-one line instead of a traceback."""
+app cli.py declares, whose usage errors usage_errors.py prints in one line. Either way an interrupt exits
+130 and an internal error prints one line instead of a traceback."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ def main() -> None:
 
         if not run_plain_rewrite(sys.argv[1:]):  # a plain `rewrite` line runs without typer
             from neuron_port.cli import PROG_NAME, app
+            from neuron_port.commands.usage_errors import run_app
 
-            app(prog_name=PROG_NAME)
+            sys.exit(run_app(app, PROG_NAME))  # usage errors in one line, in our words
     except KeyboardInterrupt:
         err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
         sys.exit(130)
