@@ -41,6 +41,9 @@ GPT2_124M = ["--model", "gpt2", "--layers", "12", "--d", "768", "--heads", "12",
 GPT2_1_5B = ["--model", "gpt2", "--layers", "48", "--d", "1600", "--heads", "25", "--vocab", "50257", "--seq", "1024"]
 LLAMA3_8B = ["--model", "llama", "--layers", "32", "--d", "4096", "--heads", "32", "--kv-heads", "8", "--ffn", "14336",
              "--vocab", "128256", "--seq", "8192"]
+LLAMA3_8B_8L = LLAMA3_8B[:LLAMA3_8B.index("--layers") + 1] + ["8"] + LLAMA3_8B[LLAMA3_8B.index("--layers") + 2:]
+LLAMA3_405B = ["--model", "llama", "--layers", "126", "--d", "16384", "--heads", "128", "--kv-heads", "8", "--ffn",
+               "53248", "--vocab", "128256", "--seq", "8192"]
 SMALL_GPT = ["--model", "gpt2", "--layers", "2", "--d", "128", "--heads", "4", "--vocab", "1000", "--seq", "128"]
 SMALL_LLAMA = ["--model", "llama", "--layers", "2", "--d", "128", "--heads", "4", "--kv-heads", "2", "--ffn", "352",
                "--vocab", "1000", "--seq", "256"]
@@ -71,12 +74,28 @@ WORKLOADS = {
                          SMALL_LLAMA + ["--batch", "2", "--build", "device", "--gqa", "sdpa", "--fsdp"],
                          180, 2.0, "Llama-3-8B shape, batch 2, seq 8192, FSDP2 (fully_shard per block) over a "
                                    "64-rank fake world (check --world-size 64): rank 0 of 64"),
+    # issue 36 item 3: the fake world's cost grows with the model, not the world (rank 0 makes only its pieces)
+    "llama8l_fsdp8": (LLAMA3_8B_8L + ["--batch", "2", "--build", "device", "--gqa", "sdpa", "--fsdp"],
+                      SMALL_LLAMA + ["--batch", "2", "--build", "device", "--gqa", "sdpa", "--fsdp"],
+                      None, None, "8-layer Llama-3-8B-width decoder, batch 2, seq 8192, FSDP2 over an 8-rank fake "
+                                  "world: rank 0 of 8"),
+    "llama8l_fsdp4096": (LLAMA3_8B_8L + ["--batch", "2", "--build", "device", "--gqa", "sdpa", "--fsdp"],
+                         SMALL_LLAMA + ["--batch", "2", "--build", "device", "--gqa", "sdpa", "--fsdp"],
+                         None, None, "same model as rank 0 of 4,096 (goal: its shard phase <= 2x llama8l_fsdp8's)"),
+    "llama405b_fsdp1024": (LLAMA3_405B + ["--batch", "1", "--build", "device", "--gqa", "sdpa", "--fsdp"],
+                           SMALL_LLAMA + ["--batch", "1", "--build", "device", "--gqa", "sdpa", "--fsdp"],
+                           180, 2.0, "Llama-3.1-405B shape (126 x 16384, 128/8 heads, FFN 53248, vocab 128256), "
+                                     "batch 1, seq 8192, FSDP2 per block, as rank 0 of a 1,024-rank fake world"),
     "llama_small_cpu": (SMALL_LLAMA + ["--batch", "2", "--build", "cpu", "--gqa", "sdpa"],
                         SMALL_LLAMA + ["--batch", "2", "--build", "cpu", "--gqa", "sdpa"],
                         None, None, "reduced Llama built on CPU then .to('neuron') (the 8B fp32 model, 32 GB, "
                                     "cannot be built on this 23 GB machine's CPU)"),
 }
-CHECK_OPTIONS = {"llama3_8b_fsdp64": ["--world-size", "64"]}  # check's own options per workload
+CHECK_OPTIONS = {"llama3_8b_fsdp64": ["--world-size", "64"],  # check's own options per workload
+                 "llama8l_fsdp8": ["--world-size", "8"], "llama8l_fsdp4096": ["--world-size", "4096"],
+                 "llama405b_fsdp1024": ["--world-size", "1024"]}
+# workload -> (the same model at a small world, the most its shard phase may take, as a multiple of that one's)
+SHARD_SCALING = {"llama8l_fsdp4096": ("llama8l_fsdp8", 2.0)}
 OP_COST_MODES = ("shape_only", "fake", "meta", "simulator", "cpu")
 OP_COST_CASES = ("add16", "mm1024", "view", "linear_bwd", "add_new_sig")
 OP_GOAL_US = 50.0
@@ -321,6 +340,21 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def shard_scaling(results: list[dict]) -> list[dict]:
+    """The shard phase of a big fake world against the same model's at a small one (SHARD_SCALING)."""
+    by_name = {r["workload"]: r for r in results}
+    rows = []
+    for name, (base, goal) in SHARD_SCALING.items():
+        big, small = by_name.get(name), by_name.get(base)
+        if not big or not small or "shard" not in big.get("phases", {}) or "shard" not in small.get("phases", {}):
+            continue
+        ratio = big["phases"]["shard"] / max(small["phases"]["shard"], 1e-9)
+        rows.append({"workload": name, "baseline": base, "shard_s": big["phases"]["shard"],
+                     "baseline_shard_s": small["phases"]["shard"], "ratio": round(ratio, 3), "goal_ratio": goal,
+                     "goal_met": ratio <= goal})
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", choices=("small", "full"), default="small")
@@ -356,7 +390,13 @@ def main() -> None:
         if a.json:
             a.json.parent.mkdir(parents=True, exist_ok=True)
             a.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    scaling = shard_scaling(results)
+    if scaling and a.json:
+        a.json.write_text(json.dumps({"meta": meta, "results": results, "shard_scaling": scaling}, indent=1) + "\n")
     print(table(results))
+    for row in scaling:
+        print(f"\nshard phase {row['workload']} {row['shard_s']:.3f} s vs {row['baseline']} {row['baseline_shard_s']:.3f} s:"
+              f" {row['ratio']:.2f}x (goal <= {row['goal_ratio']}x: {'met' if row['goal_met'] else 'missed'})")
 
 
 if __name__ == "__main__":
