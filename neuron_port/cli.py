@@ -23,6 +23,8 @@ from neuron_port import __version__, api
 from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.commands import estimate, reference
 from neuron_port.commands.check_args import CommandAfterDashes, command_after_dashes, parse_size_rules
+from neuron_port.commands.check_models import (
+    model_runs_of, one_model_report, one_model_table, path_with_model, refuse_without_model, several_models_exit)
 from neuron_port.commands.console import err, out, program_output, run_spinner
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.html import HtmlOption, write_html
@@ -31,6 +33,7 @@ from neuron_port.commands.options import (
     CacheOption, CheckExitZeroOption, CheckOption, CheckQuietOption, ConfigOption, DiffOption, ExcludeOption,
     ExitZeroOption, ExtendIgnoreOption, ExtendSelectOption, FailOnOption, FixOption, FolderArgument, FormatOption,
     IgnoreOption, InstanceOption, JobsOption, MaxFileSizeOption, NeuronCoresOption, NoCacheOption, NprocOption,
+    BatchOption, CompileModelOption, EngineOption, ModelOption, PrecisionOption, SeqOption, TaskOption,
     OutputOption, PathsArgument, PreviewOption, PreviewUnsafeFixesOption, QuietOption, SelectOption,
     ShapeOnlyOption, SizeRuleOption, StatisticsOption, WorldSizeOption, StdinFilenameOption, TargetOption,
     TimeoutOption, UnsafeFixesOption, VerboseOption, fail_usage)
@@ -124,7 +127,7 @@ def rewrite(
 @estimate.with_estimate_options
 def check(
     ctx: typer.Context,
-    path: FolderArgument,
+    path: FolderArgument = None,
     nproc: NprocOption = None,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_SECONDS,
     preview: PreviewOption = False,
@@ -146,6 +149,13 @@ def check(
     quiet: CheckQuietOption = False,
     no_cache: NoCacheOption = False,
     html: HtmlOption = None,
+    model: ModelOption = None,
+    task: TaskOption = None,
+    batch: BatchOption = None,
+    seq: SeqOption = None,
+    precision: PrecisionOption = None,
+    compile: CompileModelOption = False,
+    engine: EngineOption = None,
 ) -> None:
     """Run the project on the simulated neuron device and report what Trainium would do.
 
@@ -161,6 +171,22 @@ def check(
     such findings are left; 2 for usage errors; 130 / 143 when interrupted by SIGINT / SIGTERM (the
     command's processes are ended and the report of what ran is still written). docs/check.md.
     """
+    model_options = {"--task": task, "--batch": batch, "--seq": seq, "--precision": precision,
+                     "--compile": compile, "--engine": engine}
+    if model:  # a generated step of each model (neuron_port/commands/check_models.py)
+        if path is not None:
+            try:
+                path_with_model(ctx, path)
+            except UsageError as exc:
+                raise fail_usage(str(exc))
+        path, shape_only = Path("."), True
+    elif path is None:
+        raise fail_usage("Missing argument 'PATH' (the project folder), or --model ID_OR_PATH")
+    else:
+        try:
+            refuse_without_model(model_options)
+        except UsageError as exc:
+            raise fail_usage(str(exc))
     if not path.is_dir():
         raise fail_usage(f"{path}: not a folder")
     if statistics and output_format.value not in ("text", "json"):
@@ -176,7 +202,7 @@ def check(
                          extend_ignore=extend_ignore, target=target.value if target else None,
                          fail_on=fail_on.value if fail_on else None, unsafe_fixes=unsafe_fixes)
     try:
-        command = command_after_dashes(ctx, settings.check_command)
+        command = command_after_dashes(ctx, None if model else settings.check_command)
         size_rules = parse_size_rules(size_rule or [])
     except UsageError as exc:
         raise fail_usage(str(exc))
@@ -186,12 +212,24 @@ def check(
     on_output = None if quiet else program_output(stdout_to_stderr=machine)
     label = (f"running {shlex.join(command)} on the simulated neuron device"
              f"{' (shape-only)' if shape_only else ''}") if command else None
+    runs = None
+    if model:
+        try:
+            runs = model_runs_of(model, command=command, nproc=nproc, preview=preview, size_rules=size_rules,
+                                 tasks=task or [], batch=batch, seq=seq, precision=precision, world_size=world_size,
+                                 compile=compile)
+            if len(runs) > 1:
+                raise typer.Exit(several_models_exit(runs, engine, timeout, output_format.value, output, quiet,
+                                                     exit_zero))
+        except UsageError as exc:
+            raise fail_usage(str(exc))
+        label = f"one training step of {model[0]} (shape-only)"
     try:
         with run_spinner(label if sys.stderr.isatty() and not quiet else None) as progress:
-            report = api.check(path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
-                               shape_only=shape_only, size_rules=size_rules, world_size=world_size,
-                               use_cache=not no_cache,
-                               on_output=on_output, **progress)
+            report = one_model_report(runs[0], timeout, on_output) if runs else api.check(
+                path, command, settings, nproc=nproc, timeout=timeout, preview=preview,
+                shape_only=shape_only, size_rules=size_rules, world_size=world_size, use_cache=not no_cache,
+                on_output=on_output, **progress)
     except UsageError as exc:
         raise fail_usage(str(exc))
     code = write_html(html, report, exit_code(report, settings.fail_on, pending_fails=False, exit_zero=exit_zero))
@@ -206,6 +244,8 @@ def check(
             code = 2
     context = RenderContext(exit_code=code, unsafe_fixes=settings.unsafe_fixes, folder=path, quiet=quiet)
     render_report(report, output_format.value, context, Streams(out=out(), err=err()), statistics)
+    if runs:
+        one_model_table(report, runs[0], output_format.value, quiet)
     interrupted = report.runtime.status.interrupted if report.runtime else None
     if interrupted:  # as a shell reports a program ended by the signal: 130 (SIGINT), 143 (SIGTERM)
         from neuron_port.check.interrupts import shell_exit_code

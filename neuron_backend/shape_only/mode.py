@@ -75,6 +75,7 @@ def _route(func) -> tuple[int, object]:
 
 
 _DEVICE, _REAL, _OTHER, _HOST = range(4)
+_SCALAR_READ = torch.ops.aten._local_scalar_dense.default
 
 
 def _kind_of_call(args, kwargs) -> int:
@@ -146,6 +147,8 @@ class RecordingMode(TorchDispatchMode):
         if call == _OTHER:
             return func(*args, **kwargs)
         if call == _HOST:  # host work on fakes: no device call, no device memory; a read is a placeholder
+            if func is _SCALAR_READ:  # `.item()`, `int(t)`: as a device read (torch.load's CPU fakes, HF weights)
+                return values.special(func, args, kwargs)()
             try:
                 return func(*args, **kwargs)
             except DynamicOutputShapeException:

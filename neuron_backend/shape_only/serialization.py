@@ -3,14 +3,16 @@ saved as a meta tensor of its shape, dtype and strides (no bytes: a checkpoint o
 placeholder file), and the site is recorded once as a placeholder (``op`` "torch.save", NP911): the file
 holds no weights, and a real run cannot use it. ``torch.load`` gives each meta tensor it reads back as the
 tensor the program saved: a fake on ``map_location`` when that is a ``neuron`` device or absent (the
-placeholders were device tensors), zeros on the CPU for any other ``map_location``, so ``load_state_dict``
-(``assign=True`` included) and the optimizer's resume run as with a real checkpoint.
+placeholders were device tensors), fake CPU tensors for any other ``map_location`` (as from_pretrained's
+placeholder weights, pretrained.py: no host memory, where CPU zeros of a 405B checkpoint would be 1.6 TB of
+it), so ``load_state_dict`` (``assign=True`` included) and the optimizer's resume run as with a real
+checkpoint.
 
 ``safetensors.torch.save_file`` / ``save`` (``save_model``, transformers' ``save_pretrained``) of device
 tensors likewise: each fake is written as an empty tensor of its dtype, its shape kept in the header's
 metadata (``neuron_port.placeholders``), so the file is a few kilobytes, not the model's size in zeros; the
 site is a placeholder (NP911). ``safetensors.torch.load_file`` / ``load`` give those tensors back at their
-shapes (fakes on a ``neuron`` device, CPU zeros on the CPU); real tensors in the same file load as usual.
+shapes (fakes on a ``neuron`` device, fake CPU tensors on the CPU); real tensors in the same file load as usual.
 A fake's storage has no address, so ``storage_ptr`` (which safetensors and transformers' ``save_pretrained``
 use to find tensors that share memory) gives its storage's identity instead.
 """
@@ -24,7 +26,7 @@ import threading
 
 import torch
 
-from . import values
+from . import pretrained, values
 from ..after_import import after_import
 
 PLACEHOLDER_FILE = "a placeholder file (shapes and dtypes, no values)"
@@ -57,8 +59,8 @@ def _restore(obj, device: torch.device):
             return t
         if device.type == "neuron":
             made = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
-        else:
-            made = torch.zeros(t.size(), dtype=t.dtype, device=device)
+        else:  # a fake on the host, as from_pretrained's weights: no bytes (real zeros of a 16 GB checkpoint
+            made = pretrained.host_fake(t)  # would be 16 GB of this machine's memory)
         return made.requires_grad_(t.requires_grad)
     return tree_map(restore, obj)
 

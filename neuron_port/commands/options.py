@@ -67,8 +67,8 @@ NeuronCoresOption = declared(spec.NEURON_CORES)
 CacheOption = declared(spec.CACHE)
 
 # -- check ----------------------------------------------------------------------------------------------
-FolderArgument = Annotated[Path, typer.Argument(metavar="PATH", show_default=False,
-                                                help="The project folder; the command runs from here.")]
+FolderArgument = Annotated[Optional[Path], typer.Argument(
+    metavar="PATH", show_default=False, help="The project folder; the command runs from here (not with --model).")]
 NprocOption = Annotated[Optional[int], typer.Option(
     "--nproc", min=1, metavar="N", help="Run the command under torchrun with N processes (one per NeuronCore).")]
 TimeoutOption = Annotated[float, typer.Option(
@@ -102,6 +102,28 @@ CheckQuietOption = Annotated[bool, typer.Option(
 NoCacheOption = Annotated[bool, typer.Option(
     "--no-cache", help="Do not read or write the result cache of the static scan (.neuron-port-cache/ in the "
                        "project root); every file is processed.")]
+
+# -- check --model (neuron_port/commands/check_models.py) ---------------------------------------------------
+ModelOption = Annotated[Optional[list[str]], typer.Option(
+    "--model", metavar="ID_OR_PATH",
+    help="Instead of a command: one standard training step (AdamW, the task's loss, autocast at --precision) "
+         "of the Hugging Face model built from this config.json (a folder, the file, or a hub ID through the "
+         "HF cache or the hub; no weights read), shape-only. Repeatable: several models give one table.")]
+TaskOption = Annotated[Optional[list[str]], typer.Option(
+    "--task", metavar="TASK", help="With --model: causal-lm, seq2seq, masked-lm or image-classification "
+                                   "(default: from the config's architectures). Once, or once per --model.")]
+BatchOption = Annotated[Optional[int], typer.Option(
+    "--batch", metavar="B", help="With --model: the batch per rank. Default: 8.")]
+SeqOption = Annotated[Optional[int], typer.Option(
+    "--seq", metavar="S", help="With --model: the sequence length. Default: 2048.")]
+PrecisionOption = Annotated[Optional[str], typer.Option(
+    "--precision", metavar="PRECISION", help="With --model: bf16 (default), fp16 (autocast) or fp32.")]
+CompileModelOption = Annotated[bool, typer.Option(
+    "--compile", help="With --model: each block compiled (torch.compile, backend neuron).")]
+EngineOption = Annotated[Optional[str], typer.Option(
+    "--engine", metavar="ENGINE", help="With several --model: local (a process pool, at most one worker per "
+                                       "core) or ray (Ray tasks on RAY_ADDRESS's cluster or a local instance; "
+                                       "the ray extra).")]
 
 
 def fail_usage(message: str) -> "typer.Exit":

@@ -1,0 +1,101 @@
+"""One standard training step of a Hugging Face model built from its ``config.json``: the script that
+``neuron-port check --model ID_OR_PATH`` writes into a project folder of its own (as ``train.py``, beside the
+model's ``config.json`` and ``model_run.json``, the run's choices) and runs through the normal ``check``
+path, shape-only.
+
+    python train.py          # reads model_run.json and config.json beside it
+
+The model is built from its config under ``with torch.device("neuron"):`` (every weight a fake: an 8B model
+needs no host memory), by the transformers Auto class of its task; with a world size, the process group is
+initialised (rank 0 of a fake world) and each of the model's ``_no_split_modules`` blocks, then the model, is
+sharded with FSDP2's ``fully_shard`` (what accelerate's and torchtitan's FSDP2 wrapping pick). One step:
+inputs of the task's shapes, forward with the model's own loss (cross-entropy on the labels) under
+``torch.autocast`` at the precision, backward, ``AdamW.step()``, ``zero_grad``. ``--compile``: each block
+(else the model) compiled with ``backend="neuron"``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+AUTO_CLASSES = {"causal-lm": "AutoModelForCausalLM", "seq2seq": "AutoModelForSeq2SeqLM",
+                "masked-lm": "AutoModelForMaskedLM", "image-classification": "AutoModelForImageClassification"}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
+
+
+def build(folder: Path, run: dict):
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    auto = getattr(transformers, AUTO_CLASSES[run["task"]])
+    with torch.device("neuron"):
+        model = auto.from_config(config)
+    return config, model
+
+
+def blocks(model) -> list:
+    """The model's repeated blocks: modules of the classes it names as not to be split (``_no_split_modules``)."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def vocab(config) -> int:
+    size = getattr(config, "vocab_size", None)
+    if size is None and hasattr(config, "get_text_config"):
+        size = getattr(config.get_text_config(), "vocab_size", None)
+    if not size:
+        sys.exit(f"{config.model_type}: the config names no vocab_size, so token ids cannot be made")
+    return int(size)
+
+
+def inputs(config, run: dict) -> dict:
+    batch, seq, device = run["batch"], run["seq"], torch.device("neuron")
+    if run["task"] == "image-classification":
+        size = getattr(config, "image_size", 224)
+        size = size if isinstance(size, (list, tuple)) else (size, size)
+        channels = getattr(config, "num_channels", 3)
+        return {"pixel_values": torch.randn(batch, channels, *size).to(device),
+                "labels": torch.randint(0, config.num_labels, (batch,)).to(device)}
+    ids = torch.randint(0, vocab(config), (batch, seq)).to(device)
+    if run["task"] == "seq2seq":  # the decoder's inputs given: no shift of the labels (which needs a start token)
+        return {"input_ids": ids, "decoder_input_ids": torch.randint(0, vocab(config), (batch, seq)).to(device),
+                "labels": ids.clone()}
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def main() -> None:
+    folder = Path(__file__).resolve().parent
+    run = json.loads((folder / "model_run.json").read_text())
+    if run.get("world_size"):
+        import torch.distributed as dist
+
+        dist.init_process_group(backend="neuron")
+    config, model = build(folder, run)
+    model.train()
+    if run.get("compile"):
+        for block in blocks(model) or [model]:
+            block.compile(backend="neuron")
+    if run.get("world_size"):
+        from torch.distributed.fsdp import fully_shard
+
+        for block in blocks(model):
+            fully_shard(block)
+        fully_shard(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    batch = inputs(config, run)
+    dtype = DTYPES[run["precision"]]
+    with torch.autocast("neuron", dtype=dtype or torch.float32, enabled=dtype is not None):
+        loss = model(**batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    parameters = sum(p.numel() for p in model.parameters())  # a sharded parameter (DTensor): its global size
+    print(f"model_run: {config.model_type}, {parameters} parameters, one step", flush=True)
+
+
+if __name__ == "__main__":
+    main()
