@@ -55,6 +55,7 @@ class NeuronPortServer(LanguageServer):
         super().__init__("neuron-port", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.analysed: dict[str, Analysed] = {}
         self.pending: dict[str, asyncio.Task] = {}
+        self.running: dict[tuple[str, Optional[int]], tuple[str, asyncio.Future]] = {}
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-port-analysis")
         self.configs = Configs()
 
@@ -81,9 +82,13 @@ class NeuronPortServer(LanguageServer):
         kept = self.analysed.get(uri)
         if kept is not None and kept.version == version and kept.analysis.text == text:
             return kept
-        loop = asyncio.get_running_loop()
+        future = self._submit(uri, version, text)
         try:
-            analysis = await loop.run_in_executor(self.worker, self.analyse_text, uri, text)
+            analysis = await asyncio.shield(future)  # one waiter's end must not end the others' analysis
+        except asyncio.CancelledError:
+            if future.cancelled():
+                return None  # dropped before it started: a newer version of the buffer is analysed instead
+            raise
         except Exception as exc:  # a bug of ours must not end the server: say so, keep serving
             log.exception("analysis of %s failed", uri)
             self.window_log_message(types.LogMessageParams(
@@ -93,6 +98,23 @@ class NeuronPortServer(LanguageServer):
             return None  # the buffer changed meanwhile: its own analysis is scheduled
         self.analysed[uri] = Analysed(version, analysis)
         return self.analysed[uri]
+
+    def _submit(self, uri: str, version: Optional[int], text: str) -> asyncio.Future:
+        """The analysis of this version of the buffer: the one under way when there is one (an editor asks
+        for code actions at every move of the cursor), else a new one for the worker; the queued analyses of
+        the buffer's older versions are dropped before they start."""
+        key = (uri, version)
+        running = self.running.get(key)
+        if running is not None and running[0] == text:
+            return running[1]
+        for (other_uri, other_version), (_text, future) in list(self.running.items()):
+            if other_uri == uri and other_version != version:
+                future.cancel()  # only a job that has not started yet is cancelled
+        future = asyncio.get_running_loop().run_in_executor(self.worker, self.analyse_text, uri, text)
+        self.running[key] = (text, future)
+        future.add_done_callback(lambda done: self.running.pop(key, None) if self.running.get(key, (0, 0))[1] is done
+                                 else None)
+        return future
 
     def analyse_text(self, uri: str, text: str) -> Analysis:
         fs_path = to_fs_path(uri) if uri.startswith("file:") else None
