@@ -67,3 +67,14 @@ def test_no_rule_cites_a_file_outside_the_project(cli):
     assert bad_instance.returncode == 2
     assert "shared/" not in bad_instance.stderr and "torchneuron.md" not in bad_instance.stderr
     assert "https://" in bad_instance.stderr
+
+
+def test_explain_prints_markdown_without_rest_backticks(cli):
+    """`explain` and the generated pages are Markdown: `code`, not reST's ``code`` (issue 38 item 2)."""
+    explained = cli("explain", "NP103")
+    assert explained.returncode == 0, explained.stderr
+    prose = re.sub(r"^```.*?^```$", "", explained.stdout, flags=re.M | re.S)
+    assert "``" not in prose and "`.cuda()`" in prose, explained.stdout
+    pages = sorted((REPO / "docs" / "rules").glob("NP*.md"))
+    assert pages and not [p.name for p in pages
+                          if "``" in re.sub(r"^```.*?^```$", "", p.read_text(), flags=re.M | re.S)]

@@ -66,7 +66,7 @@ TARGET = OptionSpec(("--target",), TargetChoice, optional=True, metavar="TARGET"
     "neuron: rewrite to the 'neuron' device and torch.neuron (default). accelerator: rewrite to "
     "torch.accelerator, so the result runs on CUDA and Trainium alike."))
 FORMAT = OptionSpec(("--output-format",), OutputFormat, metavar="FORMAT", help=(
-    "text, json, sarif (SARIF 2.1.0) or github (Actions annotations); on stdout."))
+    "text, json, sarif (SARIF 2.1.0), github (Actions annotations) or gitlab (Code Quality); on stdout."))
 FAIL_ON = OptionSpec(("--fail-on",), FailOn, optional=True, metavar="SEVERITY", help=(
     "Lowest severity that makes the exit code 1 (error, warning, info, never). Default: error."))
 CONFIG = OptionSpec(("--config",), Path, optional=True, metavar="FILE", help=(

@@ -32,8 +32,10 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A rule code (N
     from neuron_port.rules import docs
     from neuron_port.rules.registry import UnknownCodeError, rule_by_code
 
+    from neuron_port.reporters.rule_pages import markdown
+
     try:
-        page = docs.explain_markdown(rule_by_code(code))
+        page = markdown(docs.explain_markdown(rule_by_code(code)))  # Markdown's `code`, not reST's ``code``
     except UnknownCodeError as exc:
         err().print(f"neuron-port: error: {exc}", style="bold red", markup=False)
         raise typer.Exit(2)

@@ -1,6 +1,6 @@
 """Reporters: one module or package per output format, two kinds of format, one dispatch.
 
-STREAM formats (``REPORTERS``, the choices of --output-format: text, json, sarif, github; each module is
+STREAM formats (``REPORTERS``, the choices of --output-format: text, json, sarif, github, gitlab; each module is
 imported when its format is asked for) are ``emit(report, context, streams)``: each formats a Report (neuron_port.results) onto the streams it is
 given and decides nothing else (the CLI owns the streams and the exit code, which reaches the reporters
 only to be shown, as SARIF's ``exitCode``). Machine formats write one document to ``streams.out``; the
@@ -30,7 +30,8 @@ __all__ = ["FILE_FORMATS", "FORMATS", "FileReporter", "RenderContext", "Reporter
 # Each format's module, imported when the format is asked for: a run prints one format (the pre-commit
 # hook, text, does not pay for SARIF's and GitHub's modules).
 REPORTERS: dict[str, str] = {"text": "neuron_port.reporters.text.findings", "json": "neuron_port.reporters.json_report",
-                             "sarif": "neuron_port.reporters.sarif", "github": "neuron_port.reporters.github"}
+                             "sarif": "neuron_port.reporters.sarif", "github": "neuron_port.reporters.github",
+                             "gitlab": "neuron_port.reporters.gitlab"}
 FORMATS = tuple(REPORTERS)
 
 

@@ -19,9 +19,11 @@ per finding that is left (fixes written to disk are not results; their count is 
   rewrite`; applying a single one may need the others (a fix that renames a device next to one that
   imports a module).
 - Rules: `shortDescription` is the first sentence of the rule's documentation as plain text,
-  `fullDescription` and `help` its whole documentation (`help.markdown` with a header; the text is also
-  what `neuron-port explain CODE` prints); `helpUri` (the rule's page) and the driver's `informationUri`
-  only once the project has a public home (`PROJECT_HOME`: none yet);
+  `fullDescription` its whole documentation as written, `help` the same as plain text (`help.text`) and
+  as Markdown with a header (`help.markdown`, what `neuron-port explain CODE` prints; rule_pages.py);
+  `helpUri` the rule's generated page (docs/rules/CODE.md) under pyproject's `[project.urls]` "Rule
+  reference" (the address the language server links too), or under `PROJECT_HOME` once that is set;
+  the driver's `informationUri` only once the project has a public home (`PROJECT_HOME`: none yet);
   `defaultConfiguration.level` maps error -> error, warning -> warning, info -> note; `properties` carry
   the fix safety, effort, targets and tags.
 """
@@ -64,6 +66,8 @@ def _short(docs: str, fallback: str) -> str:
 def rule_descriptor(rule, home: Optional[str] = None) -> dict[str, Any]:
     """The rule's ``reportingDescriptor``; ``helpUri`` only when the project has a home (``home``, by
     default PROJECT_HOME)."""
+    from neuron_port.reporters.rule_pages import markdown, plain
+
     home = home or PROJECT_HOME
     docs = rule.docs()
     properties: dict[str, Any] = {
@@ -83,13 +87,23 @@ def rule_descriptor(rule, home: Optional[str] = None) -> dict[str, Any]:
         "name": rule.NAME,
         "shortDescription": {"text": _short(docs, rule.NAME)},
         "fullDescription": {"text": docs or rule.NAME},
-        "help": {"text": (docs or rule.NAME) + f"\n\n(neuron-port explain {rule.CODE})",
-                 "markdown": rule.docs_header() + (docs or rule.NAME)},
+        "help": {"text": plain(docs or rule.NAME) + f"\n\n(neuron-port explain {rule.CODE})",
+                 "markdown": markdown(rule.docs_header() + (docs or rule.NAME))},
     }
-    if home:
-        descriptor["helpUri"] = home.rstrip("/") + DOCS_PATH.format(code=rule.CODE)
+    page = home.rstrip("/") + DOCS_PATH.format(code=rule.CODE) if home else rule_reference_page(rule.CODE)
+    if page:
+        descriptor["helpUri"] = page
     descriptor.update({"defaultConfiguration": {"level": LEVELS[rule.SEVERITY]}, "properties": properties})
     return descriptor
+
+
+def rule_reference_page(code: str) -> Optional[str]:
+    """The rule's page under pyproject's ``[project.urls]`` "Rule reference" (None when neuron-port is
+    not installed with its metadata)."""
+    from neuron_port.server.links import _rule_reference as rule_reference  # the server links the same page
+
+    reference = rule_reference()
+    return f"{reference.rstrip('/')}/{code}.md" if reference else None
 
 
 def _uri(path: str) -> str:

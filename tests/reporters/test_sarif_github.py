@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import textwrap
+from importlib.metadata import metadata
 from pathlib import Path
 
 import jsonschema
@@ -94,7 +96,7 @@ def test_rewrite_check_sarif_has_rules_regions_and_fixes(tmp_path, cli, sarif_va
     assert np101["defaultConfiguration"]["level"] == "error"
     assert "## What it does" in np101["fullDescription"]["text"]
     assert np101["help"]["markdown"].startswith("# NP101 cuda-device-string")
-    assert "helpUri" not in np101 and "informationUri" not in driver  # no public home yet: no address
+    assert np101["helpUri"].endswith("/docs/rules/NP101.md") and "informationUri" not in driver  # the rule page
     levels = {r.SEVERITY: by_id[r.CODE]["defaultConfiguration"]["level"] for r in registry}
     assert levels == {"error": "error", "warning": "warning", "info": "note"}
 
@@ -223,10 +225,11 @@ def test_check_sarif_and_github(tmp_path, cli, sarif_validator):
     assert any(line.startswith("::error file=proj/job.py,line=4,") and "NP101" in line for line in lines), lines
 
 
-def test_rule_descriptions_are_plain_text_and_name_no_placeholder_address(tmp_path, cli, sarif_validator):
-    """shortDescription is plain text (the docs' ``code`` spans as `code`, as in the messages); with no
-    public home (sarif.PROJECT_HOME) the log has no helpUri / informationUri, and with one configured
-    each rule links its page under docs/rules/, and the log still validates."""
+def test_rule_descriptions_help_and_pages(tmp_path, cli, sarif_validator):
+    """shortDescription is plain text (the docs' ``code`` spans as `code`, as in the messages); help.text is
+    plain text (no backticks, no headings), help.markdown Markdown without reST's double backticks; helpUri
+    is the rule's generated page under pyproject's "Rule reference" URL, or under a configured home; with no
+    public home (sarif.PROJECT_HOME) the log has no informationUri, and the log validates."""
     (tmp_path / "train.py").write_text(TRAIN)
     doc, _code = sarif(cli, "rewrite", "--check", ".", cwd=tmp_path, validator=sarif_validator)
     driver = doc["runs"][0]["tool"]["driver"]
@@ -235,8 +238,17 @@ def test_rule_descriptions_are_plain_text_and_name_no_placeholder_address(tmp_pa
         "Rewrites `x.cuda()` / `x.cuda(i)` / `x.cuda(non_blocking=True)` to `x.to(...)`.")
     assert not [r["id"] for r in driver["rules"] if "``" in r["shortDescription"]["text"]]
     assert "``" in by_id["NP103"]["fullDescription"]["text"]  # the whole documentation is kept as written
-    assert "informationUri" not in driver and not [r["id"] for r in driver["rules"] if "helpUri" in r]
-    assert "neuron-port/neuron-port" not in json.dumps(doc)
+    assert "informationUri" not in driver
+    reference = next(url.split(",", 1)[1].strip() for url in metadata("neuron-port").get_all("Project-URL")
+                     if url.lower().startswith("rule reference,")).replace("/tree/", "/blob/")
+    assert [r["helpUri"] for r in driver["rules"]] == [f"{reference}/{r['id']}.md" for r in driver["rules"]]
+    assert all((REPO / "docs" / "rules" / f"{r['id']}.md").is_file() for r in driver["rules"])
+    for rule in driver["rules"]:
+        text, markdown = rule["help"]["text"], rule["help"]["markdown"]
+        assert "`" not in re.sub(r"^    .*$", "", text, flags=re.M) and not re.search(r"^#", text, re.M), rule["id"]
+        assert "``" not in re.sub(r"```", "", markdown) and markdown.startswith(f"# {rule['id']} "), rule["id"]
+    assert by_id["NP103"]["help"]["markdown"].count("`x.cuda()`") == 1
+    assert "Rewrites x.cuda() / x.cuda(i)" in by_id["NP103"]["help"]["text"]
 
     home = "https://example.org/mirror/neuron-port/"
     configured = sarif_module.rule_descriptor(all_rules()[0], home=home)
