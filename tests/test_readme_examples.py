@@ -1,7 +1,7 @@
 """The README's examples run as written: the Python API example (extracted from the "Python API" section
 and run in a fresh interpreter, its `check` on the simulator included) and the CI section's GitHub
-Actions workflow, whose neuron-port commands run with bash on a fixture, the SARIF validated against the
-2.1.0 schema."""
+Actions workflow, which uses action.yml at the release tag: the action's steps run on a fixture, the SARIF
+validated against the 2.1.0 schema."""
 
 from __future__ import annotations
 
@@ -58,42 +58,40 @@ def workflow() -> dict:
     return yaml.safe_load(code_block(section("CI"), "yaml"))
 
 
-def test_ci_workflow_uploads_the_sarif_it_writes():
+def test_ci_workflow_uses_the_action_at_the_release_tag():
+    from neuron_port import __version__
+
     flow = workflow()
     assert flow["permissions"]["security-events"] == "write"
     steps = flow["jobs"]["neuron-port"]["steps"]
-    upload = next(step for step in steps if step.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
-    writer = next(step for step in steps if "--output-format sarif" in step.get("run", ""))
-    assert writer["run"].endswith(f"> {upload['with']['sarif_file']}")
-    assert steps.index(writer) < steps.index(upload) and "cancelled()" in upload["if"]
+    assert [step["uses"] for step in steps] == ["actions/checkout@v4", f"neuron-port/neuron-port@v{__version__}"]
+    action = yaml.safe_load((REPO / "action.yml").read_text())
+    upload = next(step for step in action["runs"]["steps"]
+                  if step.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
+    assert "cancelled()" in upload["if"]
 
 
 @pytest.mark.parametrize("fixture", ["gpt_trainer", "hf_finetune"])
 def test_ci_workflow_commands_run_on_a_fixture(tmp_path, fixture):
+    """The action's steps (tests/test_action.py runs them as the runner does) on a fixture."""
+    from test_action import _run_action
+
     project = tmp_path / fixture
     shutil.copytree(FIXTURES / fixture, project)
     (project / ".git").mkdir()  # a checkout: the repository root
     before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
-    commands = [step["run"] for step in workflow()["jobs"]["neuron-port"]["steps"]
-                if step.get("run", "").startswith("neuron-port ")]
-    assert len(commands) == 2
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
-    env.pop("NEURON_PORT_SIMULATE", None)
-    sarif_step = subprocess.run(["bash", "-eo", "pipefail", "-c", commands[0]], cwd=project, env=env,
-                                capture_output=True, text=True, timeout=600)
-    assert sarif_step.returncode == 0, sarif_step.stderr  # --exit-zero: findings do not fail the upload step
-    log = json.loads((project / "neuron-port.sarif").read_text())
+    outputs, ran, used = _run_action(project, tmp_path)
+    assert outputs["exit-code"] == "1" and [p.returncode for p in ran] == [0, 1], [p.stderr for p in ran]
+    log = json.loads(Path(outputs["sarif-file"]).read_text())
     jsonschema.validate(log, json.loads(SARIF_SCHEMA.read_text()))
     results = log["runs"][0]["results"]
     assert results and all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
                            for r in results)
     assert log["runs"][0]["invocations"][0]["executionSuccessful"] is True
-    gate = subprocess.run(["bash", "-eo", "pipefail", "-c", commands[1]], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert gate.returncode == 1  # fixes are pending: the job fails
+    gate = ran[1]  # fixes are pending: the step fails, with the counts per code
     assert gate.stdout and all(re.fullmatch(r" *\d+\tNP\d{3}\t(\[[* ]\] )?[a-z0-9-]+", line)
                                for line in gate.stdout.splitlines()), gate.stdout
     counted = sum(int(line.split("\t")[0]) for line in gate.stdout.splitlines())
     assert counted == len(results)  # the same findings as the SARIF
-    after = {p: p.read_bytes() for p in project.rglob("*") if p.is_file() and p.name != "neuron-port.sarif"}
+    after = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
     assert after == before  # --check writes nothing
