@@ -7,8 +7,9 @@ path, shape-only.
 
 The model is built from its config under ``with torch.device("neuron"):`` (every weight a fake: an 8B model
 needs no host memory), by the transformers Auto class of its task; with a world size, the process group is
-initialised (rank 0 of a fake world) and each of the model's ``_no_split_modules`` blocks, then the model, is
-sharded with FSDP2's ``fully_shard`` (what accelerate's and torchtitan's FSDP2 wrapping pick). One step:
+initialised (rank 0 of a fake world) and each of the model's ``_no_split_modules`` blocks (what accelerate's
+FSDP wrapping picks; not one holding a parameter tied to a module outside it), then the model, is sharded
+with FSDP2's ``fully_shard``. One step:
 inputs of the task's shapes, forward with the model's own loss (cross-entropy on the labels) under
 ``torch.autocast`` at the precision, backward, ``AdamW.step()``, ``zero_grad``. ``--compile``: each block
 (else the model) compiled with ``backend="neuron"``.
@@ -41,6 +42,23 @@ def blocks(model) -> list:
     """The model's repeated blocks: modules of the classes it names as not to be split (``_no_split_modules``)."""
     names = set(getattr(model, "_no_split_modules", None) or ())
     return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def shardable(model) -> list:
+    """The blocks FSDP2 can shard on their own: a block holding a parameter that a module outside it holds
+    too (a tied embedding: BERT's word embeddings and its MLM decoder) stays in the model's group, as
+    FSDP2 requires of shared parameters."""
+    holders: dict[int, set] = {}
+    for module in model.modules():
+        for p in module._parameters.values():
+            if p is not None:
+                holders.setdefault(id(p), set()).add(id(module))
+    picked = []
+    for block in blocks(model):
+        inside = {id(m) for m in block.modules()}
+        if all(holders[id(p)] <= inside for p in block.parameters()):
+            picked.append(block)
+    return picked
 
 
 def vocab(config) -> int:
@@ -82,7 +100,7 @@ def main() -> None:
     if run.get("world_size"):
         from torch.distributed.fsdp import fully_shard
 
-        for block in blocks(model):
+        for block in shardable(model):
             fully_shard(block)
         fully_shard(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)

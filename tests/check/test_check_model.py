@@ -1,7 +1,7 @@
 """`neuron-port check --model ID_OR_PATH`: a Hugging Face model built from its config.json (folders the test
 writes with transformers' own config classes; nothing downloaded), one standard training step shape-only
-through the normal `check` path, several models in one table (a local process pool, or Ray tasks), and
-the usage errors. Also: `torch.load(..., map_location="cpu")` of a shape-only placeholder checkpoint gives
+through the normal `check` path, several models in one table (a local process pool, FSDP2 in a fake
+world; or Ray tasks), and the usage errors. Also: `torch.load(..., map_location="cpu")` of a shape-only placeholder checkpoint gives
 fake CPU tensors, not gigabytes of real zeros."""
 
 from __future__ import annotations
@@ -39,14 +39,16 @@ def three(models) -> list[str]:
     return [arg for name in TASKS for arg in ("--model", str(models / name))]
 
 
-def check_table(doc: dict, models) -> None:
+def check_table(doc: dict, models, world: int = 1) -> None:
     assert [m["model"] for m in doc["models"]] == [str(models / name) for name in TASKS]
     for entry, name in zip(doc["models"], TASKS):
         assert entry["task"] == TASKS[name]  # read from the config's architectures
         row, report = entry["row"], entry["report"]
         assert row["exit_code"] == 0, report["runtime"]["status"]["stderr_tail"]
         assert report["runtime"]["mode"] == "shape_only"  # the same report as `check --shape-only`
-        assert row["tokens_per_step"] == BATCH * SEQ
+        assert row["tokens_per_step"] == BATCH * SEQ * world  # every rank's batch
+        if world > 1:  # FSDP2 over a fake world: rank 0's collectives span it
+            assert f'"group_size": {world}' in json.dumps(report["runtime"]["distributed"])
         assert row["peak_bytes"] > 0 and row["devices"]
         assert all(d["fits"] is True and d["step_seconds"] > 0 for d in row["devices"])
         assert {d["device"] for d in row["devices"]} == {e["device"] for e in report["estimate"]["per_device"]}
@@ -54,12 +56,14 @@ def check_table(doc: dict, models) -> None:
 
 
 def test_three_configs_give_one_table(models, cli, sim_build, tmp_path):
+    # sharded with FSDP2 as rank 0 of 2 (BERT's tied word embeddings stay in the model's group)
     out = tmp_path / "models.json"
-    result = cli("check", *three(models), "--batch", str(BATCH), "--seq", str(SEQ), "-o", str(out), cwd=tmp_path)
+    result = cli("check", *three(models), "--batch", str(BATCH), "--seq", str(SEQ), "--world-size", "2",
+                 "-o", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("check --model: one training step per model") == 1  # one table
-    assert result.stdout.count("trn2-chip ") == 3  # a row per model on each device
-    check_table(json.loads(out.read_text()), models)
+    assert result.stdout.count("│ ran ") == 3  # each model's step ran
+    check_table(json.loads(out.read_text()), models, world=2)
 
 
 @pytest.mark.ray
@@ -77,10 +81,11 @@ def test_the_same_three_as_ray_tasks_on_a_local_ray_instance(models, cli, sim_bu
     (["--model", "{models}/llama", "--batch", "0"], "--batch 0: expected a whole number of at least 1"),
     (["--model", "{models}/llama", "--", "python", "train.py"], "give no command after `--`"),
     (["{tmp}", "--batch", "4", "--", "python", "train.py"], "--batch is an option of --model"),
+    (["--model", "no-such-org/no-such-model"], "its config.json is not in the HF cache (HF_HUB_OFFLINE is set)"),
 ])
 def test_usage_errors_are_one_line_naming_the_option(models, cli, tmp_path, args, message):
     args = [a.format(tmp=tmp_path, models=models) for a in args]
-    result = cli("check", *args, cwd=tmp_path)
+    result = cli("check", *args, cwd=tmp_path, env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert message in result.stderr
     assert "Traceback" not in result.stderr

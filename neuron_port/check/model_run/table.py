@@ -14,7 +14,8 @@ def row_of(doc: dict[str, Any]) -> dict[str, Any]:
     runtime = doc.get("runtime") or {}
     status = runtime.get("status") or {}
     estimate = doc.get("estimate") or {}
-    devices = [{"device": e.get("device"), "fits": (e.get("memory") or {}).get("fits"),
+    devices = [{"device": e.get("device"), "instance": (e.get("instance") or {}).get("spec"),
+                "fits": (e.get("memory") or {}).get("fits"),
                 "step_seconds": (e.get("step_seconds") or {}).get("expected"),
                 "per_million_tokens_usd": (e.get("price") or {}).get("per_million_tokens_usd"),
                 "chips": (e.get("price") or {}).get("chips")}
@@ -22,7 +23,7 @@ def row_of(doc: dict[str, Any]) -> dict[str, Any]:
     return {"exit_code": status.get("exit_code"), "fallbacks": len(runtime.get("fallbacks") or ()),
             "unsupported": len(runtime.get("unsupported") or ()),
             "findings": (doc.get("summary") or {}).get("by_code") or {},
-            "peak_bytes": (estimate.get("work") or {}).get("peak_bytes"), "devices": devices,
+            "peak_bytes": (estimate.get("work") or {}).get("peak_bytes"), "devices": devices,  # per rank
             "tokens_per_step": (estimate.get("steps") or {}).get("tokens_per_step")}
 
 
@@ -55,6 +56,8 @@ def table_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]
                                       "per_million_tokens_usd": None}]
         for i, d in enumerate(devices):
             fits = {True: "yes", False: "NO", None: "-"}[d["fits"]]
+            chips = d.get("chips")
+            where = d["device"] + (f" x{chips:g}" if chips else "") + (f" ({d['instance']})" if d.get("instance") else "")
             rows.append((model_cells if i == 0 else [""] * len(model_cells)) + [
-                d["device"], fits, _seconds(d["step_seconds"]), _money(d["per_million_tokens_usd"])])
+                where, fits, _seconds(d["step_seconds"]), _money(d["per_million_tokens_usd"])])
     return header, rows
