@@ -314,12 +314,15 @@ def test_readme_pins_a_revision_that_can_exist():
     every user's first run."""
     import re
 
+    from neuron_port import __version__
+
     remote = [repo for block in _readme_blocks() for repo in block["repos"] if repo["repo"] != "local"]
     assert remote, "README shows no hook repository"
     tags = set(_git(REPO, "tag", "--list").split())
     for repo in remote:
         rev = str(repo["rev"])
         assert rev in tags or re.fullmatch(r"[0-9a-f]{40}", rev), f"README's rev: {rev} is neither a tag nor a sha"
+        assert rev == f"v{__version__}", f"README's rev: {rev} is not the release tag of version {__version__}"
 
 
 def test_readme_local_hook_runs_as_written(tmp_path, hook_repo):
