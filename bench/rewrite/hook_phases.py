@@ -10,7 +10,9 @@ typer-free modules a plain `rewrite` line runs; cli.py before); the command line
 line is not a plain one); ``import libcst``; the engine's own modules; the rule modules and the rules'
 pre-filters; the parse (CPython's nesting check of a long text and LibCST's parse); the rules' pass (the
 walk, the per-file analyses, the scope folding); the positions of the findings (one render of the
-tree); what is left of the file's work; the report and exit. The interpreter's own start (~20 ms) is not
+tree); when a fix applies, the fixes applied and the new text (issue 38: from the edited statements) and
+the follow-up rules' pass on the fixed tree (the fixed point, issue 34); what is left of the file's work
+(the left findings' places, the syntax check of the new text, the diff); the report and exit. The interpreter's own start (~20 ms) is not
 in the table. The marks wrap functions of neuron_port.rewrite (file_work.process_file, engine._parse,
 engine.node_positions), so this measures installs that have them.
 """
@@ -24,7 +26,8 @@ import sys
 import time
 
 PHASES = ("import cli", "command line, settings, discovery", "import libcst", "import engine",
-          "rule modules, pre-filters", "parse", "rules' pass", "positions", "rest of the file", "report, exit")
+          "rule modules, pre-filters", "parse", "rules' pass", "positions", "rest of the file", "report, exit",
+          "fixes applied, new text", "follow-up rules' pass")
 
 
 def _one_run(path: str) -> None:
@@ -77,7 +80,25 @@ def _one_run(path: str) -> None:
             mark(PHASES[7])
             return found
 
-        engine._parse, engine.node_positions = marked_parse, marked_positions
+        run_rules = engine._run_rules
+        calls = [0]
+
+        def marked_run_rules(*a, **k):
+            if calls[0]:
+                mark(PHASES[10])
+            found = run_rules(*a, **k)
+            if calls[0]:
+                mark(PHASES[11])
+            elif found[1] is None:  # no positions: the pass ends here
+                mark(PHASES[6])
+            calls[0] += 1
+            return found
+
+        def marked_positions_once(*a, **k):  # the follow-up's positions (older installs) count as its pass
+            return marked_positions(*a, **k) if not calls[0] else positions(*a, **k)
+
+        engine._parse, engine.node_positions = marked_parse, marked_positions_once
+        engine._run_rules = marked_run_rules
         outcome = process_file(*args, **kwargs)
         mark(PHASES[8])
         return outcome

@@ -23,8 +23,10 @@ from neuron_port.rewrite.errors import RewriteError  # noqa: F401 (raised here; 
 from neuron_port.rewrite.kept_whitespace import KeptIndentation, carrying, keep_indentation, restore_tail, split_tail
 from neuron_port.rewrite.positions import node_positions
 from neuron_port.rewrite.prefilter import could_match, may_occur, rule_pattern
+from neuron_port.rewrite.splice import moved, spliced, statements_parse
 from neuron_port.rewrite.syntax import (
     RUNNING,
+    SHALLOW_CHARS,
     NestingError,
     cpython_syntax_error,
     describe_syntax_error,
@@ -38,6 +40,9 @@ from neuron_port.rules.context import FileContext, ImportTracker, Violation
 from neuron_port.rewrite.scope_folding import fold_kept_scopes, scope_rules_not_in
 
 MAX_PASSES = 4
+# A fix pass's new text, syntax check and left findings' places from the edited statements alone
+# (rewrite/splice.py); False: from the whole new tree, as before (the tests compare the two).
+INCREMENTAL = True
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,7 @@ class _ApplyReplacements(cst.CSTTransformer):
         self.ancestors = ancestors
         self.kept = kept
         self.applied: set[cst.CSTNode] = set()
+        self.updated: dict[cst.CSTNode, object] = {}  # each rebuilt or replaced node -> its new node
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         return node not in self.replacements and (self.ancestors is None or node in self.ancestors)
@@ -98,8 +104,10 @@ class _ApplyReplacements(cst.CSTTransformer):
         if replacement is None:
             if self.kept is not None:
                 self.kept.carry(original_node, updated_node)
+            self.updated[original_node] = updated_node
             return updated_node
         self.applied.add(original_node)
+        self.updated[original_node] = replacement
         if self.kept is not None:
             self.kept.carry(original_node, replacement)
         return replacement
@@ -107,7 +115,7 @@ class _ApplyReplacements(cst.CSTTransformer):
 
 def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: EngineOptions, path: str,
                need_positions: bool = True, hidden: frozenset = frozenset(), code: Optional[str] = None,
-               ancestors: Optional[dict] = None):
+               ancestors: Optional[dict] = None, contexts: Optional[dict] = None):
     context = FileContext(target=options.target, path=path, code=code)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     visitors: list[cst.BatchableCSTVisitor] = [ImportTracker(context)]
@@ -118,7 +126,7 @@ def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: E
     # collection of reference cycles
     context.shared.clear()
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
-    positions = (node_positions(module, _located(violations), ancestors)
+    positions = (node_positions(module, _located(violations), ancestors, contexts)
                  if violations and need_positions else None)
     return violations, positions
 
@@ -153,10 +161,18 @@ def _finding(report: Violation, rng, path: str, line_offset: int, cell: Optional
 
 
 def _left_findings(module: cst.Module, reports: Sequence[Violation], positions, ancestors: dict, path: str,
-                   line_offset: int, cell: Optional[int]) -> list[Finding]:
-    """The last pass's reports (none of them applied), located in its tree: the rewritten text."""
+                   line_offset: int, cell: Optional[int], moved_from: Optional[tuple] = None) -> list[Finding]:
+    """The last pass's reports (none of them applied), located in its tree: the rewritten text.
+    ``moved_from``: (the previous pass's positions, its edits) when this tree is that one's with the edits
+    of rewrite/splice.py: a node outside them keeps its place, moved by their lines."""
     if positions is None and reports:  # resolved here only: a pass after the first needs them for this alone
-        positions = node_positions(module, _located(reports), ancestors)
+        wanted = list(dict.fromkeys(_located(reports)))
+        if moved_from is not None:
+            positions, missing = moved(moved_from[0], wanted, moved_from[1])
+            if missing:
+                positions.update(node_positions(module, missing, ancestors))
+        else:
+            positions = node_positions(module, wanted, ancestors)
     return [_finding(r, positions[r.node], path, line_offset, cell, False, positions) for r in reports]
 
 
@@ -183,9 +199,11 @@ def _fresh(replacement):
 
 
 def _apply(module: cst.Module, reports: Sequence[Violation], ancestors: Optional[dict] = None,
-           kept: Optional[KeptIndentation] = None) -> tuple[cst.Module, int]:
+           kept: Optional[KeptIndentation] = None) -> tuple[cst.Module, int, dict, Optional[set]]:
     """``ancestors``: each reported node's ancestors in ``module``, when the positions' render found them
-    (else the tree is walked for them). ``kept``: indentation the tree cannot hold, carried to the new one."""
+    (else the tree is walked for them). ``kept``: indentation the tree cannot hold, carried to the new one.
+    Also returns each rebuilt or replaced node's new node, and the replaced nodes (None when imports were
+    added: the module's header changed too)."""
     replacements: dict[cst.CSTNode, cst.CSTNode] = {}
     imports: list[tuple[str, Optional[str], Optional[str]]] = []
     for report in reports:
@@ -214,7 +232,7 @@ def _apply(module: cst.Module, reports: Sequence[Violation], ancestors: Optional
             AddImportsVisitor.add_needed_import(context, module_name, obj, asname)
         adder = AddImportsVisitor if kept is None else carrying(AddImportsVisitor, kept)
         new_module = adder(context).transform_module(new_module)
-    return new_module, len(applier.applied)
+    return new_module, len(applier.applied), applier.updated, applier.applied if not imports else None
 
 
 def _parse(code: str, path: str) -> cst.Module:
@@ -278,6 +296,10 @@ def transform_source(
     first_findings: list[Finding] = []
     first_allowed = 0
     has_suppressions = "neuron-port" in source
+    moved_from: Optional[tuple] = None  # (the previous pass's positions, its edits): rewrite/splice.py
+    # every pass's edited statements parse where they stand, in a text CPython accepted whole before
+    # LibCST parsed it (a long one: syntax.parse_module): the rewritten text needs no whole-text check
+    checked = INCREMENTAL and len(source) > SHALLOW_CHARS
     for pass_number in range(MAX_PASSES + 1):
         # Only the rules whose triggers occur in this text can report (a file that passed the pre-filter
         # for `re.compile` runs the compile rules, not all of them); re-checked on each pass's new text. A
@@ -289,9 +311,10 @@ def transform_source(
                   and _matches(code, rule_pattern(tuple(rule.TRIGGERS)), matches)]
         # later passes only need positions to honour suppression comments
         ancestors: dict = {}
+        contexts: dict = {}
         reports, positions = _run_rules(module, active, options, path,
                                         need_positions=pass_number == 0 or has_suppressions, hidden=hidden,
-                                        code=code, ancestors=ancestors)
+                                        code=code, ancestors=ancestors, contexts=contexts)
         found = suppressions(code.splitlines()) if reports and has_suppressions else {}
         kept: list[Violation] = []
         for report in reports:
@@ -309,7 +332,7 @@ def transform_source(
         to_apply = [r for r in kept if _allowed(r, options)]
         if not to_apply:
             if pass_number > 0:  # the fixed point: what is left is this pass's, at its lines in the new text
-                left = _left_findings(module, kept, positions, ancestors, path, line_offset, cell)
+                left = _left_findings(module, kept, positions, ancestors, path, line_offset, cell, moved_from)
                 first_findings = [f for f in first_findings if f.fix.applied] + left
             break
         if pass_number == MAX_PASSES:
@@ -317,8 +340,18 @@ def transform_source(
                 f"{path}: the rewrite did not settle after {MAX_PASSES} passes; file left unchanged "
                 f"(please report this with the file)"
             )
-        new_module, applied = _apply(module, to_apply, ancestors, indentation)
-        new_code = new_module.code if indentation is None else indentation.render(new_module)
+        new_module, applied, updated, replaced = _apply(module, to_apply, ancestors, indentation)
+        found_edits = (spliced(code, module, new_module, (r.node for r in to_apply if r.node in replaced),
+                               ancestors, contexts, updated)
+                       if INCREMENTAL and replaced and indentation is None and positions is not None else None)
+        if found_edits is not None:
+            new_code, edits = found_edits
+            moved_from = (positions, edits)
+            checked = checked and statements_parse(edits)
+        else:
+            new_code = new_module.code if indentation is None else indentation.render(new_module)
+            moved_from = None
+            checked = False
         if applied == 0 or new_code == code:
             break
         code = new_code
@@ -326,7 +359,7 @@ def transform_source(
         # cost a fifth of a real-code run. Whether `code` is valid Python is checked once, at the end.
         module = new_module
 
-    if code != source:
+    if code != source and not checked:
         _check_output(source, code, path)
     return SourceOutcome(code=restore_tail(code, tail, parsed_tail), findings=first_findings,
                          fixes_applied=first_allowed if code != source else 0)

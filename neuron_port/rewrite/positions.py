@@ -63,6 +63,8 @@ class _OffsetState(PositionProvidingCodegenState):
         self._left = set(self.wanted)  # wanted nodes (not hoisted children) whose range is not known yet
         self.ranges: dict[int, tuple[int, int]] = {}
         self.paths: dict[int, tuple[cst.CSTNode, ...]] = {}
+        # for each wanted node: the render start offsets of its ancestors and itself, and the indentation
+        self.contexts: dict[int, tuple[tuple[int, ...], tuple[str, ...]]] = {}
         self._starts: list[int] = []
         self._open: list[cst.CSTNode] = []  # the nodes being rendered, outermost first
         self.popped = ""
@@ -85,6 +87,7 @@ class _OffsetState(PositionProvidingCodegenState):
         key = id(node)
         if key in self.wanted and key not in self.paths:
             self.paths[key] = tuple(self._open)
+            self.contexts[key] = (tuple(self._starts), tuple(self.indent_tokens))
         self._open.append(node)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
@@ -111,12 +114,14 @@ class _OffsetState(PositionProvidingCodegenState):
 
 def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode],
                    ancestors: Optional[dict[cst.CSTNode, tuple[cst.CSTNode, ...]]] = None,
-                   ) -> dict[cst.CSTNode, CodeRange]:
+                   contexts: Optional[dict] = None) -> dict[cst.CSTNode, CodeRange]:
     """PositionProvider's range of each ``wanted`` node, from one render of ``module`` that tracks
     offsets; lines and columns are counted once, for those nodes only. Resolving PositionProvider through
     MetadataWrapper cost four times a plain render: a line/column update per token, a range per node, and
     a tree-rebuilding visit that computed nothing. ``ancestors``, when given, gets each wanted node's
-    ancestors from the same render (outermost first; left empty with an untested LibCST)."""
+    ancestors from the same render (outermost first; left empty with an untested LibCST); ``contexts``
+    (with ``ancestors``), the render start offsets of those ancestors and of the node, and the indentation
+    it renders at (rewrite/splice.py)."""
     wanted = list(wanted)
     if not traversal.FAST_WALK:  # an untested LibCST: its public API, whatever its internals
         every = cst.MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -128,6 +133,8 @@ def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode],
         pass
     if ancestors is not None:
         ancestors.update((node, state.paths[id(node)]) for node in wanted)
+        if contexts is not None:
+            contexts.update((node, state.contexts[id(node)]) for node in wanted)
     text = "".join(state.tokens) + state.popped
     line_starts = [0]
     line_starts.extend(match.end() for match in _LINE_BREAK.finditer(text))
