@@ -6,15 +6,27 @@ Every value from the report is escaped here: sites and messages carry the user's
 from __future__ import annotations
 
 import html
+import re
 from typing import Any, Iterable, Optional, Sequence
 
 MAX_TABLE_ROWS = 50
 # a site stays on one line; prose columns get room before code columns squeeze them
 WIDTH_CLASSES = {"site": "site", "what varies": "wide", "message": "wide", "meaning": "wide"}
+# columns that carry identifiers (op names, dotted paths): they may wrap at their parts (breakable)
+BREAKABLE_COLUMNS = {"op", "message"}
+# a break opportunity after "_" between word characters and after "." between names (not in 3.5)
+_PARTS = re.compile(r"(?<=[A-Za-z0-9])_(?=[A-Za-z0-9])|(?<=[A-Za-z_)\]])\.(?=[A-Za-z_])")
 
 
 def escape(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def breakable(escaped: str) -> str:
+    """Escaped text with <wbr> after each "_" and "." inside an identifier: a long op name or dotted path
+    (aten::_scaled_dot_product_attention, GPT.forward) wraps at its parts, never mid-word (the cells' CSS
+    breaks between words only), and does not widen its table past the page."""
+    return _PARTS.sub(lambda match: match.group(0) + "<wbr>", escaped)
 
 
 def site_text(site: Optional[dict]) -> str:
@@ -52,6 +64,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str
                 text = cell.html
             elif isinstance(cell, (int, float)) and not isinstance(cell, bool):
                 text = number(cell)
+            elif headers[i] in BREAKABLE_COLUMNS:
+                text = breakable(escape(cell))
             else:
                 text = escape(cell)
             classes = "num" if i in numeric else WIDTH_CLASSES.get(headers[i], "")
@@ -65,7 +79,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str
 
 
 def code_cell(site: Optional[dict]) -> Markup:
-    return Markup(f"<code>{escape((site or {}).get('code', ''))}</code>")
+    return Markup(f"<code>{breakable(escape((site or {}).get('code', '')))}</code>")
 
 
 def figure(svg: str, caption: str, data_table: str) -> str:

@@ -65,17 +65,27 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num { white-space: nowrap; }
 td.num .prose { white-space: normal; }
 td.site { white-space: nowrap; }
-td { overflow-wrap: anywhere; }
-td code { white-space: pre-wrap; overflow-wrap: anywhere; }
+/* a cell breaks between words only: break-word, unlike anywhere, keeps a cell at least as wide as its
+   longest word (an identifier such as GPT.forward or aten::addmm is never cut: a table too wide for its
+   box scrolls in it, .table-wrap) and cuts a word only where a line could not hold it at all */
+td { overflow-wrap: break-word; }
+td code { white-space: pre-wrap; overflow-wrap: break-word; }
 td code.device { white-space: nowrap; overflow-wrap: normal; }
 td.wide { min-width: 14rem; }
 details { margin: .5rem 0; }
 summary { cursor: pointer; color: var(--link); }
 .sev-error { color: var(--bad); font-weight: 600; }
 .sev-warning { color: var(--warn); font-weight: 600; }
-ul.candidates code { white-space: pre-wrap; overflow-wrap: anywhere; }
+ul.candidates code { white-space: pre-wrap; overflow-wrap: break-word; }
 .note { border-left: 4px solid var(--warn); padding: .5rem .75rem; background: var(--panel); }
 footer { margin-top: 2rem; color: var(--muted); font-size: .85rem; border-top: 1px solid var(--border);
          padding-top: .5rem; }
+/* a narrow window (800 px): the room of the page's margins and the cells' padding goes to the columns */
+@media (max-width: 60rem) {
+  main { padding: 1rem .75rem; }
+  table { font-size: .85rem; }
+  th, td { padding: .3rem .3rem; }
+  td.wide { min-width: 9rem; }
+}
 @media print { details { display: block; } }
 """

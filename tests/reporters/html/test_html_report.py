@@ -251,9 +251,39 @@ FIT_800 = """(() => {
   });
   const wraps = [...document.querySelectorAll('table')].map(t => {
     const box = t.closest('.table-wrap');
+    const heads = [...t.querySelectorAll('thead th')];
     return {heading: (box.previousElementSibling || {}).textContent || '',
+            columns: heads.map(th => th.textContent),
+            lastInside: heads[heads.length - 1].getBoundingClientRect().right
+                        <= box.getBoundingClientRect().right + 1,
             scrolls: box.scrollWidth > box.clientWidth + 1, own: getComputedStyle(box).overflowX};
   });
+  // a line that breaks between two letters or digits of a cell, a header or a piece of code: a word cut
+  // in two (GPT.forwar|d); identifiers break after "_" or "." (<wbr>), prose between words
+  const cut = [];
+  const boxes_ = [...document.querySelectorAll('td, th, code')].filter(e => e.tagName !== 'CODE'
+                                                                      || !e.closest('td, th'));
+  for (const box of boxes_) {
+    const walker = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+    let top = null, last = '';
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      for (let i = 0; i < n.length; i++) {
+        const range = document.createRange();
+        range.setStart(n, i);
+        range.setEnd(n, i + 1);
+        const rect = range.getClientRects()[0];
+        if (!rect) continue;
+        const ch = n.data[i];
+        if (top !== null && rect.top > top + 2 && /[A-Za-z0-9]/.test(last) && /[A-Za-z0-9]/.test(ch))
+          cut.push(box.textContent.slice(0, 80));
+        top = rect.top;
+        last = ch;
+      }
+    }
+  }
+  // text drawn past its cell's edge
+  const spilled = [...document.querySelectorAll('td, th')].filter(c => c.scrollWidth > c.clientWidth + 1)
+    .map(c => c.textContent.slice(0, 80));
   const timeline = document.querySelector('svg[data-chart="timeline"]').getBoundingClientRect();
   const phases = [...document.querySelectorAll('svg[data-chart="timeline"] text')]
     .filter(t => /after optimizer step/.test(t.textContent)).map(t => {
@@ -267,7 +297,8 @@ FIT_800 = """(() => {
             scrolls: wrap.scrollWidth > wrap.clientWidth + 1,
             panels: [...svg.querySelectorAll('text')].map(t => t.textContent)};
   });
-  return {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth, smallest, wraps, phases, boxes};
+  return {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth, smallest, wraps, phases, boxes,
+          cut: [...new Set(cut)], spilled};
 })()"""
 
 
@@ -289,6 +320,13 @@ def test_the_page_fits_800_px_with_readable_charts(gpt_run, estimate_page, tmp_p
     assert all(w["own"] == "auto" for w in facts["wraps"])
     [demotions] = [w for w in facts["wraps"] if w["heading"] == "dtype demotions"]
     assert not demotions["scrolls"]
+    # issue 38: no word cut in two, no text past its cell, and the shape-variance table and the estimate's
+    # per-device table (whose last column was clipped) fit the page, every column inside their box
+    assert facts["cut"] == [] and facts["spilled"] == [], (facts["cut"], facts["spilled"])
+    fitting = [w for w in facts["wraps"]
+               if "what varies" in w["columns"] or "step (lower – expected)" in w["columns"]]
+    assert len(fitting) == 2, [w["columns"] for w in facts["wraps"]]
+    assert all(not w["scrolls"] and w["lastInside"] for w in fitting), fitting
     # the generation after training is named on the timeline, inside the chart, at a readable size
     assert [p["text"] for p in facts["phases"]] == ["generation after optimizer step 6"], facts["phases"]
     assert all(p["inside"] and p["size"] >= 10 for p in facts["phases"]), facts["phases"]
