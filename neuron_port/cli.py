@@ -217,7 +217,7 @@ def check(
         try:
             runs = model_runs_of(model, command=command, nproc=nproc, preview=preview, size_rules=size_rules,
                                  tasks=task or [], batch=batch, seq=seq, precision=precision, world_size=world_size,
-                                 compile=compile)
+                                 compile=compile, engine=engine)
             if len(runs) > 1:
                 raise typer.Exit(several_models_exit(runs, engine, timeout, output_format.value, output, quiet,
                                                      exit_zero))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -92,7 +93,9 @@ def main() -> None:
         import torch.distributed as dist
 
         dist.init_process_group(backend="neuron")
+    started = time.perf_counter()
     config, model = build(folder, run)
+    built = time.perf_counter()
     model.train()
     if run.get("compile"):
         for block in blocks(model) or [model]:
@@ -103,6 +106,7 @@ def main() -> None:
         for block in shardable(model):
             fully_shard(block)
         fully_shard(model)
+    sharded = time.perf_counter()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     batch = inputs(config, run)
     dtype = DTYPES[run["precision"]]
@@ -112,7 +116,8 @@ def main() -> None:
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     parameters = sum(p.numel() for p in model.parameters())  # a sharded parameter (DTensor): its global size
-    print(f"model_run: {config.model_type}, {parameters} parameters, one step", flush=True)
+    print(f"model_run: {config.model_type}, {parameters} parameters; seconds: build {built - started:.1f}, "
+          f"shard {sharded - built:.1f}, step {time.perf_counter() - sharded:.1f}", flush=True)
 
 
 if __name__ == "__main__":

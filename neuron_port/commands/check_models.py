@@ -47,12 +47,14 @@ def refuse_without_model(given: dict[str, Any]) -> None:
 
 def model_runs_of(models: list[str], *, command: list[str], nproc: Optional[int], preview: bool, size_rules: dict,
                   tasks: list[str], batch: Optional[int], seq: Optional[int], precision: Optional[str],
-                  world_size: Optional[int], compile: bool) -> list:
+                  world_size: Optional[int], compile: bool, engine: Optional[str] = None) -> list:
     """The runs of `--model` (neuron_port/check/model_run/spec.py), defaults applied; UsageError for what is
     wrong, before anything runs."""
-    from neuron_port.check.model_run import model_runs
+    from neuron_port.check.model_run import ENGINES, model_runs
 
     refuse_with_model(command=command, nproc=nproc, preview=preview, size_rules=size_rules)
+    if engine is not None and engine not in ENGINES:
+        raise UsageError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
     return model_runs(models, tasks=tasks, batch=DEFAULT_BATCH if batch is None else batch,
                       seq=DEFAULT_SEQ if seq is None else seq, precision=precision or "bf16", world_size=world_size,
                       compile=compile)

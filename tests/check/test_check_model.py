@@ -1,7 +1,7 @@
-"""`neuron-port check --model ID_OR_PATH`: a Hugging Face model built from its config.json (folders the test
-writes with transformers' own config classes; nothing downloaded), one standard training step shape-only
-through the normal `check` path, several models in one table (a local process pool, FSDP2 in a fake
-world; or Ray tasks), and the usage errors. Also: `torch.load(..., map_location="cpu")` of a shape-only placeholder checkpoint gives
+"""`neuron-port check --model ID_OR_PATH`: a Hugging Face model built from its config.json (folders holding a
+config.json the test writes; nothing downloaded), one standard training step shape-only through the normal
+`check` path, several models in one table (a local process pool, FSDP2 in a fake world; or Ray tasks), and
+the usage errors. Also: `torch.load(..., map_location="cpu")` of a shape-only placeholder checkpoint gives
 fake CPU tensors, not gigabytes of real zeros."""
 
 from __future__ import annotations
