@@ -14,7 +14,7 @@ tree); when a fix applies, the fixes applied and the new text (issue 38: from th
 the follow-up rules' pass on the fixed tree (the fixed point, issue 34); what is left of the file's work
 (the left findings' places, the syntax check of the new text, the diff); the report and exit. The interpreter's own start (~20 ms) is not
 in the table. The marks wrap functions of neuron_port.rewrite (file_work.process_file, engine._parse,
-engine.node_positions), so this measures installs that have them.
+engine.node_positions, engine._run_rules), so this measures installs that have them.
 """
 
 from __future__ import annotations
