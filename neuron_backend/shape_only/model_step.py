@@ -33,6 +33,8 @@ def build(folder: Path, run: dict):
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(folder)
+    if hasattr(config, "use_cache"):
+        config.use_cache = False  # training: no KV cache (as the HF Trainer and fine-tuning scripts set it)
     auto = getattr(transformers, AUTO_CLASSES[run["task"]])
     with torch.device("neuron"):
         model = auto.from_config(config)
