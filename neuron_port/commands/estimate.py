@@ -28,6 +28,15 @@ TOKENS_HELP = ("Tokens one step processes (all cores together), for the price pe
                "`embedding@FILE:LINE` or `embedding@MODULE` (e.g. transformer.wte) for one of several; "
                "the elements of its index tensor per steady step, summed over processes.")
 
+MEASURED_HELP = ("The step time you measured on a GPU of the table, in seconds, and the instance it ran on: "
+                 "DEVICE=SECONDS[@INSTANCE], e.g. h100-sxm=0.216@p5.48xlarge. The report shows the model's "
+                 "ratio there (measured / estimated) and each Trainium row calibrated by it, beside the "
+                 "model's own estimate.")
+COMPARE_HELP = ("Which Trainium rows a job of N GPUs is compared with: like-for-like (default: the instance "
+                "that holds N chips, e.g. trn2.48xlarge for 8 H100, equal chips and equal HBM) or cores (the "
+                "job's logical cores, whole chips and one core each). An --instance of a Trainium sizes its "
+                "chip's rows either way.")
+
 TOKENS_METAVAR = "N|embedding[@WHERE]"
 
 
@@ -37,10 +46,13 @@ def _fail(message: str) -> typer.Exit:
 
 
 def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Optional[str],
-                 instances: Optional[List[str]] = None):
-    """EstimateOptions of the flags; typer.Exit(2) with the reason for a bad --price, --tokens-per-step or
-    --instance."""
-    from neuron_port.check.estimate.options import EstimateOptions, chip_ids, parse_price, parse_tokens
+                 instances: Optional[List[str]] = None, measured: Optional[List[str]] = None,
+                 compare: Optional[str] = None):
+    """EstimateOptions of the flags; typer.Exit(2) with the reason for a bad --price, --tokens-per-step,
+    --instance, --measured or --compare."""
+    from neuron_port.check.estimate.devices import load_devices
+    from neuron_port.check.estimate.options import (
+        EstimateOptions, chip_ids, parse_compare, parse_measured, parse_price, parse_tokens)
     from neuron_port.check.estimate.sizing import parse_instances
 
     parsed = {}
@@ -59,7 +71,35 @@ def flag_options(prices: Optional[List[str]], cores: Optional[int], tokens: Opti
         sized = tuple(s.spec for s in parse_instances(instances or []))
     except ValueError as exc:
         raise _fail(str(exc)) from None
-    return EstimateOptions(cores=cores, tokens_per_step=spec, prices=parsed, instances=sized)
+    try:
+        chosen = None if compare is None else parse_compare(compare)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    one = None
+    if len(measured or []) > 1:
+        raise _fail(f"--measured given {len(measured or [])} times: give the one GPU step you measured")
+    if measured:
+        table = load_devices()
+        try:
+            one = parse_measured(measured[0], {d.id: d.kind for d in table if d.per == "chip"})
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        clash = next((p for p in sized if one.instance and p != one.instance and _holds(p, one.device)), None)
+        if clash is not None:
+            raise _fail(f"--measured {measured[0]!r} ran on {one.instance}, --instance {clash!r} sizes the same "
+                        f"{one.device} row; give one")
+        listed = any(d.id == one.device and d.listed for d in table)
+        if not listed and one.instance is None and not any(_holds(p, one.device) for p in sized):
+            raise _fail(f"--measured {measured[0]!r}: {one.device} is a row only on an instance that holds it; "
+                        f"give it: {one.device}=SECONDS@INSTANCE")
+    return EstimateOptions(cores=cores, tokens_per_step=spec, prices=parsed, instances=sized, measured=one,
+                           compare=chosen)
+
+
+def _holds(spec: str, device: str) -> bool:
+    from neuron_port.check.estimate.sizing import parse_instance
+
+    return parse_instance(spec).device == device
 
 
 def _extra_parameters() -> list[inspect.Parameter]:
@@ -73,6 +113,11 @@ def _extra_parameters() -> list[inspect.Parameter]:
                           default=typer.Option(None, "--instance", metavar="NAME[:N]", help=INSTANCE_HELP)),
         inspect.Parameter("tokens_per_step", keyword, annotation=Optional[str],
                           default=typer.Option(None, "--tokens-per-step", metavar=TOKENS_METAVAR, help=TOKENS_HELP)),
+        inspect.Parameter("measured", keyword, annotation=Optional[List[str]],
+                          default=typer.Option(None, "--measured", metavar="DEVICE=SECONDS[@INSTANCE]",
+                                               help=MEASURED_HELP)),
+        inspect.Parameter("compare", keyword, annotation=Optional[str],
+                          default=typer.Option(None, "--compare", metavar="like-for-like|cores", help=COMPARE_HELP)),
     ]
 
 
@@ -83,10 +128,11 @@ def with_estimate_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, price: Optional[List[str]] = None, cores: Optional[int] = None,
-                instance: Optional[List[str]] = None, tokens_per_step: Optional[str] = None, **kwargs: Any) -> Any:
+                instance: Optional[List[str]] = None, tokens_per_step: Optional[str] = None,
+                measured: Optional[List[str]] = None, compare: Optional[str] = None, **kwargs: Any) -> Any:
         from neuron_port.check.estimate.options import CLI_OPTIONS  # not at import: `rewrite` never needs it
 
-        token = CLI_OPTIONS.set(flag_options(price, cores, tokens_per_step, instance))
+        token = CLI_OPTIONS.set(flag_options(price, cores, tokens_per_step, instance, measured, compare))
         try:
             return command(*args, **kwargs)
         finally:
@@ -109,6 +155,9 @@ def estimate(
     cores: Optional[int] = typer.Option(None, "--cores", min=1, metavar="N", help=CORES_HELP),
     instance: Optional[List[str]] = typer.Option(None, "--instance", metavar="NAME[:N]", help=INSTANCE_HELP),
     tokens_per_step: Optional[str] = typer.Option(None, "--tokens-per-step", metavar=TOKENS_METAVAR, help=TOKENS_HELP),
+    measured: Optional[List[str]] = typer.Option(None, "--measured", metavar="DEVICE=SECONDS[@INSTANCE]",
+                                                 help=MEASURED_HELP),
+    compare: Optional[str] = typer.Option(None, "--compare", metavar="like-for-like|cores", help=COMPARE_HELP),
     output_format: Optional[str] = typer.Option(None, "--output-format", metavar="FORMAT",
                                                 help="text or json (the `estimate` section). Default: text."),
     format_alias: Optional[str] = typer.Option(None, "--format", metavar="FORMAT", hidden=True,
@@ -139,7 +188,7 @@ def estimate(
     if not isinstance(section, dict) or not isinstance(section.get("work"), dict):
         raise _fail(f"{report}: no `estimate` section with its per-step work (a `neuron-port check` JSON report "
                     "of a run that reached the neuron device)")
-    options = flag_options(price, cores, tokens_per_step, instance)
+    options = flag_options(price, cores, tokens_per_step, instance, measured, compare)
     try:
         result = recompute(section, options)
     except TokensError as exc:

@@ -26,10 +26,13 @@ class Price:
     dated: Optional[str]
     source: Optional[str]
     third_party: bool
+    derived: Optional[str] = None  # how a price printed nowhere was computed (the Trainium2 default)
+    next_update: Optional[str] = None  # when the source's prices change, as it announces
 
     def to_json(self) -> dict[str, Any]:
+        extra = {k: v for k, v in (("derived", self.derived), ("next_update", self.next_update)) if v}
         return {"per_chip_hour_usd": self.usd, "source": self.source, "dated": self.dated,
-                "third_party": self.third_party}
+                "third_party": self.third_party, **extra}
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,8 @@ def load_devices(path: Optional[Path] = None) -> list[Device]:
         source = price_entry.get("source")
         price = Price(usd=None if usd is None else _number(usd, f"{path}: prices.{chip_id}.usd"),
                       dated=price_entry.get("dated"), source=urls.get(source, source),
-                      third_party=bool(price_entry.get("third_party", False)))
+                      third_party=bool(price_entry.get("third_party", False)),
+                      derived=price_entry.get("derived"), next_update=price_entry.get("next_update"))
         out.append(Device(id=device_id, name=entry.get("name", device_id), kind=entry.get("kind", "trainium"),
                           per=entry.get("per", "chip"), peak_tflops=peaks, hbm_gbps=bandwidth, hbm_gib=capacity,
                           chip_cores=int(chip.get("chip_cores", 1)), price_device=chip_id,

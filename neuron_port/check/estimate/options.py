@@ -31,11 +31,70 @@ else:  # pragma: no cover
 
 TABLE = "[tool.neuron-port.estimate]"
 ASSUMPTION_KEYS = {a.key for a in DEFAULTS}
-KEYS = {"tokens-per-step", "cores", "instances", "prices"} | ASSUMPTION_KEYS
+KEYS = {"tokens-per-step", "cores", "instances", "prices", "compare"} | ASSUMPTION_KEYS
 # counted from the recorded shapes: every embedding lookup, or the one at FILE:LINE or in MODULE
 TOKENS_SPEC = re.compile(r"^embedding(@(?P<where>[^@\s]+))?$")
 TOKENS_FORMS = "a positive number, embedding, embedding@FILE:LINE or embedding@MODULE"
 Tokens = Union[float, str]  # a number, or a spec resolved against the run's embedding lookups
+
+
+@dataclass(frozen=True)
+class Measured:
+    """``--measured DEVICE=SECONDS[@INSTANCE]``: the step time the user measured on a GPU of the table."""
+
+    device: str
+    seconds: float
+    instance: Optional[str] = None  # NAME or NAME:N: the GPUs it ran on (sizes that row, as --instance)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.device}={self.seconds:g}" + (f"@{self.instance}" if self.instance else "")
+
+
+MEASURED_FORM = "DEVICE=SECONDS[@INSTANCE], e.g. h100-sxm=0.216@p5.48xlarge"
+
+
+def parse_measured(text: str, devices: Mapping[str, str]) -> Measured:
+    """``DEVICE=SECONDS[@INSTANCE]`` of ``--measured`` against ``devices`` (chip id -> kind); ValueError
+    naming the option says what is wrong."""
+    from neuron_port.check.estimate.sizing import parse_instance, refuse_trn1
+
+    where = f"--measured {text!r}"
+    device, sep, rest = str(text).partition("=")
+    device = device.strip()
+    seconds_text, at_sign, instance = rest.partition("@")
+    if not sep or not seconds_text.strip() or (at_sign and not instance.strip()):
+        raise ValueError(f"{where}: expected {MEASURED_FORM}")
+    refuse_trn1("--measured", text, device)
+    if device not in devices:
+        raise ValueError(f"{where}: unknown device {device!r} (GPUs of the table: "
+                         f"{', '.join(sorted(d for d, k in devices.items() if k == 'gpu'))})")
+    if devices[device] != "gpu":
+        raise ValueError(f"{where}: {device} is not a GPU; --measured takes the step time you measured on a GPU, "
+                         "to calibrate the Trainium rows by the model's error there")
+    try:
+        value = positive(float(seconds_text), where)
+    except ValueError:
+        raise ValueError(f"{where}: {seconds_text.strip()!r} is not a step time in seconds (a finite number > 0)") \
+            from None
+    spec = None
+    if at_sign:
+        try:
+            sized = parse_instance(instance.strip())
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if sized.device != device:
+            raise ValueError(f"{where}: {sized.name} holds {sized.device}, not {device}")
+        spec = sized.spec
+    return Measured(device, value, spec)
+
+
+def parse_compare(value: Any, where: str = "--compare") -> str:
+    from neuron_port.check.estimate.sizing import COMPARE
+
+    if value not in COMPARE:
+        raise ValueError(f"{where} {value!r}: expected {' or '.join(COMPARE)}")
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -45,13 +104,16 @@ class EstimateOptions:
     prices: dict[str, float] = field(default_factory=dict)  # chip id -> USD per chip-hour
     assumptions: dict[str, float] = field(default_factory=dict)  # name -> value
     instances: tuple[str, ...] = ()  # NAME or NAME:N (sizing.py): rows of those chips on those instances
+    compare: Optional[str] = None  # sizing.COMPARE; None: like-for-like
+    measured: Optional[Measured] = None  # --measured: the user's GPU step (calibrate_rows.py)
 
     def updated(self, other: EstimateOptions) -> EstimateOptions:
         """``other``'s values where it sets them."""
         return replace(self, cores=other.cores or self.cores,
                        tokens_per_step=other.tokens_per_step or self.tokens_per_step,
                        prices={**self.prices, **other.prices}, assumptions={**self.assumptions, **other.assumptions},
-                       instances=other.instances or self.instances)
+                       instances=other.instances or self.instances, compare=other.compare or self.compare,
+                       measured=other.measured or self.measured)
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> EstimateOptions:
@@ -70,7 +132,14 @@ class EstimateOptions:
         tokens = spec if isinstance(spec, str) and spec else steps.get("tokens_per_step")
         if tokens is not None and not isinstance(tokens, str):
             tokens = saved.amount(steps, "tokens_per_step", f"{where}.steps", positive=True)
+        measured, calibration = None, section.get("calibration")
+        if isinstance(calibration, dict) and isinstance(calibration.get("device"), str):
+            measured = Measured(calibration["device"], saved.amount(calibration, "measured_seconds",
+                                                                    f"{where}.calibration", positive=True),
+                                calibration.get("instance"))
+        compare = (section.get("comparison") or {}).get("basis")
         return cls(cores=saved.count(section, "cores", where, None, least=1), tokens_per_step=tokens, prices=prices,
+                   measured=measured, compare=compare if compare in ("like-for-like", "cores") else None,
                    assumptions={str(a["name"]): saved.amount(a, "value", at, positive=True)
                                 for at, a in saved.objects(section, "assumptions", where)},
                    instances=tuple(str(i["spec"]) for _, i in saved.objects(section, "instances", where)))
@@ -102,8 +171,11 @@ def parse_tokens(value: Any) -> Tokens:
 
 def parse_price(text: str, chips: set[str]) -> tuple[str, float]:
     """``DEVICE=USD_PER_CHIP_HOUR`` of ``--price``; ValueError says what is wrong."""
+    from neuron_port.check.estimate.sizing import refuse_trn1
+
     device, sep, usd = text.partition("=")
     device = device.strip()
+    refuse_trn1("--price", text, device)
     if not sep:
         raise ValueError(f"--price {text!r}: expected DEVICE=USD_PER_CHIP_HOUR, e.g. trn2-chip=1.5")
     if device not in chips:
@@ -151,6 +223,10 @@ def from_pyproject(source: Optional[str], chips: set[str]) -> EstimateOptions:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise ValueError('expected a list of instance names, e.g. ["trn2.48xlarge", "p5.48xlarge:2"]')
                 options["instances"] = tuple(one.spec for one in parse_instances(value))
+            elif key == "compare":
+                if value not in ("like-for-like", "cores"):
+                    raise ValueError(f"expected like-for-like or cores, got {value!r}")
+                options["compare"] = value
             elif key == "prices":
                 if not isinstance(value, dict):
                     raise ValueError("expected a table of DEVICE = USD_PER_CHIP_HOUR")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Optional
 
-from neuron_port.check.estimate import sizing
-from neuron_port.check.estimate.assumptions import assumptions
+from neuron_port.check.estimate import compare, sizing
+from neuron_port.check.estimate.assumptions import assumptions, values
 from neuron_port.check.estimate.devices import Device, load_devices
 from neuron_port.check.estimate.flops import base_name
 from neuron_port.check.estimate.model import estimate
@@ -82,11 +82,21 @@ def estimate_from_work(work: StepWork, options: EstimateOptions,
     if not work.items and not work.fallback_calls:
         return None
     devices = devices if devices is not None else load_devices()
-    sized = sizing.resolve(options.instances, devices)
+    measured = options.measured
+    specs = list(options.instances)
+    if measured is not None and measured.instance:  # the GPUs the user measured on size that row, as --instance
+        chip = sizing.parse_instance(measured.instance).device
+        specs = [s for s in specs if sizing.parse_instance(s).device != chip] + [measured.instance]
+    sized = sizing.resolve(specs, devices)
     cores = options.cores or work.world
     tokens, tokens_from = tokens_per_step(work, options.tokens_per_step)
-    section = estimate(work, sizing.rows(devices, sized), assumptions(options.assumptions), cores=cores,
-                       tokens_per_step=tokens, prices=options.prices, sized=sized)
+    rows = sizing.rows(devices, sized)
+    chosen = assumptions(options.assumptions)
+    section = estimate(work, rows, chosen, cores=cores, tokens_per_step=tokens, prices=options.prices, sized=sized)
+    compare.like_for_like(section, work, rows, values(chosen), tokens, options.prices, sized, options.compare,
+                          measured)
+    compare.calibrate(section, rows, measured)
+    section["instances"] = [s.to_json() for s in sized if s.spec in options.instances]
     if tokens_from is not None:
         section["steps"]["tokens_from"] = tokens_from
     return section

@@ -6,6 +6,7 @@ on request (`listed = false`: the p4d.24xlarge's A100 40GB) is a row only when a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
@@ -32,12 +33,23 @@ class Sized:
                 "chips": self.chips, "source": self.source}
 
 
+TRN1 = ("Trainium1 (trn1) is not a TorchNeuron target (TorchNeuron runs on Trn2 and Trn3; a Trn1 runs PyTorch "
+        "through torch-xla, a different program path), so the estimate has no Trn1 row or price")
+
+
+def refuse_trn1(option: str, text: str, name: str) -> None:
+    """ValueError saying why a Trainium1 instance or chip has no row (docs/estimate.md "Prices")."""
+    if name.strip().lower().startswith(("trn1", "trainium1")):
+        raise ValueError(f"{option} {text!r}: {TRN1}")
+
+
 def parse_instance(text: str) -> Sized:
     """``NAME`` or ``NAME:N`` of the catalogue; ValueError names the known instances."""
     from neuron_port.rules.instances import load_instances
 
     name, _, count_text = str(text).strip().partition(":")
     key = name.strip().lower()
+    refuse_trn1("--instance", text, key)
     instances = load_instances()
     found = instances.get(key)
     if found is None or not found.device:
@@ -84,3 +96,47 @@ def rows(devices: Sequence[Device], sized: Sequence[Sized]) -> list[Device]:
 
 def sized_for(device: Device, sized: Sequence[Sized]) -> Optional[Sized]:
     return next((s for s in sized if s.device == device.price_device), None)
+
+
+COMPARE = ("like-for-like", "cores")  # --compare: the Trainium rows a job's GPUs are compared with
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A Trainium shape a user would rent for a job of ``gpus`` GPUs: ``chips`` chips of ``device`` on
+    ``basis`` (equal chips, equal HBM, or the instance that holds them); ``compared``: the row the report
+    compares (the instance a user rents)."""
+
+    device: str
+    chips: int
+    basis: str
+    instance: Optional[Sized] = None
+    compared: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"basis": self.basis, "chips": self.chips, "compared": self.compared,
+                "instance": self.instance.name if self.instance else None}
+
+
+def like_for_like(device: Device, gpus: int, gpu_hbm_gib: float) -> list[Shape]:
+    """The shapes of ``device`` (a Trainium chip) for a job of ``gpus`` GPUs of ``gpu_hbm_gib`` each: equal
+    chips, equal HBM (when that needs other chips), and the smallest one-node instance of the catalogue
+    that holds the larger of the two (e.g. trn2.48xlarge, 16 chips, for 8 H100), which is the row compared;
+    with no such instance the equal-chips row is."""
+    from neuron_port.rules.instances import load_instances
+
+    equal_hbm = max(1, math.ceil(gpus * gpu_hbm_gib / device.hbm_gib - 1e-9)) if device.hbm_gib else gpus
+    need = max(gpus, equal_hbm)
+    holders = sorted((i for i in load_instances().values() if i.device == device.price_device and i.nodes == 1
+                      and i.total_chips >= need), key=lambda i: (i.total_chips, i.name))
+    instance = None
+    if holders:
+        one = holders[0]
+        instance = Sized(spec=one.name, name=one.name, count=1, device=one.device, chips=one.total_chips,
+                         source=one.source)
+    shapes = [Shape(device.id, instance.chips, "instance", instance, True)] if instance else []
+    if not instance or instance.chips != gpus:
+        shapes.append(Shape(device.id, gpus, "equal chips", compared=not instance))
+    if equal_hbm != gpus and (not instance or instance.chips != equal_hbm):
+        shapes.append(Shape(device.id, equal_hbm, "equal HBM"))
+    return shapes

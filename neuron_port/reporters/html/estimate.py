@@ -132,17 +132,29 @@ def _at_a_glance(estimate: dict, per_device: list[dict], names: dict[str, str]) 
     """The text panel's table as HTML: step and compiled step (lower bound – expected), price, the validated
     error and the collectives per device; the notes on the error; the largest cost and what to do."""
     rows = []
+    calibrated = isinstance(estimate.get("calibration"), dict)
     for e in per_device:
         price = e.get("price") or {}
-        instance = e.get("instance") if isinstance(e.get("instance"), dict) else None
-        on = f' ×{escape(instance.get("chips"))} ({escape(instance.get("spec"))})' if instance else ""
-        rows.append((Markup(f'<code class="device">{escape(e.get("device"))}</code>{on}'), _span(e.get("step_seconds")),
-                     _span(e.get("compiled_step_seconds")), usd(price.get("per_step_usd")),
-                     usd(price.get("per_million_tokens_usd")), text_panel.validated(e), _collectives_cell(e)))
-    body = table(["device", "step (lower – expected)", "compiled", "$ per step", "$ per million tokens",
-                  "validated error", "collectives per step"], rows, numeric=(1, 2, 3, 4),
+        on = text_panel.device_label(e)[len(str(e.get("device"))):]  # its silicon: x16 (trn2.48xlarge)
+        cells = [Markup(f'<code class="device">{escape(e.get("device"))}</code>{escape(on)}'),
+                 _span(e.get("step_seconds")), _span(e.get("compiled_step_seconds")), usd(price.get("per_step_usd")),
+                 usd(price.get("per_million_tokens_usd")), text_panel.validated(e), _collectives_cell(e)]
+        if calibrated:
+            cal, measured = e.get("calibrated"), e.get("measured_seconds")
+            cells.insert(2, seconds(cal.get("step_seconds")) if isinstance(cal, dict) else
+                         f"measured {seconds(measured)}" if measured is not None else "–")
+        rows.append(tuple(cells))
+    columns = ["device", "step (lower – expected)", "compiled", "$ per step", "$ per million tokens",
+               "validated error", "collectives per step"]
+    if calibrated:
+        columns.insert(2, "calibrated step")
+    body = table(columns, rows, numeric=(1, 2, 3, 4, 5) if calibrated else (1, 2, 3, 4),
                  caption="One step per device; the validated error is estimate / published where a published "
                          "run was checked (docs/estimate.md)")
+    for line in (text_panel.comparison_line(estimate), text_panel.calibration_line(estimate)):
+        if line:
+            body += f'<p class="note">{escape(line)}</p>'
+
     notes: dict[str, list[str]] = {}
     for e in per_device:
         note = (e.get("validation") or {}).get("note") or "not validated on hardware"
@@ -268,6 +280,9 @@ def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: An
             origin, source = "no published price: set one", None
         else:
             origin, source = "third-party figure" if price.get("third_party") else "price", price.get("source")
+            if price.get("derived") and price.get("source") != "user":
+                origin = (f"derived, not a list price: {price['derived']}; next AWS price update "
+                          f"{price.get('next_update') or 'not announced'}")
         price_rows.append((names.get(e.get("device"), e.get("device")), usd(price.get("per_chip_hour_usd")),
                            usd(price.get("per_step_usd")), usd(price.get("per_million_tokens_usd")),
                            price.get("dated") or "–",

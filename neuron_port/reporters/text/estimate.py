@@ -6,7 +6,6 @@ only, so a saved report renders the same."""
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, Optional
 
 from rich.console import Console
@@ -14,7 +13,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-PIPE_COLUMNS = 100  # the Estimate panel's width outside a terminal when COLUMNS is not set
 
 
 def sig2(value: float) -> str:
@@ -104,23 +102,74 @@ def span(pair: dict[str, float]) -> str:
 
 
 def device_table(section: dict[str, Any]) -> Table:
+    calibration = section.get("calibration")
     table = Table(title="Estimated time and price of one step (lower bound-expected)", title_justify="left",
                   title_style="bold", header_style="bold", expand=False)
-    for column in ("device", "step", "compiled", "$/step", "$/M tokens", "error"):
+    columns = ["device", "step", "compiled", "$/step", "$/M tokens"]
+    if calibration:
+        columns[2:2] = ["calibrated step"]
+        columns.append("calibrated $/M tokens")
+    for column in (*columns, "error"):
         table.add_column(column, no_wrap=True)
     for row in section["per_device"]:
         price = row["price"]
-        table.add_row(device_label(row), span(row["step_seconds"]), span(row["compiled_step_seconds"]),
-                      usd(price["per_step_usd"]), usd(price["per_million_tokens_usd"]), validated(row))
+        cells = [device_label(row), span(row["step_seconds"]), span(row["compiled_step_seconds"]),
+                 usd(price["per_step_usd"]), usd(price["per_million_tokens_usd"])]
+        if calibration:
+            cal = row.get("calibrated")
+            measured = row.get("measured_seconds")
+            cells[2:2] = [seconds(cal["step_seconds"]) if cal else
+                          f"measured {seconds(measured)}" if measured is not None else "-"]
+            cells.append(usd(cal["per_million_tokens_usd"]) if cal else "-")
+        table.add_row(*cells, validated(row))
     return table
 
 
 def device_label(row: dict[str, Any]) -> str:
-    """The device, and the instance its chips are when `--instance` sized it: ``trn2-chip x16 (trn2.48xlarge)``."""
-    instance = row.get("instance")
-    if not instance:
+    """The device and its silicon: ``trn2-chip x16 (trn2.48xlarge)``, ``trn2-chip x8 (equal chips)``,
+    ``h100-sxm x8``, ``trn2-lnc2-core x8 (2 chips)``; ``*`` marks the Trainium row compared."""
+    instance, shape = row.get("instance"), row.get("shape") or {}
+    chips = (row.get("price") or {}).get("chips")
+    mark = " *" if shape.get("compared") else ""
+    if instance:
+        return f"{row['device']} x{instance['chips']} ({instance['spec']}){mark}"
+    if shape:
+        return f"{row['device']} x{shape['chips']} ({shape['basis']}){mark}"
+    if chips is None:
         return row["device"]
-    return f"{row['device']} x{instance['chips']} ({instance['spec']})"
+    ranks = (row.get("collectives") or {}).get("ranks")
+    if row["device"].endswith("-core") and ranks:
+        return f"{row['device']} x{ranks} ({chips:g} chip{'s' if chips != 1 else ''})"
+    return f"{row['device']} x{chips:g}"
+
+
+def comparison_line(section: dict[str, Any]) -> Optional[str]:
+    """Which Trainium shapes the job's GPUs are compared with, and how to get the rows per core."""
+    comparison = section.get("comparison") or {}
+    gpu = comparison.get("gpu")
+    if not gpu:
+        if comparison.get("basis") == "cores":
+            return (f"compared: the Trainium rows on the job's {section['cores']} logical core(s) "
+                    "(--compare cores); like-for-like shapes by default")
+        return None
+    shapes = [device_label(r) for r in section["per_device"] if r.get("shape")]
+    on = f" ({gpu['instance']})" if gpu.get("instance") else ""
+    return (f"compared like for like: a job of {gpu['chips']} {gpu['device']}{on} against "
+            f"{', '.join(shapes)}; * the instance a user rents for it, the row compared (equal chips and equal HBM "
+            "beside it; --compare cores: the rows on the job's logical cores, and per core)")
+
+
+def calibration_line(section: dict[str, Any]) -> Optional[str]:
+    """The model's ratio on the user's measured GPU step, and what the calibrated columns are."""
+    c = section.get("calibration")
+    if not c:
+        return None
+    on = f" on {c['instance']}" if c.get("instance") else ""
+    return (f"calibration: your {c['device']} step{on} measured {seconds(c['measured_seconds'])}, the model "
+            f"estimates {seconds(c['estimated_seconds'])}: measured / estimated = {c['ratio']:.2f}. The "
+            f"'calibrated' columns are each Trainium row's expected time and price x {c['ratio']:.2f} (the model's "
+            "error on your GPU carried over, assuming it errs alike on Trainium); 'step', 'compiled', '$/step' "
+            "and '$/M tokens' are the model alone (uncalibrated)")
 
 
 def instances_line(section: dict[str, Any]) -> Optional[str]:
@@ -134,20 +183,25 @@ def instances_line(section: dict[str, Any]) -> Optional[str]:
 
 
 def validated(row: dict[str, Any]) -> str:
-    """The measured estimate/published range of the device's row, or that it was never checked."""
+    """The estimate/published range of the runs on the row's kind of GPU, and over every run; or that the
+    device was never checked."""
     v = row.get("validation") or {}
     if not v.get("validated"):
         return "not validated"
-    return f"x{sig2(v['ratio_low'])}-{sig2(v['ratio_high'])}"
+    own = f"{v.get('kind', '')} x{v['ratio_low']:.2f}-{v['ratio_high']:.2f}".strip()
+    if "all_ratio_low" in v:
+        return f"{own} (all x{v['all_ratio_low']:.2f}-{v['all_ratio_high']:.2f})"
+    return own
 
 
 def validation_line(section: dict[str, Any]) -> str:
     """The error of the estimate where it was measured, beside the numbers ("error" column)."""
-    notes = {}
+    notes: dict[str, list[str]] = {}
     for row in section["per_device"]:
         v = row.get("validation") or {}
         key = v.get("note") or "not validated on hardware"
-        notes.setdefault(key, []).append(row["device"])
+        if row["device"] not in notes.setdefault(key, []):
+            notes[key].append(row["device"])
     return "validated error (the 'error' column): " + "; ".join(f"{', '.join(d)}: {n}" for n, d in notes.items())
 
 
@@ -242,6 +296,9 @@ def price_line(section: dict[str, Any]) -> str:
         else:
             origin = ("set by you" if price["source"] == "user" else
                       f"{'third-party, ' if price['third_party'] else ''}{price['dated']}")
+            if price.get("derived") and price["source"] != "user":
+                origin = (f"derived, not a list price: {price['derived']}; dated {price['dated']}, next AWS price "
+                          f"update {price.get('next_update') or 'not announced'}; --price {chip}=USD overrides")
             seen[chip] = f"{chip} ${price['per_chip_hour_usd']:g} ({origin})"  # an input: as given
     return "price per chip-hour: " + "; ".join(seen.values())
 
@@ -270,15 +327,14 @@ def where_time_goes(row: dict[str, Any]) -> str:
 
 
 def panel_console(console: Console) -> Console:
-    """Where the Estimate panel prints, as wide under `check` as under `estimate`: ``console`` on a
-    terminal (its width); in a pipe, a file or a CI log (where `check` prints its runtime tables as wide as
-    they need, `estimate` at rich's default), a console on the same file that is COLUMNS wide when that is
-    set, else PIPE_COLUMNS, and prints text as it is (no markup, no emoji codes)."""
-    if console.is_terminal:
+    """Where the Estimate panel and tables print, at one width for the whole report: ``console`` on a
+    terminal (its width); in a pipe, a file or a CI log, lines as long as they need, as `check` prints its
+    own panel and runtime tables there (findings.PIPE_WIDTH): no cell is cut, whatever COLUMNS says."""
+    from neuron_port.reporters.text.findings import PIPE_WIDTH
+
+    if console.is_terminal or console.width >= PIPE_WIDTH:
         return console
-    columns = os.environ.get("COLUMNS", "")
-    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_COLUMNS
-    return Console(file=console.file, width=width, emoji=False, markup=False, highlight=False)
+    return Console(file=console.file, width=PIPE_WIDTH, emoji=False, markup=False, highlight=False)
 
 
 def _compiles_neffs(row: dict[str, Any], kinds: dict[str, Any]) -> bool:
@@ -317,6 +373,7 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
     sized = instances_line(section)
     if sized:
         lines.append(sized)
+    lines.extend(line for line in (comparison_line(section), calibration_line(section)) if line)
     first = section["per_device"][0] if section["per_device"] else None
     if first is not None:
         lines.append(compile_line(section))
@@ -331,7 +388,8 @@ def render_estimate(console: Console, section: Optional[dict[str, Any]]) -> None
     lines.append("assumptions (docs/estimate.md): " + ", ".join(named))
     # wrapped, whatever the console's soft_wrap: the panel would crop its lines
     panel = Panel(Text("\n".join(lines), no_wrap=False, overflow="fold"), title="Estimate", expand=False)
-    panel_console(console).print(panel)
+    console = panel_console(console)
+    console.print(panel)
     console.print(device_table(section))
     scaled = scaling_table(section)
     if scaled is not None:

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent("""
 def test_compiled_graph_work_is_counted_without_dispatch(tmp_path, cli, sim_build):
     (tmp_path / "train.py").write_text(SCRIPT)
     report = tmp_path / "report.json"
-    result = cli("check", str(tmp_path), "-q", "-o", str(report), "--", "python", "train.py")
+    result = cli("check", str(tmp_path), "-q", "-o", str(report), "--compare", "cores", "--", "python", "train.py")
     assert result.returncode == 0, result.stdout + result.stderr
     section = json.loads(report.read_text())["estimate"]
     compiled = [w for w in section["work"]["work"] if w["compiled"]]

@@ -46,7 +46,7 @@ def test_gpt_fixture_estimate_panel_and_recompute(tmp_path, cli, report_schema, 
     shutil.copytree(FIXTURES / "gpt_trainer", project)
     report = tmp_path / "report.json"
     result = cli("check", str(project), "--preview", "-o", str(report), "--tokens-per-step", "512",
-                 "--", "python", "train.py", "--steps", "6")
+                 "--compare", "cores", "--", "python", "train.py", "--steps", "6")
     assert report.exists(), result.stderr
     text = result.stdout
     assert "Estimate" in text and "not a measurement of Trainium" in text, text[-3000:]
@@ -63,7 +63,7 @@ def test_gpt_fixture_estimate_panel_and_recompute(tmp_path, cli, report_schema, 
     assert section["per_step"]["fallback"]["calls"] == 0 and section["work"]["outside_steps_calls"] > 0
     core = next(r for r in section["per_device"] if r["device"] == "trn2-lnc2-core")
     assert core["memory"]["peak_bytes"] > 0 and core["memory"]["fits"] is True
-    assert core["price"]["per_chip_hour_usd"] is None  # no shipped Trn2 price: the user sets one
+    assert core["price"]["per_chip_hour_usd"] == 1.82 and core["price"]["derived"]  # the dated derived default
     expected, _ = by_hand(doc, "trn2-lnc2-core", 1.0)
     assert core["step_seconds"]["expected"] == pytest.approx(expected, rel=1e-9)
 

@@ -45,7 +45,7 @@ def test_every_instance_names_a_chip_of_the_device_table_with_sourced_figures():
 
 
 def test_an_instance_sizes_the_rows_of_its_chip_and_no_other():
-    section = estimate_from_work(work(), EstimateOptions(instances=("trn2.48xlarge", "p5.48xlarge")))
+    section = estimate_from_work(work(), EstimateOptions(instances=("trn2.48xlarge", "p5.48xlarge"), compare="cores"))
     by_id = rows(section)
     assert "a100-40gb-sxm" not in by_id  # listed only when an instance holds it
     assert by_id["trn2-chip"]["price"]["chips"] == 16 and by_id["trn2-chip"]["collectives"]["ranks"] == 64
@@ -54,8 +54,8 @@ def test_an_instance_sizes_the_rows_of_its_chip_and_no_other():
     assert by_id["trn3-chip"]["collectives"]["ranks"] == 1 and "instance" not in by_id["trn3-chip"]  # --cores
     assert by_id["trn2-chip"]["instance"]["spec"] == "trn2.48xlarge"
     # the instance is the same job as --cores 64 on the Trainium2 rows, and --cores 8 on the H100 row
-    cores64 = rows(estimate_from_work(work(), EstimateOptions(cores=64)))
-    cores8 = rows(estimate_from_work(work(), EstimateOptions(cores=8)))
+    cores64 = rows(estimate_from_work(work(), EstimateOptions(cores=64, compare="cores")))
+    cores8 = rows(estimate_from_work(work(), EstimateOptions(cores=8, compare="cores")))
     assert by_id["trn2-chip"]["step_seconds"] == cores64["trn2-chip"]["step_seconds"]
     assert by_id["h100-sxm"]["step_seconds"] == cores8["h100-sxm"]["step_seconds"]
     # 64 cores are one trn2.48xlarge: the gradient all-reduce stays on NeuronLink (1,024 GB/s a chip)

@@ -125,7 +125,7 @@ def test_roofline_on_a_synthetic_op_stream(tmp_path, devices):
 def test_recompute_from_the_saved_section_keeps_what_is_not_overridden(tmp_path):
     process = parse_events_file(tmp_path / "e.jsonl", synthetic_run())
     section = estimate_from_work(step_work([process]), EstimateOptions(tokens_per_step=1000.0,
-                                                                       prices={"trn2-chip": 2.0}))
+                                                                       prices={"trn2-chip": 2.0}, compare="cores"))
     saved = json.loads(json.dumps(section))  # what a report file holds
     again = recompute(saved, EstimateOptions())
     assert again == section
@@ -160,7 +160,10 @@ def test_shipped_table_has_every_device_with_sources():
     assert devices["trn3-chip"].hbm_gbps == 4900.0
     assert all(d.sources and all(s.startswith("https://") for s in d.sources) for d in devices.values())
     assert devices["h100-sxm"].price.usd is not None and devices["h100-sxm"].price.dated
-    assert devices["trn2-chip"].price.usd is None  # AWS publishes none: the user sets it
+    # AWS prints none: a default derived from the Capacity Blocks page of 2026-10-20 (37% of an H100 hour)
+    trn2 = devices["trn2-chip"].price
+    assert trn2.usd == pytest.approx(0.37 * devices["h100-sxm"].price.usd, abs=0.005)
+    assert trn2.derived and trn2.dated == "2026-10-20" and trn2.next_update
 
 
 def test_more_cores_shrink_the_work_not_the_per_op_costs(tmp_path, devices):

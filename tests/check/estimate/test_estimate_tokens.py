@@ -85,7 +85,7 @@ def gpt_report(tmp_path_factory, sim_build):
     shutil.copytree(FIXTURES / "gpt_trainer", project)
     report = root / "report.json"
     result = run_cli("check", str(project), "--preview", "-o", str(report), "--tokens-per-step", "embedding@model.py:115",
-                     "--", "python", "train.py", "--steps", "6", "--batch-size", str(BATCH), "--block-size", str(BLOCK))
+                     "--compare", "cores", "--", "python", "train.py", "--steps", "6", "--batch-size", str(BATCH), "--block-size", str(BLOCK))
     assert report.exists(), result.stderr[-3000:]
     return report, result
 
