@@ -101,6 +101,21 @@ def test_validated_error_is_the_rows_own_kind_of_gpu_and_the_range_over_every_ru
     assert all(not r["validation"]["validated"] for r in trainium(section))
 
 
+def test_the_validated_runs_are_the_published_benchmarks_results():
+    """validation.RUNS is bench/estimate/results/published.json, rounded: a re-recorded or added row shows here."""
+    rows = json.loads((REPO / "bench" / "estimate" / "results" / "published.json").read_text())["rows"]
+    assert {r["name"]: (r["device"], round(r["ratio"], 2)) for r in rows} == {r.key: (r.device, r.ratio) for r in RUNS}
+
+
+def test_the_html_page_shows_the_calibrated_column_and_the_derived_price(saved):
+    from neuron_port.reporters.html.estimate import render_estimate
+
+    page = render_estimate(recompute(saved, EstimateOptions(measured=Measured("h100-sxm", 0.216))))
+    assert "calibrated step" in page and "measured 220 ms" in page and "compared like for like" in page
+    assert "derived, not a list price" in page and "next AWS price update 2027-01" in page
+    assert "trn2-chip</code> x16 (trn2.48xlarge) *" in page
+
+
 def test_estimate_in_a_file_cuts_no_cell_and_bad_spellings_exit_2(tmp_path):
     """`neuron-port estimate r.json --measured h100-sxm=0.216 > f.txt` under a CI log's COLUMNS=80."""
     env = {k: v for k, v in os.environ.items() if k not in ("LINES",)}
@@ -114,8 +129,10 @@ def test_estimate_in_a_file_cuts_no_cell_and_bad_spellings_exit_2(tmp_path):
     text = out.read_text()
     assert "…" not in text and "..." not in text.split("Estimated time and price")[1], text
     table = text[text.index("Estimated time and price"):]
+    h100 = [r.ratio for r in RUNS if r.device.startswith("h100")]
+    error = f"H100 x{min(h100):.2f}-{max(h100):.2f} (all x{min(r.ratio for r in RUNS):.2f}-{max(r.ratio for r in RUNS):.2f})"
     for cell in ("trn2-chip x16 (trn2.48xlarge) *", "h100-sxm x8 (p5.48xlarge)", "calibrated $/M tokens",
-                 "measured 220 ms", "H100 x0.75-0.89 (all x0.75-1.13)", "not validated"):
+                 "measured 220 ms", error, "not validated"):
         assert cell in table, cell
     # the panel's lines are whole too: one width for the report, none wrapped at 80
     assert any("compared like for like: a job of 8 h100-sxm (p5.48xlarge) against trn2-chip x16" in line and
