@@ -59,11 +59,14 @@ def test_three_configs_give_one_table(models, cli, sim_build, tmp_path):
     # sharded with FSDP2 as rank 0 of 2 (BERT's tied word embeddings stay in the model's group)
     out = tmp_path / "models.json"
     result = cli("check", *three(models), "--batch", str(BATCH), "--seq", str(SEQ), "--world-size", "2",
-                 "-o", str(out), cwd=tmp_path)
+                 "--price", "trn2-chip=1.5", "-o", str(out), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("check --model: one training step per model") == 1  # one table
     assert result.stdout.count("│ ran ") == 3  # each model's step ran
-    check_table(json.loads(out.read_text()), models, world=2)
+    doc = json.loads(out.read_text())
+    check_table(doc, models, world=2)
+    for entry in doc["models"]:  # check's estimate flags reach every worker of the pool
+        assert any(d["device"] == "trn2-chip" and d["per_million_tokens_usd"] for d in entry["row"]["devices"])
 
 
 @pytest.mark.ray
