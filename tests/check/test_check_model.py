@@ -7,6 +7,9 @@ fake CPU tensors, not gigabytes of real zeros."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -113,3 +116,27 @@ def test_torch_load_on_the_cpu_of_a_placeholder_checkpoint_holds_no_bytes(cli, s
     # real CPU zeros (before): "DefaultCPUAllocator: can't allocate memory: you tried to allocate 274877906944 bytes"
     assert doc["runtime"]["status"]["exit_code"] == 0, doc["runtime"]["status"]["stderr_tail"]
     assert "loaded 7 cpu (524288, 262144) 0" in result.stderr  # fake CPU tensors; a host read is a placeholder
+
+
+FROM_CACHE = """
+import json
+from neuron_port.check.model_run import model_runs
+runs = model_runs(["example-org/tiny-llama"], tasks=[], batch=1, seq=8, precision="bf16", world_size=None,
+                  compile=False)
+print(json.dumps([runs[0].task, runs[0].config["model_type"]]))
+"""
+
+
+def test_a_hub_id_is_found_in_the_users_hf_cache_offline(tmp_path):
+    # the HF cache as huggingface_hub lays it out: a snapshot per revision, refs/main naming it
+    repo = tmp_path / "hf" / "hub" / "models--example-org--tiny-llama"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(CONFIGS["llama"]))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_CACHE", None)
+    result = subprocess.run([sys.executable, "-c", FROM_CACHE], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == ["causal-lm", "llama"]
