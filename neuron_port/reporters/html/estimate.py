@@ -57,6 +57,12 @@ def _device_names(estimate: dict) -> dict[str, str]:
     return {d.get("id"): d.get("name") or d.get("id") for d in estimate.get("devices") or []}
 
 
+def _row_name(entry: dict, names: dict[str, str]) -> str:
+    """A row's device name and its silicon (the like-for-like rows share a device): ``... x16 (trn2.48xlarge)``."""
+    device = str(entry.get("device"))
+    return str(names.get(entry.get("device"), device)) + text_panel.device_label(entry)[len(device):]
+
+
 def _time_by_family(per_device: list[dict], names: dict[str, str]) -> str:
     totals: dict[str, float] = {}
     for entry in per_device:
@@ -73,7 +79,7 @@ def _time_by_family(per_device: list[dict], names: dict[str, str]) -> str:
             return sum(float(v or 0) for f, v in by_family.items() if f not in kept)
         return float(by_family.get(family) or 0.0)
 
-    devices = [names.get(e.get("device"), e.get("device")) for e in per_device]
+    devices = [_row_name(e, names) for e in per_device]
     series = [Series(family, [share(e, family) * 1e3 for e in per_device]) for family in families]
     chart = Chart("estimate-families", "Where the estimated step time goes",
                   "Stacked horizontal bar chart per device of the expected eager step time in milliseconds, "
@@ -88,7 +94,7 @@ def _time_by_family(per_device: list[dict], names: dict[str, str]) -> str:
 
 
 def _eager_compiled(per_device: list[dict], names: dict[str, str]) -> str:
-    devices = [names.get(e.get("device"), e.get("device")) for e in per_device]
+    devices = [_row_name(e, names) for e in per_device]
 
     def pair(entry: dict, key: str) -> tuple[float, float]:
         span = entry.get(key) or {}
@@ -211,7 +217,7 @@ def _scaling(estimate: dict, names: dict[str, str]) -> str:
 
 
 def _memory(per_device: list[dict], names: dict[str, str]) -> str:
-    devices = [names.get(e.get("device"), e.get("device")) for e in per_device]
+    devices = [_row_name(e, names) for e in per_device]
     peak = [float((e.get("memory") or {}).get("peak_bytes") or 0) for e in per_device]
     hbm = [float((e.get("memory") or {}).get("hbm_bytes") or 0) for e in per_device]
     chart = Chart("estimate-memory", "Peak device memory against HBM",
@@ -269,7 +275,7 @@ def _compile_row(name: str, entry: dict, kinds: dict[str, Any]) -> tuple:
 
 
 def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: Any, kinds: dict[str, Any]) -> str:
-    compile_rows = [_compile_row(names.get(e.get("device"), e.get("device")), e, kinds) for e in per_device]
+    compile_rows = [_compile_row(_row_name(e, names), e, kinds) for e in per_device]
     body = "<h3>Compile time</h3>" + table(
         ["device", "eager NEFFs", "graphs", "first run (cold cache)", "with a warm NEFF cache"], compile_rows,
         numeric=(1, 2, 3, 4))
@@ -283,7 +289,7 @@ def _compile_and_price(per_device: list[dict], names: dict[str, str], tokens: An
             if price.get("derived") and price.get("source") != "user":
                 origin = (f"derived, not a list price: {price['derived']}; next AWS price update "
                           f"{price.get('next_update') or 'not announced'}")
-        price_rows.append((names.get(e.get("device"), e.get("device")), usd(price.get("per_chip_hour_usd")),
+        price_rows.append((_row_name(e, names), usd(price.get("per_chip_hour_usd")),
                            usd(price.get("per_step_usd")), usd(price.get("per_million_tokens_usd")),
                            price.get("dated") or "–",
                            Markup(escape(origin) + (f": {link(source, 'source').html}" if source else ""))))
