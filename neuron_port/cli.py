@@ -1,8 +1,9 @@
 """The `neuron-port` command line: options, rendering and exit codes over neuron_port.api. The one module
 that declares the commands; their pieces are in neuron_port/commands/ (options, `check`'s `--`, stdin, the
 reference commands, the estimate, --html, the consoles), the formats in neuron_port/reporters/. The console
-script starts in commands/entry.py, which runs a plain `rewrite` line without typer (commands/rewrite_argv.py,
-from the options' plain data in commands/option_specs.py) and hands every other line to ``app`` here.
+script starts in commands/entry.py, which hands every line to ``app`` here: typer is the one parser, its
+option values read without pydantic (commands/typer_coercion.py), its usage errors in one line
+(commands/usage_errors.py).
 
 Exit codes: 0 nothing at or above --fail-on was left (and, with --check, nothing would change);
 1 findings at or above it, pending changes under --check (neither with --exit-zero), files that could

@@ -2,11 +2,12 @@
 crates/ruff/src/commands/); neuron_port/cli.py declares the commands with them and stays the only module
 that does.
 
-- ``entry.py``: the console script (and ``python -m neuron_port``): a plain `rewrite` line runs without typer,
-  every other line goes to cli.py's typer app
+- ``entry.py``: the console script (and ``python -m neuron_port``): every line goes to cli.py's typer app,
+  the one parser of the command line
+- ``typer_coercion.py``: typer made cheap: option values read without pydantic; ``usage_errors.py``:
+  usage errors in one line, in our words
 - ``option_specs.py``: the options of `rewrite` (and those `check` shares) as plain data; ``options.py``
-  declares them to typer from it, ``rewrite_argv.py`` reads a plain `rewrite` line from it, and
-  ``rewrite_run.py`` runs `rewrite` (both without typer); ``exit_codes.py``: the exit-code rule
+  declares them to typer from it; ``rewrite_run.py`` runs `rewrite`; ``exit_codes.py``: the exit-code rule
 - ``options.py``: the option and argument types as typer declares them (names, metavars, help)
 - ``check_args.py``: `check`'s `--` (only what follows it is the command to run)
 - ``help.py``: how the help shows arguments (by metavar, the same under every typer in the tested range)

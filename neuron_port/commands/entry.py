@@ -1,7 +1,7 @@
-"""The `neuron-port` console script and `python -m neuron_port`: a plain `rewrite` line (a pre-commit
-hook's) runs without typer (rewrite_argv.py); every other line, help and shell completion go to the typer
-app cli.py declares, whose usage errors usage_errors.py prints in one line. Either way an interrupt exits
-130 and an internal error prints one line instead of a traceback."""
+"""The `neuron-port` console script and `python -m neuron_port`: every command line goes to the typer app
+cli.py declares (one parser: help, completion and every command), whose option values typer_coercion.py
+reads without pydantic and whose usage errors usage_errors.py prints in one line. An interrupt exits 130
+and an internal error prints one line instead of a traceback."""
 
 from __future__ import annotations
 
@@ -19,13 +19,10 @@ def main() -> None:
         if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
     try:
-        from neuron_port.commands.rewrite_argv import run_plain_rewrite
+        from neuron_port.cli import PROG_NAME, app
+        from neuron_port.commands.usage_errors import run_app
 
-        if not run_plain_rewrite(sys.argv[1:]):  # a plain `rewrite` line runs without typer
-            from neuron_port.cli import PROG_NAME, app
-            from neuron_port.commands.usage_errors import run_app
-
-            sys.exit(run_app(app, PROG_NAME))  # usage errors in one line, in our words
+        sys.exit(run_app(app, PROG_NAME))  # values read without pydantic, usage errors in one line
     except KeyboardInterrupt:
         err().print("neuron-port: interrupted; every file is either unchanged or completely rewritten")
         sys.exit(130)

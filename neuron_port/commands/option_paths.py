@@ -9,11 +9,27 @@ message; an option never names a file in normal use, so nothing else changes.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.options import fail_usage
-from neuron_port.commands.rewrite_argv import dash_named_files, option_named_files
+
+
+def option_named_files(args: list[str]) -> list[str]:
+    """The words before `--` that start with `-` (not `-` itself, stdin) and name an existing path."""
+    before = args[:args.index("--")] if "--" in args else args
+    return [word for word in before if word.startswith("-") and word != "-" and os.path.lexists(word)]
+
+
+def dash_named_files(words: list[str]) -> list[str]:
+    """``words`` with each `-` after `--` spelled as the file `-` of the working folder (an absolute path,
+    which the report still shows as `-`): after `--` every word is a path, and the hooks' entry ends with
+    `--`, so a committed file named `-` must be read, not stdin (issue 33). `-` before `--` is stdin."""
+    if "--" not in words:
+        return words
+    after = words.index("--") + 1
+    return words[:after] + [os.path.join(os.getcwd(), word) if word == "-" else word for word in words[after:]]
 
 
 class PathsAfterDashes(PlainHelpCommand):

@@ -1,13 +1,7 @@
 """The options of `rewrite` (and those `check` shares with it) as plain data, without typer: their words,
-value types, metavars, bounds and help, the choices of --output-format, --target and --fail-on, and the
-order and defaults of `rewrite`'s parameters.
-
-Both readers of a command line are built from this one list: options.py makes typer's declarations of
-it (what cli.py declares the commands with: help, completion, every line typer parses), and
-rewrite_argv.py reads a plain `rewrite` line from it without importing typer, so a pre-commit hook's
-start pays for neither typer nor its vendored click (bench/README.md, Issue 20's fourth pass).
-tests/rewrite/test_rewrite_argv.py holds cli.py's `rewrite` to ``REWRITE_PARAMETERS`` (names, order,
-defaults, declarations) and the plain reader's values to typer's.
+value types, metavars, bounds and help, and the choices of --output-format, --target and --fail-on.
+options.py makes typer's declarations of them (what cli.py declares the commands with); typer, the one
+parser of the command line, reads their values through typer_coercion.py (no pydantic).
 """
 
 from __future__ import annotations
@@ -15,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Callable, Optional, Union
 
 from neuron_port.reporters import FORMATS
 from neuron_port.rules.vocabulary import TARGETS
@@ -110,15 +104,3 @@ CACHE = OptionSpec(("--cache/--no-cache",), bool, optional=True, help=(
     "Use the result cache (.neuron-port-cache/ in each project root: the folder with pyproject.toml or "
     ".git). Default: on when writing files, off under --check and --diff (they write nothing); --cache "
     "turns it on there too."))
-
-# `rewrite`'s parameters in cli.py's order: (name, option, default)
-REWRITE_PARAMETERS: tuple[tuple[str, OptionSpec, Any], ...] = (
-    ("paths", PATHS, None), ("diff", DIFF, False), ("check", CHECK, False), ("fix", FIX, False),
-    ("stdin_filename", STDIN_FILENAME, None), ("unsafe_fixes", UNSAFE_FIXES, None), ("select", SELECT, None),
-    ("ignore", IGNORE, None), ("extend_select", EXTEND_SELECT, None), ("extend_ignore", EXTEND_IGNORE, None),
-    ("target", TARGET, None), ("output_format", FORMAT, OutputFormat.text), ("statistics", STATISTICS, False),
-    ("exit_zero", EXIT_ZERO, False), ("jobs", JOBS, None), ("exclude", EXCLUDE, None), ("fail_on", FAIL_ON, None),
-    ("max_file_size", MAX_FILE_SIZE, None), ("config", CONFIG, None), ("quiet", QUIET, False),
-    ("verbose", VERBOSE, False), ("instance", INSTANCE, None), ("neuron_cores", NEURON_CORES, None),
-    ("cache", CACHE, None),
-)

@@ -2,10 +2,9 @@
 usage-error exit; cli.py declares the commands with them.
 
 The options of `rewrite` (and those `check` shares with it) are declared from the plain data of
-option_specs.py, which the typer-free reader of a plain `rewrite` line (rewrite_argv.py) reads too; the
-options of `check` alone are declared here. Every option and argument names its metavar (PATH, CODE,
-FORMAT, N, ...): without one, typer shows its own spelling of the type (``{paths}...``, ``<list[str]>``),
-which changes between releases.
+option_specs.py; the options of `check` alone are declared here. Every option and argument names its
+metavar (PATH, CODE, FORMAT, N, ...): without one, typer shows its own spelling of the type
+(``{paths}...``, ``<list[str]>``), which changes between releases.
 """
 
 from __future__ import annotations

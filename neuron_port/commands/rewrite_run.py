@@ -1,7 +1,6 @@
-"""What `neuron-port rewrite` does once its arguments are read (by typer, or by rewrite_argv.py for a plain
-line): check their combination, load the settings, scan, print the patch and the report; returns the exit
-code. Without typer, so the plain line (a pre-commit hook's) never imports it; a usage error is printed
-here as typer's path prints it (``neuron-port: error: ...``, exit 2)."""
+"""What `neuron-port rewrite` does once typer has read its arguments: check their combination, load the
+settings, scan, print the patch and the report; returns the exit code. Without typer; a usage error is
+printed here as the other usage errors are (``neuron-port: error: ...``, exit 2)."""
 
 from __future__ import annotations
 

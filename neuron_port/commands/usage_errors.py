@@ -86,6 +86,9 @@ def one_line(exc: Any) -> str:
 
 def run_app(app: Any, prog_name: str) -> int:
     """Run the typer app as click's standalone mode does, but with usage errors in one line; the exit code."""
+    from neuron_port.commands.typer_coercion import install
+
+    install()  # the options' values read without pydantic
     click_exceptions = _click_exceptions()
 
     try:

@@ -10,6 +10,8 @@ fenced code is indented by four spaces. Fenced blocks are left as written in Mar
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from typing import Optional
 
 # a span may run over a line break of its paragraph, never over a blank line
 _DOUBLE = re.compile(r"``(?!`)((?:[^`\n]|`(?!`)|\n(?!\n))+?)(?<!`)``")
@@ -49,3 +51,21 @@ def plain(page: str) -> str:
         text = _BOLD.sub(r"\1", text)
         out.append(_SINGLE.sub(r"\1", _DOUBLE.sub(r"\1", text)))
     return "".join(out)
+
+
+@lru_cache(maxsize=1)
+def rule_reference() -> Optional[str]:
+    """pyproject's ``[project.urls]`` "Rule reference" (the folder of the generated rule pages, as a page
+    address: ``/blob/``), from the installed metadata; None without it. The language server links the
+    same pages (neuron_port/server/links.py)."""
+    from importlib import metadata
+
+    try:
+        urls = metadata.metadata("neuron-port").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "rule reference" and url.strip():
+            return url.strip().replace("/tree/", "/blob/")
+    return None

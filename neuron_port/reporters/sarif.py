@@ -100,7 +100,7 @@ def rule_descriptor(rule, home: Optional[str] = None) -> dict[str, Any]:
 def rule_reference_page(code: str) -> Optional[str]:
     """The rule's page under pyproject's ``[project.urls]`` "Rule reference" (None when neuron-port is
     not installed with its metadata)."""
-    from neuron_port.server.links import _rule_reference as rule_reference  # the server links the same page
+    from neuron_port.reporters.rule_pages import rule_reference
 
     reference = rule_reference()
     return f"{reference.rstrip('/')}/{code}.md" if reference else None

@@ -1,7 +1,7 @@
 """A file named `-` after `--` is a file, not stdin (issue 33, item 3): the hooks' entry ends with `--` and
 pre-commit appends the staged names after it, so a committed script named `-` was read as stdin (empty
-under pre-commit) and passed unchecked. Through the real CLI, on both of its readers (the typer-free
-plain line, and typer for a line with `--opt=value`); the hook itself: tests/rewrite/test_precommit.py."""
+under pre-commit) and passed unchecked. Through the real CLI, the hook's line as written and with an option
+as `--opt=value`; the hook itself: tests/rewrite/test_precommit.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ SCRIPT = "#!/usr/bin/env python3\nimport torch\nmodel = torch.nn.Linear(2, 2).cu
 FIXED = '#!/usr/bin/env python3\nimport torch\nmodel = torch.nn.Linear(2, 2).to("neuron")\n'
 STDIN_TEXT = "import torch\ntorch.cuda.synchronize()\n"  # what stdin holds: it must not be read
 
-# the plain line (rewrite_argv.py) and the same line through typer (`--fail-on=error` is typer's to read)
+# the hook's line as written, and with an option in the `--opt=value` form (one parser reads both)
 READERS = {"plain": [], "typer": ["--fail-on=error"]}
 
 

@@ -268,7 +268,7 @@ def test_a_file_others_could_have_written_is_refused_and_replaced(prefix, tmp_pa
 # last run on the last replacement (and whether it left the file as it was).
 CORRUPTIONS = r'''
 import json, os, random, runpy, sys
-import neuron_port.commands.entry, neuron_port.commands.rewrite_argv, neuron_port.commands.rewrite_run
+import neuron_port.commands.entry, neuron_port.commands.rewrite_run
 assert "libcst" not in sys.modules
 path, count, seed, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 
