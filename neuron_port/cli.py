@@ -162,6 +162,10 @@ def check(
 
     Usage: neuron-port check PATH [OPTIONS] -- python train.py --steps 4
 
+    Or, without PATH and command: neuron-port check --model ID_OR_PATH --batch 8 --seq 2048 --world-size 64
+    (one training step of a Hugging Face model built from its config.json, shape-only; several --model give
+    one table; docs/shape-only.md).
+
     The command after `--` (or `check-command` from [tool.neuron-port]) runs from PATH with the simulator
     switched on (`python` means the interpreter neuron-port runs in); a command not after `--` is an error.
     The report lists CPU fallbacks, shapes that recompile, torch.compile recompiles, float64 demotions,
