@@ -61,11 +61,33 @@ def install(dist) -> None:
     c10d.init_process_group = init_process_group
     if dist.init_process_group is orig:
         dist.init_process_group = init_process_group
+    _fake_rendezvous(size)
     if os.environ.get(PIECES_ENV, "").strip().lower() != "all":
         from ..after_import import after_import
 
         after_import("torch.distributed.fsdp._fully_shard._fsdp_param", _fsdp2_lazy_pieces)
         after_import("torch.distributed.fsdp._flat_param", _fsdp1_own_piece)
+
+
+def _fake_rendezvous(size: int) -> None:
+    """A module that took ``init_process_group`` by name before the wrapper above (``init_device_mesh``:
+    torch/distributed/device_mesh.py imports it) reaches the env:// (or tcp://) rendezvous, whose TCPStore
+    waits for N processes that never start: in a fake world both give a FakeStore, rank 0 and the world's
+    size, as the wrapper does."""
+    import importlib
+
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    rendezvous = importlib.import_module("torch.distributed.rendezvous")  # the package re-exports a function
+
+    def fake(url, timeout=None, **kwargs):
+        yield FakeStore(), 0, size
+        raise RuntimeError("Unable to perform re-rendezvous in a fake world")
+
+    for scheme in ("env", "tcp"):
+        if not getattr(rendezvous._rendezvous_handlers.get(scheme), "_neuron_port_fake_world", False):
+            fake._neuron_port_fake_world = True
+            rendezvous._rendezvous_handlers[scheme] = fake
 
 
 # ---------------------------------------------------------------- one rank's piece

@@ -2,7 +2,9 @@
 its own piece of each parameter (neuron_backend/distributed/fake_world.py), so its work does not grow with
 N, and its report is the one it was when every rank's piece was made (`NEURON_PORT_FAKE_WORLD_PIECES=all`,
 PyTorch's own `_chunk_with_empty`). The model has a layer narrower than the world (ranks past the last
-chunk get empty pieces) and widths the world does not divide (padded shards)."""
+chunk get empty pieces) and widths the world does not divide (padded shards); its world comes from
+`init_device_mesh`, whose own `init_process_group` call took the env:// rendezvous (a TCPStore waiting for
+N processes) before the fake world gave it a FakeStore."""
 
 from __future__ import annotations
 
@@ -14,21 +16,23 @@ from conftest import run_cli
 pytestmark = pytest.mark.slow  # three `check` runs in one module fixture: ~20 CPU-s
 
 FSDP = """
-import torch, torch.nn as nn, torch.distributed as dist
+import os, torch, torch.nn as nn, torch.distributed as dist
 import neuron_backend
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 def allocations():
     return neuron_backend.stats()["explicit_ops"]["aten::empty.memory_format"]
 
-dist.init_process_group(backend="neuron")
+# init_process_group through the mesh (device_mesh.py took it by name): the env:// rendezvous of a fake world
+mesh = init_device_mesh("neuron", (int(os.environ["WORLD_SIZE"]),))
 with torch.device("neuron"):
     model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 250), nn.GELU(), nn.Linear(250, 6), nn.Linear(6, 64))
                             for _ in range(2)])
 before = allocations()
 for block in model:
-    fully_shard(block)
-fully_shard(model)
+    fully_shard(block, mesh=mesh)
+fully_shard(model, mesh=mesh)
 print("shard allocations", allocations() - before)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(2):
@@ -51,8 +55,8 @@ def reports(tmp_path_factory, sim_build):
         env = {"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path_factory.mktemp(f"neff-{name}"))}
         if pieces:
             env["NEURON_PORT_FAKE_WORLD_PIECES"] = pieces
-        result = run_cli("check", str(project), "--shape-only", "--world-size", str(world), "--output-format",
-                         "json", "--", "python", "train.py", env=env)
+        result = run_cli("check", str(project), "--shape-only", "--world-size", str(world), "--timeout", "150",
+                         "--output-format", "json", "--", "python", "train.py", env=env)
         doc = json.loads(result.stdout)
         status = doc["runtime"]["status"]
         assert status["exit_code"] == 0, status["stderr_tail"]
