@@ -329,8 +329,8 @@ def where_time_goes(row: dict[str, Any]) -> str:
 def panel_console(console: Console) -> Console:
     """Where the Estimate panel and tables print, at one width for the whole report: ``console`` on a
     terminal (its width); in a pipe, a file or a CI log, lines as long as they need, as `check` prints its
-    own panel and runtime tables there (findings.PIPE_WIDTH): no cell is cut, whatever COLUMNS says."""
-    from neuron_port.reporters.text.findings import PIPE_WIDTH
+    own panel and runtime tables there (widths.PIPE_WIDTH): no cell is cut, whatever COLUMNS says."""
+    from neuron_port.reporters.text.widths import PIPE_WIDTH
 
     if console.is_terminal or console.width >= PIPE_WIDTH:
         return console

@@ -15,9 +15,9 @@ from neuron_port.reporters.protocol import RenderContext, Streams
 from neuron_port.results import Finding
 from neuron_port.report import Report
 from neuron_port.rewrite.statistics import file_statistics, percent, total_statistics
+from neuron_port.reporters.text.widths import PIPE_WIDTH
 
 MAX_STAT_FILES = 10
-PIPE_WIDTH = 1000  # columns of the runtime tables when stdout is not a terminal
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
