@@ -179,6 +179,15 @@ class LegacyAliases:
                  if (parts := self._alias_parts(context, assign.value, nodes)) is not None]
         if not found:
             return
+        # a class attribute (`Tensor = ...` in a class body, read as `self.Tensor`) or a name read as an
+        # attribute anywhere in the file (`train.Tensor`): its uses are not all names of this file
+        in_classes = {id(line) for node in nodes if type(node) is cst.ClassDef
+                      for line in getattr(node.body, "body", ())}
+        attributes = {node.attr.value for node in nodes if type(node) is cst.Attribute
+                      and not (context.qualname(node) or "").startswith("torch.")}  # not `torch.FloatTensor`
+        found = [f for f in found if id(f[0]) not in in_classes and f[1].targets[0].target.value not in attributes]
+        if not found:
+            return
         scopes = Scopes(module)
         bound: dict[tuple[cst.CSTNode, str], int] = {}  # (scope, name) -> how many bindings
         values: dict[tuple[cst.CSTNode, str], list[cst.BaseExpression]] = {}  # (scope, name) -> assigned values

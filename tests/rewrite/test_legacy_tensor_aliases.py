@@ -82,3 +82,26 @@ def test_a_flag_assigned_twice_keeps_the_alias():
         x = Tensor(2, 3)
         """)
     assert "Tensor(2, 3)" in code and any("assigned more than once" in f.message for f in findings)
+
+
+def test_a_class_attribute_alias_is_not_removed():
+    code, findings = _rewrite("""
+        import torch
+        cuda = torch.cuda.is_available()
+        class Trainer:
+            Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+            def noise(self):
+                return self.Tensor(2, 3)
+        """)
+    assert "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor" in code
+    assert any(f.code == "NP105" and f.line == 4 and not f.fix.applied for f in findings)
+
+
+def test_an_alias_named_like_the_torch_class_is_ported():
+    code, _ = _rewrite("""
+        import torch
+        cuda = torch.cuda.is_available()
+        FloatTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+        x = FloatTensor(2, 3)
+        """)
+    assert "FloatTensor" not in code and 'torch.empty(2, 3, dtype=torch.float32, device="neuron" if cuda' in code
