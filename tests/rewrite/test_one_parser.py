@@ -7,7 +7,6 @@ imports no pydantic."""
 from __future__ import annotations
 
 import functools
-import itertools
 import subprocess
 import sys
 
@@ -71,9 +70,11 @@ def _parameter(word: str) -> str:
 def _lines() -> list[list[str]]:
     lines = [words + paths for words in SINGLE_WORDS + WITH_VALUES for paths in PATHS[:2]]
     lines += [paths for paths in PATHS]
-    # two options of different parameters (the same one twice, repeated or switched, is typer's case)
-    lines += [a + b + ["x.py"] for a, b in itertools.combinations(SINGLE_WORDS + WITH_VALUES, 2)
-              if _parameter(a[0]) != _parameter(b[0]) or (a[0] == b[0] and a[0] in MULTIPLE)]
+    # each option beside the next of another parameter (values are read one by one: pairs of every kind of
+    # value suffice, not every pair), and a repeated option of a list
+    words = SINGLE_WORDS + WITH_VALUES
+    lines += [a + b + ["x.py"] for a, b in zip(words, words[3:] + words[:3]) if _parameter(a[0]) != _parameter(b[0])]
+    lines += [a + a + ["x.py"] for a in WITH_VALUES if a[0] in MULTIPLE]
     lines += [["x.py", "--check", "--diff", "-q", "--no-cache"], ["--check", "--diff", "--", "x.py", "y.py"],
               ["x.py", "--select", "NP1", "y.py", "--check"]]
     return lines
