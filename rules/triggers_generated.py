@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '1d68f1ca1df32ba3e536fb4d966b7c2af90a74783588548a6bda2b064fda40e5'
+RULE_SOURCES_SHA256 = 'a8efd208bdc06670541bef9a9c1b5c47c7af34591ec4aaa5c6149febdf26c159'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -17,7 +17,10 @@ class CudaDeviceCheck(DeviceStringRule):
     ## What it does
     Finds ``'cuda'`` / ``'cuda:N'`` strings (and the NP101 templates) used in comparisons: ``==``, ``!=``,
     ``in``, ``not in``, membership in a literal list or tuple, and ``str.startswith('cuda')``. On the
-    neuron target they become ``'neuron'``. When the same ``if``/``elif`` chain already tests for
+    neuron target they become ``'neuron'``. A membership test against a literal of device types
+    (``p.device.type in ("cuda", "xpu")``: ``'cuda'`` and another device-type name) keeps ``'cuda'`` and gets
+    ``'neuron'`` beside it: it accepts what it accepted and Trainium too (NP101 does the same for such tables
+    outside a test). When the same ``if``/``elif`` chain already tests for
     ``'neuron'`` the code is multi-backend and is only reported.
 
     A test that guards CUDA-only code (``if q.device.type == 'cuda': return flash_attn_func(q, k, v)``:
@@ -93,7 +96,7 @@ class CudaDeviceCheck(DeviceStringRule):
         Invalid(
             'use_fused = args.device != "cuda:0"\nok = dev in ("cuda", "cpu")\n'
             'if d.startswith("cuda"):\n    pass\n',
-            'use_fused = args.device != "neuron:0"\nok = dev in ("neuron", "cpu")\n'
+            'use_fused = args.device != "neuron:0"\nok = dev in ("cuda", "neuron", "cpu")\n'
             'if d.startswith("neuron"):\n    pass\n',
             not_runnable=FRAGMENT,
         ),
@@ -131,7 +134,7 @@ class CudaDeviceCheck(DeviceStringRule):
             x = torch.ones(2, device=device)
             if x.device.type == 'neuron':
                 y = x * 2
-            ok = device.type in ("neuron", "cpu")
+            ok = device.type in ("cuda", "neuron", "cpu")
             assert ok
             if str(y.device).startswith("neuron"):
                 y = y.cpu()
@@ -240,6 +243,13 @@ class CudaDeviceCheck(DeviceStringRule):
     def _check(self, role_node: cst.CSTNode, literal: cst.CSTNode, guarded=None) -> None:
         role = self._role(role_node)
         old = source_of(role_node)
+        if literal in self._tables and role in ("check", "multibackend") and self.context.target != "accelerator":
+            fix = self._table_fix(literal)
+            if fix is not None:  # `dev in ("cuda", "cpu")`: neuron accepted beside CUDA
+                element, replacement = fix
+                self.report(element, f"membership test against device types holding `{old}`: add `'neuron'` "
+                            "beside it", replacement=replacement, safety="safe")
+            return
         if role == "multibackend":
             self.report(
                 literal,

@@ -46,6 +46,13 @@ class CudaDeviceString(DeviceStringRule):
     ``os.environ["RANK"]``) is renamed too, and the message adds that it should be ``LOCAL_RANK``. Strings that are not devices
     stay: docstrings, prose (``"cuda is not available"``), log and print arguments, ``getattr(torch, 'cuda')``,
     and the keys of a ``map_location`` dict (they name the device the checkpoint was *saved* on).
+    A ``'cuda'`` in a list, tuple or set literal of device types (``'cuda'`` and another device-type name:
+    ``choices=['cpu', 'cuda']``, ``capturable_supported_devices = ['cuda', 'xpu', 'hpu']``, a function that
+    returns such a list) is a table of what each device type supports or may be, not a device choice: it
+    stays, and ``'neuron'`` is added beside it, as torch's own tables add the PrivateUse1 backend's name
+    (``torch/optim/optimizer.py``, ``_get_capturable_supported_devices``); a table the code already extends
+    with ``torch._C._get_privateuse1_backend_name()`` holds ``'neuron'`` on Trainium and is left alone. A
+    literal that is unpacked or indexed (``src, dst = 'cuda', 'cpu'``) is a pair of devices, renamed as usual.
     Comparisons are NP102; ``device_type=`` (autocast), ``device_map=`` and ``accelerator=`` belong to the
     NP3xx and NP6xx families and ``init_device_mesh('cuda', ...)`` to NP504.
 
@@ -67,7 +74,7 @@ class CudaDeviceString(DeviceStringRule):
     Use instead:
     ```python
     device = 'neuron' if torch.neuron.is_available() else 'cpu'
-    parser.add_argument('--device', default='neuron', choices=['cpu', 'neuron'])
+    parser.add_argument('--device', default='neuron', choices=['cpu', 'cuda', 'neuron'])
     device = f'neuron:{local_rank}'  # under torchrun the process's NeuronCore
     ```
 
@@ -122,8 +129,51 @@ class CudaDeviceString(DeviceStringRule):
         Valid("import torch\nmajor, minor = torch.cuda.get_device_capability('cuda')\n"
               "props = torch.cuda.get_device_properties(torch.device('cuda'))\nprint(props.major)\n"),
         Valid("x = torch.zeros(3, device='cpu')\ny = b'cuda'\nz = 'cudagraphs'\n"),
+        # a table of device types the code extends with the PrivateUse1 backend's name ('neuron' on Trainium)
+        Valid("import torch\n\ndef capturable_devices():\n    supported = ['cuda', 'xpu', 'hpu']\n"
+              "    if not torch.jit.is_scripting():\n"
+              "        supported.append(torch._C._get_privateuse1_backend_name())\n    return supported\n"),
+        Valid("import torch\nFOREACH = ['cuda', 'xpu', torch._C._get_privateuse1_backend_name()]\n"),
+        Valid("SUPPORTED = ('cuda', 'neuron', 'cpu')\n"),
     ]
     INVALID = [
+        # device-type tables keep CUDA; 'neuron' joins it (a list assigned, a function returning one, a set)
+        Invalid(
+            """
+            import torch
+
+            def capturable_devices():
+                supported = ['cuda', 'xpu', 'hpu']
+                return supported
+
+            def fused_devices():
+                return ["mps", "cuda", "xpu", "cpu"]
+
+            ACCEPTED = {"cpu", "cuda"}
+            src, dst = "cuda", "cpu"
+            p = torch.zeros(2, device="neuron")
+            assert p.device.type in capturable_devices() and p.device.type in fused_devices()
+            assert p.device.type in ACCEPTED and dst == "cpu"
+            """,
+            """
+            import torch
+
+            def capturable_devices():
+                supported = ['cuda', 'neuron', 'xpu', 'hpu']
+                return supported
+
+            def fused_devices():
+                return ["mps", "cuda", "neuron", "xpu", "cpu"]
+
+            ACCEPTED = {"cpu", "cuda", "neuron"}
+            src, dst = "neuron", "cpu"
+            p = torch.zeros(2, device="neuron")
+            assert p.device.type in capturable_devices() and p.device.type in fused_devices()
+            assert p.device.type in ACCEPTED and dst == "cpu"
+            """,
+            message_contains="table of device types",
+            runs=True,
+        ),
         Invalid(
             "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
             "import torch\ndevice = 'neuron' if torch.cuda.is_available() else 'cpu'\n",
@@ -131,7 +181,7 @@ class CudaDeviceString(DeviceStringRule):
         ),
         Invalid(
             "parser.add_argument('--device', type=str, default='cuda', choices=['cpu', 'cuda'])\n",
-            "parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'neuron'])\n",
+            "parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'cuda', 'neuron'])\n",
             not_runnable=FRAGMENT,
         ),
         Invalid(
@@ -242,7 +292,7 @@ class CudaDeviceString(DeviceStringRule):
             import torch
 
             parser = argparse.ArgumentParser()
-            parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'neuron'])
+            parser.add_argument('--device', type=str, default='neuron', choices=['cpu', 'cuda', 'neuron'])
             args = parser.parse_args()
             x = torch.zeros(3, device=args.device)
             y = x.to("neuron:0")
@@ -304,6 +354,9 @@ class CudaDeviceString(DeviceStringRule):
     def _decide(self, role_node: cst.CSTNode, literal: cst.CSTNode, kind: str) -> None:
         role = self._role(role_node)
         old = source_of(role_node)
+        if literal in self._tables and role == "container" and self.context.target != "accelerator":
+            self._report_table(literal)
+            return
         if self.context.target == "accelerator":
             built = None if role in ("key", "container") else self._accelerator_version(literal, kind)
             if built is None:
@@ -358,6 +411,14 @@ class CudaDeviceString(DeviceStringRule):
             for role_node, literal, kind in self._in_cuda_calls:
                 if literal not in kept:
                     self._decide(role_node, literal, kind)
+
+    def _report_table(self, literal: cst.CSTNode) -> None:
+        fix = self._table_fix(literal)
+        if fix is None:
+            return  # it holds "neuron" (or adds the PrivateUse1 name): nothing to port
+        element, replacement = fix
+        self.report(element, f"`{source_of(literal)}` in a table of device types: add `'neuron'` beside it "
+                    "(CUDA stays in the table)", replacement=replacement, safety="safe")
 
     def _report_neuron(self, role_node: cst.CSTNode, literal: cst.CSTNode, role: str, advice: str = "") -> None:
         old = source_of(role_node)

@@ -12,6 +12,7 @@ import libcst as cst
 from neuron_port.rules.device_placement.device_subjects import is_backend_map_entry, names_a_device
 from neuron_port.rules.device_placement.tables import (
     CUDA_DEVICE_RE,
+    DEVICE_TYPE_NAMES,
     FOREIGN_DEVICE_CALLEES,
     FOREIGN_DEVICE_KEYWORDS,
     FORMAT_TEMPLATE_RE,
@@ -19,10 +20,11 @@ from neuron_port.rules.device_placement.tables import (
     NAME_ARG_FUNCS,
     PERCENT_TEMPLATE_RE,
     PLUS_TEMPLATE,
+    PRIVATEUSE1_NAME_CALL,
 )
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.guards import AvailabilityMixin, GuardedBlocks
-from neuron_port.rules.helpers.names import dotted_name, last_segment
+from neuron_port.rules.helpers.names import dotted_name, last_segment, walk
 from neuron_port.rules.helpers.nodes import children, expr, replace_string, string_value
 from neuron_port.rules.spec import PythonRule
 
@@ -51,6 +53,12 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
         # 'cuda' literal of torch.device('cuda', index) -> (the call, the index argument)
         self._device_calls: dict[cst.CSTNode, tuple[cst.Call, cst.Arg]] = {}
         self._cuda_calls = 0  # how many torch.cuda calls the visit is inside (their arguments may be kept)
+        # device-type tables: their "cuda" element -> (the collection, the element); see _table_of
+        self._tables: dict[cst.CSTNode, tuple[cst.CSTNode, cst.Element]] = {}
+        self._positional: set[cst.CSTNode] = set()  # collections unpacked or indexed: pairs, not tables
+        self._functions: list[cst.CSTNode] = []  # the functions the visit is inside
+        self._table_names: dict[cst.CSTNode, str] = {}  # a table assigned to a name -> that name
+        self._module: cst.Module | None = None
 
     # -- marking ---------------------------------------------------------------------------------
     def _mark(self, node: cst.CSTNode, role: str) -> None:
@@ -106,12 +114,82 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
 
     def visit_List(self, node: cst.List) -> None:
         self._mark_elements(node, "container")
+        self._table_of(node)
 
     def visit_Tuple(self, node: cst.Tuple) -> None:
         self._mark_elements(node, "container")
+        self._table_of(node)
 
     def visit_Set(self, node: cst.Set) -> None:
         self._mark_elements(node, "container")
+        self._table_of(node)
+
+    # -- device-type tables ------------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        self._module = node
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if type(node.value) in (cst.List, cst.Tuple, cst.Set):
+            targets = [t.target for t in node.targets]
+            if any(type(t) in (cst.Tuple, cst.List) for t in targets):
+                self._positional.add(node.value)  # `a, b = "cuda", "cpu"`: a pair
+            elif len(targets) == 1 and type(targets[0]) is cst.Name:
+                self._table_names[node.value] = targets[0].value
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if type(node.value) is cst.Tuple:
+            self._positional.add(node.value)  # `return "cuda", "cpu"`: a pair the caller unpacks
+
+    def _table_of(self, node) -> None:
+        """Record ``node`` as a table of device types: a literal holding the bare ``"cuda"`` and another
+        device-type name (``["cuda", "xpu", "hpu"]``, ``dev in ("cuda", "mps")``, ``choices=["cpu", "cuda"]``),
+        not unpacked or indexed (a pair of devices is two choices, not a table)."""
+        if node in self._positional:
+            return
+        elements = [e for e in node.elements if type(e) is cst.Element]
+        names = {string_value(e.value) for e in elements} & DEVICE_TYPE_NAMES
+        if "cuda" not in names or len(names) < 2:
+            return
+        for element in elements:
+            if string_value(element.value) == "cuda":
+                self._tables[element.value] = (node, element)
+                return
+
+    def _table_fix(self, literal: cst.CSTNode):
+        """(element, replacement) for the ``"cuda"`` of a device-type table: ``"neuron"`` added after it (the
+        table keeps CUDA, as torch's tables keep it beside the PrivateUse1 name); None when the table holds
+        ``"neuron"`` already or the code adds the PrivateUse1 name to it (it then holds ``"neuron"`` at run time)."""
+        collection, element = self._tables[literal]
+        if any(type(e) is cst.Element and string_value(e.value) == "neuron" for e in collection.elements):
+            return None
+        if any(_calls_privateuse1_name(e) for e in collection.elements):
+            return None
+        name = self._table_names.get(collection)
+        if name is not None and self._extended_with_privateuse1(name):
+            return None
+        comma = element.comma
+        if isinstance(comma, cst.MaybeSentinel):
+            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        added = cst.Element(value=replace_string(literal, "neuron"), comma=element.comma)
+        return element, cst.FlattenSentinel([element.with_changes(comma=comma), added])
+
+    def _extended_with_privateuse1(self, name: str) -> bool:
+        """A statement of the enclosing function (or module) that reads ``name`` and calls
+        ``torch._C._get_privateuse1_backend_name()`` (``supported.append(torch._C._get_privateuse1_backend_name())``)."""
+        scope = self._functions[-1] if self._functions else self._module
+        if scope is None:
+            return False
+        for node in walk(scope):
+            if type(node) is cst.SimpleStatementLine and _calls_privateuse1_name(node) and any(
+                    type(n) is cst.Name and n.value == name for n in walk(node)):
+                return True
+        return False
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         self._mark(node.left, "check")
@@ -268,6 +346,10 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
                 new_parts.append(cst.FormattedStringText(rest))
             return literal.with_changes(parts=[*new_parts, *literal.parts[1:]]), imports
         return None
+
+
+def _calls_privateuse1_name(root: cst.CSTNode) -> bool:
+    return any(type(n) is cst.Call and last_segment(n.func) == PRIVATEUSE1_NAME_CALL for n in walk(root))
 
 
 def _comparisons(node: cst.CSTNode):

@@ -63,3 +63,16 @@ GLOBAL_RANK_ADVICE = "; index by LOCAL_RANK, the process's core on every node"
 
 # Device types that name a NeuronCore (no rule reads it; it was a public name of the package before the split).
 NEURON_DEVICE_VALUES = ("neuron",)
+
+# Device-type names (c10's ``DeviceTypeName``, lower case, and the PrivateUse1 names backends register):
+# a list, tuple or set literal holding ``"cuda"`` and another of these is a table of device types (which
+# types support a feature, which a test accepts), not a device choice. NP101 / NP102 keep ``"cuda"`` in it
+# and add ``"neuron"``, as torch's own tables do with the PrivateUse1 name
+# (torch/optim/optimizer.py ``_get_capturable_supported_devices``: ``["cuda", "xpu", "hpu"]`` plus
+# ``torch._C._get_privateuse1_backend_name()``); a table the code already extends with that name is left.
+DEVICE_TYPE_NAMES: frozenset[str] = frozenset({
+    "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla", "vulkan", "metal",
+    "xpu", "mps", "meta", "hpu", "lazy", "ipu", "mtia", "privateuseone",
+    "neuron", "npu", "musa", "mlu", "gcu",  # PrivateUse1 backends' names
+})
+PRIVATEUSE1_NAME_CALL = "_get_privateuse1_backend_name"

@@ -95,7 +95,7 @@ def test_realistic_idempotent_and_parses(target, unsafe):
 def test_realistic_neuron_rewrite():
     out = transform_source(REALISTIC, all_rules(), EngineOptions())
     code = out.code
-    assert 'default="neuron", choices=["cpu", "neuron"])  # where to run' in code
+    assert 'default="neuron", choices=["cpu", "cuda", "neuron"])  # where to run' in code
     assert 'default="neuron", type=str' in code
     # the process's core is neuron:<LOCAL_RANK> (op_policy.toml [distributed.confirmed] device_index): a rank
     # device keeps its index, as on CUDA
