@@ -247,8 +247,10 @@ class CudaDeviceCheck(DeviceStringRule):
             fix = self._table_fix(literal)
             if fix is not None:  # `dev in ("cuda", "cpu")`: neuron accepted beside CUDA
                 element, replacement = fix
+                # accepting neuron flips the test for Trainium: unsafe where what it decides may not run there
                 self.report(element, f"membership test against device types holding `{old}`: add `'neuron'` "
-                            "beside it", replacement=replacement, safety="safe")
+                            "beside it" + ("" if guarded is None else unsafe_flip_note(guarded)),
+                            replacement=replacement, safety="safe" if guarded is None else "unsafe")
             return
         if role == "multibackend":
             self.report(
