@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'a8efd208bdc06670541bef9a9c1b5c47c7af34591ec4aaa5c6149febdf26c159'
+RULE_SOURCES_SHA256 = '7828d5682fb395d3461b7ede2f3c17fd2151fd7c3bf3b9ceb9dc5406dded65e4'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -76,7 +76,7 @@ RULES = (
     ('NP714', 'cuda-array-library', 'python', ('neuron', 'accelerator'), ('cupy', 'pycuda', 'cuda\\.bindings', 'cuda\\.core', 'from\\s+cuda\\s+import')),
     ('NP715', 'numba-cuda', 'python', ('neuron', 'accelerator'), ('numba',)),
     ('NP716', 'torch-private-cuda', 'python', ('neuron', 'accelerator'), ('_compile_kernel', '_C\\._cuda')),
-    ('NP717', 'cuda-only-module', 'python', ('neuron', 'accelerator'), ('triton', 'tilelang', 'cutlass', 'helion', 'cupy', 'pycuda', 'numba', 'cuda\\.bindings', 'cuda\\.core', 'tensorrt')),
+    ('NP717', 'cuda-only-module', 'python', ('neuron', 'accelerator'), ('triton', 'tilelang', 'cutlass', 'helion', 'cupy', 'pycuda', 'numba', 'cuda\\.bindings', 'cuda\\.core', 'tensorrt', 'isaacgym', 'isaaclab', 'omni\\.isaac', 'dali', 'cudf', 'cuml', 'cugraph')),
     ('NP718', 'cuda-extension-import', 'python', ('neuron', 'accelerator'), ('_cuda', 'cuda_', 'amp_C', 'apex_C', 'syncbn', 'rotary_emb', 'dropout_layer_norm', '_lib', '_ext', 'cpp_extension')),
     ('NP720', 'cuda-only-branch', 'python', ('neuron', 'accelerator'), ('is_cuda', "'cuda'", '"cuda"')),
     ('NP799', 'invalid-suppression', 'python', ('neuron', 'accelerator'), ('neuron-port',)),
@@ -298,11 +298,15 @@ REQUIRED_TEXTS = {
     'cuda_': (('cuda_',),),
     'cuda_graph': (('cuda_graph',),),
     'cudagraphs': (('cudagraphs',),),
+    'cudf': (('cudf',),),
     'cudnn': (('cudnn',),),
+    'cugraph': (('cugraph',),),
+    'cuml': (('cuml',),),
     'cupy': (('cupy',),),
     'custom_bwd': (('custom_bwd',),),
     'custom_fwd': (('custom_fwd',),),
     'cutlass': (('cutlass',),),
+    'dali': (('dali',),),
     'data_parallel': (('data_parallel',),),
     'deepspeed': (('deepspeed',),),
     'device_count': (('device_count',),),
@@ -345,6 +349,8 @@ REQUIRED_TEXTS = {
     'interpolate(?<!\\winterpolate)\\s+as\\b': (('interpolate',), ('as',)),
     'irecv(?<=[\\s(,]irecv)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('irecv',),),
     'is_cuda': (('is_cuda',),),
+    'isaacgym': (('isaacgym',),),
+    'isaaclab': (('isaaclab',),),
     'isend(?<=[\\s(,]isend)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('isend',),),
     'jacfwd': (('jacfwd',),),
     'jagged(?<=[\\s(,]jagged)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('jagged',),),
@@ -367,6 +373,7 @@ REQUIRED_TEXTS = {
     'nvitop': (('nvitop',),),
     'nvml': (('nvml',),),
     'nvtx': (('nvtx',),),
+    'omni\\.isaac': (('omni.isaac',),),
     'optimize(?<=[\\s(,]optimize)\\b[ \\t]*(?:[,)\\\\]|as\\b|\\r?$)': (('optimize',),),
     'paged_': (('paged_',),),
     'pipeline(?<!\\wpipeline)\\s*\\(': (('pipeline',), ('(',)),

@@ -29,6 +29,8 @@ Codes (stable), and the module that holds each rule:
   level (no fallback), or a function decorated as a kernel by one: reported once, with its count of CUDA
   references, and kept unedited (``helpers/kept_scopes.py``; the engine folds the findings inside into it).
   NP701 (Triton kernels) and NP713 (custom ops whose body launches a kernel) keep their scopes the same way.
+  A call into a package with no Trainium build (Isaac Gym, DALI, RAPIDS: ``tables.CUDA_ONLY_PACKAGES``) keeps
+  the device arguments that mention CUDA, reported once; the module's own code is ported.
 - NP718 ``cuda-extension-import`` (``extension_imports``): imports of compiled CUDA extension modules
   (``*_cuda``, ``*_cuda_*``, ``cuda_*``, known ones such as ``amp_C`` and mmcv's ``_ext``, a name ``load`` builds
   from ``.cu`` sources), with the torch alternative; the code that uses one is kept like NP717's kernel code.

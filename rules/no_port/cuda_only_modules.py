@@ -18,10 +18,15 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.helpers.kept_scopes import keep_scope
-from neuron_port.rules.helpers.names import dotted_name, walk
+from neuron_port.rules.helpers.names import dotted_name, source_of, walk
 from neuron_port.rules.no_port.common import covers
 from neuron_port.rules.no_port.kernel_code import KernelCode
-from neuron_port.rules.no_port.tables import KERNEL_LIBRARIES, NKI_ROUTE
+from neuron_port.rules.no_port.tables import (
+    CUDA_ONLY_PACKAGE_ADVICE,
+    CUDA_ONLY_PACKAGES,
+    KERNEL_LIBRARIES,
+    NKI_ROUTE,
+)
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
 
 _CUDA_WORD = re.compile(r"cuda", re.IGNORECASE)
@@ -75,6 +80,15 @@ class CudaOnlyModule(PythonRule):
     function decorated by one of these libraries in an otherwise portable module (``@cuda.jit``,
     ``@tilelang.jit``, ``@cute.kernel``; Triton kernels are NP701's) is kept the same way.
 
+    A call into a package that runs on NVIDIA GPUs or the CPU and has no Trainium build (Isaac Gym and
+    IsaacGymEnvs, Isaac Lab, NVIDIA DALI, RAPIDS cuDF / cuML / cuGraph: ``tables.CUDA_ONLY_PACKAGES``) is
+    reported once, and the device values passed into it (its arguments that mention CUDA:
+    ``sim_device="cuda:0" if torch.cuda.is_available() else "cpu"``) are kept: they are the package's
+    device, not the program's choice, and on a Trainium host their own tests pick the CPU. The module's
+    portable code (the model, the optimizer, the program's ``device``) is ported as usual; move the
+    tensors the package returns to the model's device. A device argument that is a name (``sim_device=device``)
+    is reported with the same advice: give it a CUDA or CPU device.
+
     ## Why is this bad?
     Such a module cannot even be imported on a Trainium host. Its device tests and preconditions
     (``assert all(t.is_cuda for t in tensors)``, ``if x.device.type == "cuda"`` before a launch) say
@@ -106,12 +120,14 @@ class CudaOnlyModule(PythonRule):
     EFFORT = "high"
     MESSAGE = "CUDA-only module"
     TRIGGERS = ("triton", "tilelang", "cutlass", "helion", "cupy", "pycuda", r"numba", r"cuda\.bindings",
-                r"cuda\.core", "tensorrt")
+                r"cuda\.core", "tensorrt", "isaacgym", "isaaclab", r"omni\.isaac", "dali", "cudf",
+                "cuml", "cugraph")
 
     VALID = [
         Valid("try:\n    import triton\nexcept ImportError:\n    triton = None\n"),
         Valid("import torch\nfrom torch.utils.cpp_extension import CppExtension\n"),
         Valid("import numba\n\n@numba.njit\ndef f(x):\n    return x\n"),
+        Valid("import isaacgymenvs\n\nenvs = isaacgymenvs.make(task='Ant', num_envs=4, headless=True)\n"),
     ]
     INVALID = [
         Invalid("import torch\nimport triton\n\ndef add(x, y):\n    assert x.is_cuda and y.is_cuda\n"
@@ -128,9 +144,56 @@ class CudaOnlyModule(PythonRule):
                 "    assert x.is_cuda\n    k[(1,)](x)\n\ndef model_input():\n"
                 "    return torch.zeros(4, dtype=torch.float64)\n", None,
                 message_contains="CUDA-only kernel code (`k`, `launch`; imports `triton`"),
+        # a GPU simulator's devices stay CUDA's or the CPU's; the model's device beside them is ported
+        Invalid(
+            """
+            import isaacgymenvs
+            import torch
+
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            envs = isaacgymenvs.make(
+                seed=1,
+                task="Ant",
+                sim_device="cuda:0" if torch.cuda.is_available() else "cpu",
+                graphics_device_id=0 if torch.cuda.is_available() else -1,
+            )
+            agent = torch.nn.Linear(4, 2).to(device)
+            """,
+            None,  # NP717 alone edits nothing; with every rule the device line is ported (test_cuda_only_packages.py)
+            message_contains="device arguments (`sim_device`, `graphics_device_id`) are kept",
+            not_runnable="needs isaacgymenvs, a CUDA-only simulator (tests/rules/test_cuda_only_packages.py runs it "
+                         "against a stand-in)",
+        ),
+        Invalid("import isaacgymenvs\nimport torch\n\ndevice = torch.device('cpu')\n"
+                "envs = isaacgymenvs.make(task='Ant', sim_device=device)\n", None,
+                message_contains="pass it a CUDA or CPU device"),
         Invalid("import torch\n\ntry:\n    from numba import cuda\nexcept ImportError:\n    cuda = None\n\n"
                 "@cuda.jit\ndef scale(x, out):\n    out[0] = x[0]\n", None, message_contains="kernel `scale`"),
     ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # a call into a package with no Trainium build (a GPU simulator): the device values handed to it are
+        # its own (CUDA or the CPU), not the program's device choice; kept, the rest of the module is ported
+        qualname = self.context.qualname(node.func) or ""
+        if not covers(qualname, CUDA_ONLY_PACKAGES):
+            return
+        kept = [arg for arg in node.args if cuda_references(arg.value)]
+        by_name = [arg for arg in node.args if arg not in kept and arg.keyword is not None
+                   and "device" in arg.keyword.value.lower() and not isinstance(arg.value, cst.BaseNumber)]
+        if not kept and not by_name:
+            return
+        shown = ", ".join(f"`{a.keyword.value}`" if a.keyword is not None else f"`{source_of(a.value)[:20]}`"
+                          for a in kept[:2]) + (", ..." if len(kept) > 2 else "")
+        if kept:
+            message = (f"`{qualname}` {CUDA_ONLY_PACKAGE_ADVICE}: its device arguments ({shown}) are kept; move "
+                       "its results to the model's device")
+        else:
+            names = ", ".join(f"`{a.keyword.value}`" for a in by_name[:2])
+            message = (f"`{qualname}` {CUDA_ONLY_PACKAGE_ADVICE}: pass it a CUDA or CPU device ({names}); move "
+                       "its results to the model's device")
+        self.report(node.func, message, severity="warning", effort="medium")
+        if kept:
+            keep_scope(self.context, self.CODE, node.func, tuple(arg.value for arg in kept))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         for decorator in node.decorators:

@@ -194,6 +194,17 @@ TORCH_C_CUDA_RE = re.compile(r"^torch\._C\._cuda")
 KERNEL_LIBRARIES = ("triton", "tilelang", "cutlass", "helion", "cupy", "pycuda", "numba.cuda", "cuda.bindings",
                     "cuda.core", "tensorrt", "torch_tensorrt")  # TensorRT: engines built and run on NVIDIA GPUs
 
+# NP717 too: packages that run on NVIDIA GPUs or the CPU and have no Trainium build, which the program's own
+# code calls with a device (a simulator's ``sim_device="cuda:0"``, a GPU data pipeline's ``device_id``). The
+# device values passed into their calls are theirs, not the program's device choice: kept as they are (the
+# model and the optimizer beside them are ported), reported once per call. Prefixes of dotted names; sources:
+# Isaac Gym / IsaacGymEnvs (``sim_device``, ``rl_device``: "cuda:N" or "cpu", PhysX GPU or CPU pipeline,
+# https://github.com/isaac-sim/IsaacGymEnvs README), Isaac Lab (https://isaac-sim.github.io/IsaacLab/, device
+# "cuda:N" or "cpu"), NVIDIA DALI (https://docs.nvidia.com/deeplearning/dali/: ``device_id`` of a GPU),
+# RAPIDS cuDF / cuML / cuGraph (https://docs.rapids.ai/: NVIDIA GPUs only).
+CUDA_ONLY_PACKAGES = ("isaacgym", "isaacgymenvs", "isaaclab", "omni.isaac", "nvidia.dali", "cudf", "cuml", "cugraph")
+CUDA_ONLY_PACKAGE_ADVICE = "has no Trainium build"
+
 # NP718: compiled CUDA extension modules imported by name. The naming convention (``CUDA_EXTENSION_NAME_RE``:
 # ``*_cuda``, ``*_cuda_*``, ``cuda_*``, as setup.py files name what nvcc builds) finds them without a list;
 # the table gives the torch alternative of the common ones, and names those whose name says nothing
