@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '7828d5682fb395d3461b7ede2f3c17fd2151fd7c3bf3b9ceb9dc5406dded65e4'
+RULE_SOURCES_SHA256 = '2ff741a80c42bd9c507c614e9f385a6ac669a49f9607074512c7776de2523b26'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -245,7 +245,7 @@ class CudaDeviceCheck(DeviceStringRule):
         old = source_of(role_node)
         if literal in self._tables and role in ("check", "multibackend") and self.context.target != "accelerator":
             fix = self._table_fix(literal)
-            if fix is not None:  # `dev in ("cuda", "cpu")`: neuron accepted beside CUDA
+            if fix:  # `dev in ("cuda", "cpu")`: neuron accepted beside CUDA
                 element, replacement = fix
                 # accepting neuron flips the test for Trainium: unsafe where what it decides may not run there
                 self.report(element, f"membership test against device types holding `{old}`: add `'neuron'` "

@@ -52,7 +52,8 @@ class CudaDeviceString(DeviceStringRule):
     stays, and ``'neuron'`` is added beside it, as torch's own tables add the PrivateUse1 backend's name
     (``torch/optim/optimizer.py``, ``_get_capturable_supported_devices``); a table the code already extends
     with ``torch._C._get_privateuse1_backend_name()`` holds ``'neuron'`` on Trainium and is left alone. A
-    literal that is unpacked or indexed (``src, dst = 'cuda', 'cpu'``) is a pair of devices, renamed as usual.
+    literal that is unpacked, indexed or iterated (``src, dst = 'cuda', 'cpu'``, ``DEVICES[0]``, ``for d in
+    ['cpu', 'cuda']:``) holds devices used one by one, renamed as usual.
     Comparisons are NP102; ``device_type=`` (autocast), ``device_map=`` and ``accelerator=`` belong to the
     NP3xx and NP6xx families and ``init_device_mesh('cuda', ...)`` to NP504.
 
@@ -172,6 +173,11 @@ class CudaDeviceString(DeviceStringRule):
             assert p.device.type in ACCEPTED and dst == "cpu"
             """,
             message_contains="table of device types",
+            runs=True,
+        ),
+        Invalid(  # devices used one by one (indexed, iterated) are device choices: renamed as before
+            "DEVICES = ['cuda', 'cpu']\ndev = DEVICES[0]\nfor d in ['cpu', 'cuda']:\n    pass\n",
+            "DEVICES = ['neuron', 'cpu']\ndev = DEVICES[0]\nfor d in ['cpu', 'neuron']:\n    pass\n",
             runs=True,
         ),
         Invalid(
@@ -355,8 +361,10 @@ class CudaDeviceString(DeviceStringRule):
         role = self._role(role_node)
         old = source_of(role_node)
         if literal in self._tables and role == "container" and self.context.target != "accelerator":
-            self._report_table(literal)
-            return
+            fix = self._table_fix(literal)
+            if fix is not None:
+                self._report_table(literal, fix)
+                return
         if self.context.target == "accelerator":
             built = None if role in ("key", "container") else self._accelerator_version(literal, kind)
             if built is None:
@@ -412,9 +420,8 @@ class CudaDeviceString(DeviceStringRule):
                 if literal not in kept:
                     self._decide(role_node, literal, kind)
 
-    def _report_table(self, literal: cst.CSTNode) -> None:
-        fix = self._table_fix(literal)
-        if fix is None:
+    def _report_table(self, literal: cst.CSTNode, fix) -> None:
+        if fix is False:
             return  # it holds "neuron" (or adds the PrivateUse1 name): nothing to port
         element, replacement = fix
         self.report(element, f"`{source_of(literal)}` in a table of device types: add `'neuron'` beside it "

@@ -146,6 +146,12 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
         if type(node.value) is cst.Tuple:
             self._positional.add(node.value)  # `return "cuda", "cpu"`: a pair the caller unpacks
 
+    def visit_For(self, node: cst.For) -> None:
+        self._positional.add(node.iter)  # `for device in ["cpu", "cuda"]:` each element is a device used in turn
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._positional.add(node.iter)
+
     def _table_of(self, node) -> None:
         """Record ``node`` as a table of device types: a literal holding the bare ``"cuda"`` and another
         device-type name (``["cuda", "xpu", "hpu"]``, ``dev in ("cuda", "mps")``, ``choices=["cpu", "cuda"]``),
@@ -163,21 +169,36 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
 
     def _table_fix(self, literal: cst.CSTNode):
         """(element, replacement) for the ``"cuda"`` of a device-type table: ``"neuron"`` added after it (the
-        table keeps CUDA, as torch's tables keep it beside the PrivateUse1 name); None when the table holds
-        ``"neuron"`` already or the code adds the PrivateUse1 name to it (it then holds ``"neuron"`` at run time)."""
+        table keeps CUDA, as torch's tables keep it beside the PrivateUse1 name); False when the table holds
+        ``"neuron"`` already or the code adds the PrivateUse1 name to it (it then holds ``"neuron"`` at run
+        time); None when the name it is assigned to is indexed or iterated (a list of devices: renamed as before)."""
         collection, element = self._tables[literal]
         if any(type(e) is cst.Element and string_value(e.value) == "neuron" for e in collection.elements):
-            return None
+            return False
         if any(_calls_privateuse1_name(e) for e in collection.elements):
-            return None
+            return False
         name = self._table_names.get(collection)
+        if name is not None and self._indexed(name):
+            return None  # `DEVICES = ["cuda", "cpu"]` ... `DEVICES[0]`: devices, not a table (renamed as before)
         if name is not None and self._extended_with_privateuse1(name):
-            return None
+            return False
         comma = element.comma
         if isinstance(comma, cst.MaybeSentinel):
             comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         added = cst.Element(value=replace_string(literal, "neuron"), comma=element.comma)
         return element, cst.FlattenSentinel([element.with_changes(comma=comma), added])
+
+    def _indexed(self, name: str) -> bool:
+        """``name[...]`` is read or ``name`` iterated somewhere in the module (``DEVICES[0]``, ``for d in
+        DEVICES:``): a list of devices used one by one, not a table."""
+        if self._module is None:
+            return False
+        for n in walk(self._module):
+            kind = type(n)
+            used = n.value if kind is cst.Subscript else (n.iter if kind is cst.For or kind is cst.CompFor else None)
+            if type(used) is cst.Name and used.value == name:
+                return True
+        return False
 
     def _extended_with_privateuse1(self, name: str) -> bool:
         """A statement of the enclosing function (or module) that reads ``name`` and calls
