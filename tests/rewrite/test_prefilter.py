@@ -132,7 +132,7 @@ def test_cli_on_a_file_with_a_cuda_idiom_still_finds_it(tmp_path, cli):
     (tmp_path / "train.py").write_text(PLAIN + "model = model.cuda()\n")
     proc, modules = _imported_modules(cli, tmp_path, "train.py")
     assert proc.returncode == 1
-    assert f"train.py:{len(PLAIN.splitlines()) + 1}:9 NP103" in proc.stdout
+    assert f"train.py:{len(PLAIN.splitlines()) + 1}:9: NP103" in proc.stdout
     assert "libcst" in modules
     assert "neuron_port.rules.device_placement" in modules  # the list has the modules the registry imports
 
@@ -272,7 +272,7 @@ def test_cli_imports_only_the_rule_modules_a_file_can_trigger(tmp_path):
               "main()\n")
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert f"train.py:{len(PLAIN.splitlines()) + 1}:9 NP103" in proc.stdout
+    assert f"train.py:{len(PLAIN.splitlines()) + 1}:9: NP103" in proc.stdout
     from neuron_port.rules import registry
 
     modules = set((tmp_path / "modules.txt").read_text().splitlines())
