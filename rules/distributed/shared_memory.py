@@ -8,6 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from neuron_port.rules.helpers.calls import arg_named
+from neuron_port.rules.helpers.kept_values import keep_device_value
 from neuron_port.rules.helpers.names import dotted_name
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.spec import Invalid, PythonRule, Valid
@@ -43,13 +44,17 @@ def _moves_to_device(call: cst.Call) -> bool:
     return not (name.startswith("torch.") and name != "torch.device") and not name.endswith("dtype")
 
 
-def _moved_value(node: cst.BaseExpression) -> bool:
-    """The expression's value comes out of a device move (``Net().to(dev)``, ``w.cuda().requires_grad_()``)."""
+def _move_of(node: cst.BaseExpression) -> Optional[cst.Call]:
+    """The device move the expression's value comes out of (``Net().to(dev)``, ``w.cuda().requires_grad_()``)."""
     while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         if _moves_to_device(node):
-            return True
+            return node
         node = node.func.value
-    return False
+    return None
+
+
+def _moved_value(node: cst.BaseExpression) -> bool:
+    return _move_of(node) is not None
 
 
 class DeviceSharedMemory(PythonRule):
@@ -89,7 +94,10 @@ class DeviceSharedMemory(PythonRule):
 
     ## Fix safety
     No fix: which of the two designs fits (a CPU-resident shared model, or data parallelism) is the
-    author's choice.
+    author's choice. Until it is made, the device the shared value was moved to keeps the choice the program
+    makes without CUDA: its ``"cuda"`` and the tests that choose it are left as they are (one decision,
+    reported at their lines), so the rewritten program still runs, on the CPU, instead of failing at the
+    sharing on ``neuron``.
 
     ## References
     - https://docs.pytorch.org/docs/stable/notes/multiprocessing.html (Hogwild, sharing CUDA tensors)
@@ -133,8 +141,8 @@ class DeviceSharedMemory(PythonRule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        # per scope: name -> True while it holds a moved value; the names whose sharing was reported
-        self._scopes: list[dict[str, bool]] = [{}]
+        # per scope: name -> the move while it holds a moved value; the names whose sharing was reported
+        self._scopes: list[dict[str, Optional[cst.Call]]] = [{}]
         self._reported: list[set[str]] = [set()]
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -146,7 +154,7 @@ class DeviceSharedMemory(PythonRule):
         self._reported.pop()
 
     def leave_Assign(self, original_node: cst.Assign) -> None:  # after the value's own calls were visited
-        moved = _moved_value(original_node.value)
+        moved = _move_of(original_node.value)
         for target in original_node.targets:
             name = dotted_name(target.target)
             if name is not None:
@@ -157,17 +165,26 @@ class DeviceSharedMemory(PythonRule):
         if isinstance(call, cst.Call) and _moves_to_device(call) and isinstance(call.func, cst.Attribute):
             name = dotted_name(call.func.value)
             if name is not None:  # `model.to(device)`: a module moves in place
-                self._scopes[-1][name] = True
+                self._scopes[-1][name] = call
 
     def _holds_moved(self, node: cst.BaseExpression) -> Optional[str]:
         name = dotted_name(node)
         return name if name is not None and self._scopes[-1].get(name) else None
+
+    def _keep_device(self, move: Optional[cst.Call], cause: cst.CSTNode) -> None:
+        """The shared value's device stays the one the program chose without CUDA (its CUDA choice and the
+        tests that make it are kept as one decision, helpers/decision_groups.py), rather than a move to
+        ``neuron`` that the sharing then fails on."""
+        device = arg_named(move, "device", 0) if move is not None and move.func.attr.value == "to" else None
+        if device is not None:
+            keep_device_value(self.context, device.value, cause)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in SHARE_METHODS:
             name = self._holds_moved(func.value)
             if name is not None or _moved_value(func.value):
+                self._keep_device(self._scopes[-1].get(name) if name is not None else _move_of(func.value), node)
                 self._reported[-1].add(name or "")
                 what = f"{name}.{func.attr.value}()" if name is not None else f".{func.attr.value}()"
                 self.report(node, self.MESSAGE.format(what=what))
@@ -181,5 +198,6 @@ class DeviceSharedMemory(PythonRule):
         for element in args.value.elements:
             name = self._holds_moved(element.value)
             if name is not None and name not in self._reported[-1]:
+                self._keep_device(self._scopes[-1].get(name), node)
                 self._reported[-1].add(name)
                 self.report(element.value, self.MESSAGE.format(what=name))

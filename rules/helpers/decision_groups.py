@@ -28,7 +28,9 @@ import libcst as cst
 
 from neuron_port.rules.helpers.names import dotted_name, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
-from neuron_port.rules.helpers.device_flags import flag_polarity, is_flag_value
+from neuron_port.rules.helpers.device_flags import (
+    assigned_targets, enumerates_devices, flag_polarity, is_flag_value)
+from neuron_port.rules.helpers.kept_values import KEPT_VALUES, seed_kept
 from neuron_port.rules.helpers.per_file import ANALYSES, PerFileAnalysis, module_walk
 from neuron_port.rules.helpers.ranks_guards import regions_where
 from neuron_port.rules.helpers.scopes import Scopes
@@ -64,6 +66,7 @@ class DecisionGroups:
         self.module = module
         self.context = context
         self.member_group: dict[cst.CSTNode, object] = {}  # every node of a test or value -> its group
+        self.cuda_literals_of = lambda value: set()  # an expression -> the "cuda" literals its value may hold
         self.member_test: dict[cst.CSTNode, cst.CSTNode] = {}  # every node of a test -> the test (for messages)
         self.bodies: dict[object, list[cst.CSTNode]] = {}  # group -> the code its tests guard
         nodes = module_walk(context, module).nodes
@@ -85,6 +88,10 @@ class DecisionGroups:
                                                                                                     cst.Attribute):
                 assigns.append(node)
         if not tests:
+            if literals:  # no test to group, but a kept device value may still hold one of these
+                self._is_test = lambda node: False
+                self._scopes_made = None
+                self._device_values(nodes, _Unions())
             return
         for node in assigns:
             if not is_flag_value(node.value, on_cuda_polarity):
@@ -101,7 +108,7 @@ class DecisionGroups:
                     flags[name][1].append(target)
         reads: dict[cst.CSTNode, list[cst.CSTNode]] = {}  # a read of a flag -> the tests it holds
         if flags:
-            assigned = _assigned_targets(nodes)
+            assigned = assigned_targets(nodes)
             for n in nodes:
                 kind = type(n)
                 if (kind is cst.Name or kind is cst.Attribute) and n not in assigned and (
@@ -255,9 +262,10 @@ class DecisionGroups:
             if not grown:
                 break
         for node in nodes:
-            if type(node) is cst.Comparison and self._is_test(node) and _enumerates_devices(node):
+            if type(node) is cst.Comparison and self._is_test(node) and enumerates_devices(node):
                 for literal in origins(node.left):
                     unions.join(node, literal)
+        self.cuda_literals_of = origins
 
     def _pass_arguments(self, call: cst.Call, functions: dict, origins, hold) -> bool:
         """A value passed to one of the file's functions is held by the parameter it lands in."""
@@ -276,25 +284,6 @@ class DecisionGroups:
         return grown
 
 
-def _enumerates_devices(test: cst.Comparison) -> bool:
-    """``device_type in ["cuda", "mps", "cpu"]``: a test that accepts other devices too. Kept while the value
-    it tests is ported, it refuses ``"neuron"`` where it accepted ``"cpu"``, so it is one decision with the
-    value. (Kept, ``device.type == "cuda"`` takes on Trainium the branch a host without CUDA takes, as the
-    original program does there: a test about a CUDA feature stays one, ``device.type != "cuda"`` before an
-    FP8 warning.)"""
-    target = test.comparisons[0]
-    collection = target.comparator
-    return (type(target.operator) in (cst.In, cst.NotIn) and type(collection) in (cst.List, cst.Tuple, cst.Set)
-            and any(type(e) is cst.Element and string_value(e.value) not in (None, "cuda")
-                    for e in collection.elements))
-
-
-def _assigned_targets(nodes) -> set:
-    """The ``Name`` / ``Attribute`` nodes that are assignment targets (not reads)."""
-    return {t.target for n in nodes if type(n) is cst.Assign for t in n.targets
-            if type(t.target) is cst.Name or type(t.target) is cst.Attribute}
-
-
 # The decision groups of a module, once per file and pass.
 decision_groups = PerFileAnalysis(DecisionGroups)
 
@@ -307,7 +296,8 @@ def settle(context, reports: list) -> list:
     if module is None:
         return reports
     groups = decision_groups(context, module)
-    if not groups.member_group:
+    kept_values = context.shared.get(KEPT_VALUES, [])
+    if not groups.member_group and not kept_values:
         return reports
     inside: dict[cst.CSTNode, list[object]] = {}  # a node of guarded code -> the groups guarding it
     for group, body in groups.bodies.items():
@@ -316,7 +306,12 @@ def settle(context, reports: list) -> list:
                 inside.setdefault(node, []).append(group)
     level: dict[object, int] = {}
     why: dict[object, str] = {}
+    kept_literals = seed_kept(kept_values, groups, inside, level, why, _KEPT)
     reports = list(reports)
+    for index, report in enumerate(reports):  # the literal's own rename, in no group
+        cause = next((kept_literals[n] for n in walk(report.node) if n in kept_literals), None)
+        if report.replacement is not None and cause is not None:
+            reports[index] = _downgraded(report, _KEPT, cause)
     for _ in range(4):  # a group's verdict can reach the code another group guards: until nothing changes
         for report in reports:
             member = groups.member_group.get(report.node)

@@ -9,6 +9,8 @@ from typing import Optional
 
 import libcst as cst
 
+from neuron_port.rules.helpers.nodes import string_value
+
 
 def is_flag_value(value: cst.BaseExpression, polarity) -> bool:
     """A value that is the truth of device tests: a test, its same truth, ``not`` of one, or an ``and`` / ``or``
@@ -41,3 +43,22 @@ def flag_polarity(value: cst.BaseExpression, polarity) -> Optional[bool]:
         terms = [value.left, value.right]
         return when if any(flag_polarity(t, polarity) is when for t in terms) else None
     return polarity(value)
+
+
+def enumerates_devices(test: cst.Comparison) -> bool:
+    """``device_type in ["cuda", "mps", "cpu"]``: a test that accepts other devices too. Kept while the value
+    it tests is ported, it refuses ``"neuron"`` where it accepted ``"cpu"``, so it is one decision with the
+    value. (Kept, ``device.type == "cuda"`` takes on Trainium the branch a host without CUDA takes, as the
+    original program does there: a test about a CUDA feature stays one, ``device.type != "cuda"`` before an
+    FP8 warning.)"""
+    target = test.comparisons[0]
+    collection = target.comparator
+    return (type(target.operator) in (cst.In, cst.NotIn) and type(collection) in (cst.List, cst.Tuple, cst.Set)
+            and any(type(e) is cst.Element and string_value(e.value) not in (None, "cuda")
+                    for e in collection.elements))
+
+
+def assigned_targets(nodes) -> set:
+    """The ``Name`` / ``Attribute`` nodes that are assignment targets (not reads)."""
+    return {t.target for n in nodes if type(n) is cst.Assign for t in n.targets
+            if type(t.target) is cst.Name or type(t.target) is cst.Attribute}

@@ -109,6 +109,29 @@ REPROS = {
         x = torch.ones(2, device=pick_device())
         print("ran on", x.device.type, count(torch.nn.Linear(2, 2)))
         """, {}),
+    # (g) Hogwild: the chosen device's model is shared between processes (NP513: neuron tensors have no IPC),
+    # so the choice and the test that makes it stay CUDA's, and the program runs on the CPU as without CUDA
+    "g_hogwild_shared_model": ("""
+        import torch
+        import torch.multiprocessing as mp
+        def train(rank, model, device):
+            x = torch.randn(8, 4, device=device)
+            model(x).pow(2).mean().backward()
+            print("rank", rank, "ran on", x.device.type)
+        if __name__ == "__main__":
+            use_cuda = torch.cuda.is_available()
+            if use_cuda:
+                device = torch.device("cuda")
+            else:
+                device = torch.device("cpu")
+            model = torch.nn.Linear(4, 1).to(device)
+            model.share_memory()
+            procs = [mp.Process(target=train, args=(r, model, device)) for r in range(2)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join()
+        """, {}),
 }
 
 # what the rewritten program prints when it runs on the neuron device; None: the group is kept, and the
@@ -117,7 +140,7 @@ REPROS = {
 # was kept while the removal NP502 offered was unsafe in a file without init_process_group)
 PORTED = {"a_logger_format": "max mem:", "b_memory_trace": "peak", "d_set_device_guard": "rank 0",
           "e_else_raises": "backend neuron", "f_scoped_reads": "ran on neuron"}
-KEPT_LINES = {"c_device_type_assert": (4, 6), "d_unsafe_body_guard": (4, 5)}
+KEPT_LINES = {"c_device_type_assert": (4, 6), "d_unsafe_body_guard": (4, 5), "g_hogwild_shared_model": (8, 10, 14)}
 
 
 def _project(tmp_path, name):
