@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Creates .venv (if missing) and installs neuron-port with the simulator, test, zoo and html extras (zoo:
+# Creates .venv (if missing) and installs neuron-port with the simulator, test, zoo, html and ray extras (zoo:
 # the pinned transformers of the model-zoo sweep, whose 5-architecture subset runs in the test suite; html:
-# matplotlib for `check --html`). The headless browser of the HTML report's test is the test set-up's
+# matplotlib for `check --html`; ray: the one test of `check --model --engine ray`). The headless browser of the HTML report's test is the test set-up's
 # (scripts/setup_browser.sh, run by scripts/test.sh), not the demo's. Each step says what it installs and, when
 # it ends, how long it took; a long step prints a line every 30 s. Two set-ups of one clone at once (the demo
 # and the tests side by side) take turns (flock on .venv.lock) instead of installing into one venv together.
@@ -70,9 +70,9 @@ EOF
       exit 1
     fi
   fi
-  echo "neuron-port: [2/2] installing neuron-port[sim,dev,zoo,html] into .venv (transformers, matplotlib, ...;" \
+  echo "neuron-port: [2/2] installing neuron-port[sim,dev,zoo,html,ray] into .venv (transformers, matplotlib, ray, ...;" \
        "1-5 min; the rest from pip's configured index)" >&2
-  pip_install -e ".[sim,dev,zoo,html]"
+  pip_install -e ".[sim,dev,zoo,html,ray]"
   .venv/bin/python -c "import torch, libcst, typer, rich, transformers, matplotlib" # fail loudly if the install did not work
   .venv/bin/python - "$TORCH_VERSION" <<'EOF'
 import sys

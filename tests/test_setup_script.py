@@ -82,7 +82,7 @@ def test_cpu_index_when_it_answers(scratch, index_server):
                                   "torch==2.13.0+cpu"], calls
     assert f"from PyTorch's CPU wheel index ({index_server})" in result.stderr
     assert "(CPU build, no CUDA packages)" in result.stderr  # the check of what is installed
-    assert any(c.endswith("-e .[sim,dev,zoo,html]") for c in calls), calls
+    assert any(c.endswith("-e .[sim,dev,zoo,html,ray]") for c in calls), calls
 
 
 def test_pips_own_sources_when_the_index_does_not_answer(scratch):
@@ -99,5 +99,5 @@ def test_no_cpu_build_anywhere_stops_instead_of_taking_the_cuda_build(scratch):
     assert result.returncode == 1
     assert torch_calls(calls) == ["-m pip install -q --disable-pip-version-check torch==2.13.0+cpu"], calls
     assert "torch==2.13.0+cpu is in neither place" in result.stderr
-    assert not any(c.endswith("-e .[sim,dev,zoo,html]") for c in calls)  # nothing else installed
+    assert not any(c.endswith("-e .[sim,dev,zoo,html,ray]") for c in calls)  # nothing else installed
     assert not (scratch / ".venv" / ".neuron-port-installed").exists()
