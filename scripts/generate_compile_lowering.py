@@ -44,9 +44,10 @@ def op_key(target) -> str:
     return name if target._overloadname == "default" else f"{name}.{target._overloadname}"
 
 
-def joint_function(info, sample):
+def joint_function(info, sample, backward: bool = True):
     """(fn, tensors): ``info``'s op on ``sample`` as a function of the sample's tensors that also takes the
-    gradients of its differentiable outputs (the backward ops), so make_fx traces forward and backward."""
+    gradients of its differentiable outputs (the backward ops), so make_fx traces forward and backward;
+    with ``backward=False`` the forward alone."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -61,29 +62,11 @@ def joint_function(info, sample):
         out = info.op(inp, *args, **kwargs)
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
         wrt = [t for t in ts if t.requires_grad]
-        if outs and wrt:
+        if backward and outs and wrt:
             return out, torch.autograd.grad(sum(o.sum() for o in outs), wrt, allow_unused=True)
         return out
 
     return fn, [leaves[i] for i in tensors]
-
-
-def forward_function(info, sample):
-    """``info``'s op on ``sample`` as a function of the sample's tensors, forward only."""
-    from torch.utils._pytree import tree_flatten, tree_unflatten
-    import torch
-
-    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
-    tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-
-    def fn(*ts):
-        vals = list(leaves)
-        for i, t in zip(tensors, ts):
-            vals[i] = t
-        inp, args, kwargs = tree_unflatten(vals, spec)
-        return info.op(inp, *args, **kwargs)
-
-    return fn
 
 
 def traced_ops(op_db) -> dict:
@@ -105,7 +88,7 @@ def traced_ops(op_db) -> dict:
                 # The op itself is still probed through its forward alone (polar, whose complex output
                 # has no implicit gradient, was never reached before).
                 try:
-                    g = make_fx(forward_function(info, s))(*args)
+                    g = make_fx(joint_function(info, s, backward=False)[0])(*args)
                 except Exception:  # noqa: BLE001 - an untraceable sample
                     continue
             for n in g.graph.nodes:

@@ -15,6 +15,18 @@ FIXTURES = REPO / "fixtures"
 TERMINAL_SIZE = ("COLUMNS", "LINES")
 
 
+def fixture_and_example_sources():
+    """Every fixture's Python text and every rule example's source: the corpus the engine's whole-file
+    properties are checked over (tests/rewrite/test_traversal.py, test_incremental_followup.py)."""
+    from neuron_port.rules.registry import all_rules
+
+    for path in sorted(FIXTURES.rglob("*.py")):
+        yield path.read_text(encoding="utf-8", errors="replace")
+    for rule in all_rules():
+        for example in list(rule.VALID) + list(rule.INVALID):
+            yield example if isinstance(example, str) else example.source()
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real console entry point in a child process (what users run)."""
     full_env = dict(os.environ)

@@ -8,6 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from neuron_port.reporters.rule_pages import rule_reference
+
 _PAGES = Path(__file__).resolve().parent.parent.parent / "docs" / "rules"
 
 
@@ -16,20 +18,5 @@ def rule_page(code: str) -> Optional[str]:
     page = _PAGES / f"{code}.md"
     if page.is_file():
         return page.as_uri()
-    reference = _rule_reference()
+    reference = rule_reference()
     return f"{reference.rstrip('/')}/{code}.md" if reference else None
-
-
-@lru_cache(maxsize=1)
-def _rule_reference() -> Optional[str]:
-    from importlib import metadata
-
-    try:
-        urls = metadata.metadata("neuron-port").get_all("Project-URL") or []
-    except metadata.PackageNotFoundError:
-        return None
-    for entry in urls:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() == "rule reference" and url.strip():
-            return url.strip().replace("/tree/", "/blob/")
-    return None

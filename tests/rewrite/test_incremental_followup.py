@@ -11,7 +11,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from conftest import FIXTURES
+from conftest import fixture_and_example_sources
 from neuron_port.rewrite import engine, splice, syntax
 from neuron_port.rewrite.engine import EngineOptions, RewriteError, transform_source
 from neuron_port.rules.registry import all_rules
@@ -20,11 +20,7 @@ RULES = list(all_rules())
 
 
 def _sources():
-    for path in sorted(FIXTURES.rglob("*.py")):
-        yield path.read_text(encoding="utf-8", errors="replace")
-    for rule in all_rules():
-        for example in list(rule.VALID) + list(rule.INVALID):
-            yield example if isinstance(example, str) else example.source()
+    yield from fixture_and_example_sources()
     # what a statement splice must get right: the last statement without a line break, CRLF, tabs,
     # a form feed, a one-line suite, a decorator, an edit that adds an import, two edits in one statement
     yield "import torch\nx = torch.ones(2)\nif x.sum():\n    y = x.cuda()"

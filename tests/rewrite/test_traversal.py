@@ -9,7 +9,7 @@ import sys
 import libcst as cst
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, fixture_and_example_sources
 from neuron_port.rewrite import traversal
 from neuron_port.rewrite.engine import EngineOptions, transform_source
 from neuron_port.rewrite.traversal import FastBatchedWalk, fast_walk_supported
@@ -47,11 +47,7 @@ class _WalkEvents(FastBatchedWalk):
 
 
 def _sources():
-    for path in sorted(FIXTURES.rglob("*.py")):
-        yield path.read_text(encoding="utf-8", errors="replace")
-    for rule in all_rules():
-        for example in list(rule.VALID) + list(rule.INVALID):
-            yield example if isinstance(example, str) else example.source()
+    yield from fixture_and_example_sources()
     yield 'f"{x!r:>{width}} {y=} {z:{w}.{p}}"\nasync def g[T](*, a: int = 1, **k) -> T:\n    yield\n'
     yield "from a import (b as c, d)\nfrom . import *\nmatch p:\n    case [1, *r] | {'k': _}:\n        pass\n"
     yield "lambda *a, b=1, **c: (yield from x)\nx: list[int] = [i async for i in y if i]\ndel a[1:2, ::3]\n"
@@ -238,7 +234,7 @@ def test_walk_all_is_the_walk_as_a_list():
     from neuron_port.rules.helpers.names import walk, walk_all
 
     count = 0
-    for text in _texts_for_walk():
+    for text in fixture_and_example_sources():
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError:  # an example of a file that does not parse
@@ -248,13 +244,3 @@ def test_walk_all_is_the_walk_as_a_list():
         count += len(found)
     assert count > 10_000
 
-
-def _texts_for_walk():
-    from conftest import FIXTURES
-    import neuron_port.rules.registry as registry
-
-    for path in sorted(FIXTURES.rglob("*.py")):
-        yield path.read_text(encoding="utf-8")
-    for rule in registry.all_rules():
-        for example in list(getattr(rule, "VALID", ())) + list(getattr(rule, "INVALID", ())):
-            yield example if isinstance(example, str) else example.source()
