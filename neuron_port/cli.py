@@ -25,7 +25,8 @@ from neuron_port.check import DEFAULT_TIMEOUT_SECONDS
 from neuron_port.commands import estimate, reference
 from neuron_port.commands.check_args import CommandAfterDashes, command_after_dashes, parse_size_rules
 from neuron_port.commands.check_models import (
-    model_runs_of, one_model_report, one_model_table, path_with_model, refuse_without_model, several_models_exit)
+    model_runs_of, one_model_report, one_model_table, path_with_model, refuse_without_model, several_models_exit,
+    several_models_options)
 from neuron_port.commands.console import err, out, program_output, run_spinner
 from neuron_port.commands.help import PlainHelpCommand
 from neuron_port.commands.html import HtmlOption, write_html
@@ -224,6 +225,7 @@ def check(
                                  tasks=task or [], batch=batch, seq=seq, precision=precision, world_size=world_size,
                                  compile=compile, engine=engine)
             if len(runs) > 1:
+                several_models_options(html=html, statistics=statistics)
                 raise typer.Exit(several_models_exit(runs, engine, timeout, output_format.value, output, quiet,
                                                      exit_zero))
         except UsageError as exc:

@@ -45,6 +45,16 @@ def refuse_without_model(given: dict[str, Any]) -> None:
             raise UsageError(f"{option} is an option of --model (neuron-port check --model ID_OR_PATH {option} ...)")
 
 
+def several_models_options(*, html, statistics: bool) -> None:
+    """UsageError for the options that render one report (several models give one table, not a report each)."""
+    if html is not None:
+        raise UsageError("--html writes one model's report; several models give one table (run one --model per "
+                         "--html, or use --output-format json for every model's report)")
+    if statistics:
+        raise UsageError("--statistics counts one model's findings; several models give one table (run one --model "
+                         "with --statistics)")
+
+
 def model_runs_of(models: list[str], *, command: list[str], nproc: Optional[int], preview: bool, size_rules: dict,
                   tasks: list[str], batch: Optional[int], seq: Optional[int], precision: Optional[str],
                   world_size: Optional[int], compile: bool, engine: Optional[str] = None) -> list:

@@ -88,6 +88,10 @@ def test_the_same_three_as_ray_tasks_on_a_local_ray_instance(models, cli, sim_bu
     (["--model", "{models}/llama", "--", "python", "train.py"], "give no command after `--`"),
     (["{tmp}", "--batch", "4", "--", "python", "train.py"], "--batch is an option of --model"),
     (["--model", "no-such-org/no-such-model"], "its config.json is not in the HF cache (HF_HUB_OFFLINE is set)"),
+    (["--model", "{models}/llama", "--model", "{models}/t5", "--html", "{tmp}/r.html"],
+     "--html writes one model's report; several models give one table"),
+    (["--model", "{models}/llama", "--model", "{models}/t5", "--statistics"],
+     "--statistics counts one model's findings; several models give one table"),
 ])
 def test_usage_errors_are_one_line_naming_the_option(models, cli, tmp_path, args, message):
     args = [a.format(tmp=tmp_path, models=models) for a in args]
