@@ -138,17 +138,28 @@ if __name__ == "__main__":
 '''
 
 
-def test_hogwild_on_the_device_fails_as_on_trainium_and_np513_names_the_share(tmp_path, cli):
-    """Scoreboard pattern C: after the rewrite the shared model is on `neuron`, and starting the worker
-    fails in PyTorch's pickler (`_share_fd_: only available on CPU`); the static finding NP513 stands at the
-    `share_memory()` that made it so."""
+def test_hogwild_keeps_its_device_choice_and_np513_names_the_share(tmp_path, cli):
+    """Scoreboard pattern C: a model moved to the chosen device and then shared between processes. The
+    rewrite keeps that device choice (NP513, manual: on Trainium the share fails, see the next test), so the
+    program runs as the original does on a host without CUDA, and NP513 stands at the `share_memory()`."""
     project = tmp_path / "hogwild"
     project.mkdir()
     (project / "h.py").write_text(HOGWILD)
     assert cli("rewrite", "--exit-zero", str(project)).returncode == 0  # NP513 is left: manual
+    assert (project / "h.py").read_text().splitlines()[3] == HOGWILD.splitlines()[3]  # the choice is kept
     doc, code = check(cli, project, command=["python", "h.py"])
-    status = doc["runtime"]["status"]
-    assert code != 0 and status["exit_code"] != 0
+    assert doc["runtime"]["status"]["exit_code"] == 0, doc["runtime"]["status"]
+    assert not doc["runtime"]["failures"]
+    assert [(f["path"], f["line"]) for f in doc["findings"] if f["code"] == "NP513"] == [("h.py", 5)]
+
+
+def test_hogwild_ported_by_hand_to_the_device_fails_as_on_trainium(tmp_path, cli):
+    """The same program with the model moved to `neuron` by hand: starting the worker fails in PyTorch's
+    pickler (`_share_fd_: only available on CPU`), as it does for any non-CPU device but CUDA."""
+    project = tmp_path / "hogwild"
+    project.mkdir()
+    (project / "h.py").write_text(HOGWILD.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"neuron"'))
+    doc, code = check(cli, project, command=["python", "h.py"])
+    assert code != 0 and doc["runtime"]["status"]["exit_code"] != 0
     (failure,) = doc["runtime"]["failures"]
     assert "_share_fd_: only available on CPU" in failure["exception"]
-    assert [(f["path"], f["line"]) for f in doc["findings"] if f["code"] == "NP513"] == [("h.py", 5)]
