@@ -9,7 +9,8 @@ of that version. The latency is from the change sent to its diagnostics received
 the engine's pass over the whole buffer and the transport. Also reported: the server process's CPU
 seconds per edit (from /proc), the load average before and after, the machine.
 
-    .venv/bin/python bench/rewrite/bench_lsp.py [FILE ...] [--edits 9] [--lines 4000]
+    .venv/bin/python bench/rewrite/bench_lsp.py [FILE ...] [--edits 9] [--lines 4000] [--baseline WORKTREE]
+        [--rounds N]
 
 Without FILE: accelerate's ``accelerator.py`` from the installed accelerate (the `zoo` extra pins it: a
 real 4k-line file with few CUDA references), and a module of ``--lines`` lines written by
@@ -78,9 +79,11 @@ def _probe_line(lines: list[str]) -> int:
     raise SystemExit("no plain statement line to edit")
 
 
-async def bench_file(path: Path, edits: int) -> dict:
+async def bench_file(path: Path, edits: int, pythonpath: str | None = None) -> dict:
     client = Client()
-    await client.start_io(sys.executable, "-m", "neuron_port", "server")
+    env = dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else None
+    # from the file's folder: `-m` puts the working folder first on sys.path (a checkout there would win)
+    await client.start_io(sys.executable, "-m", "neuron_port", "server", env=env, cwd=str(path.parent))
     server = client._server  # the asyncio subprocess pygls started
     pid = server.pid
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
@@ -113,7 +116,8 @@ async def bench_file(path: Path, edits: int) -> dict:
     client.exit(None)
     await client.stop()
     return {"file": path.name, "lines": len(lines), "first": opened, "findings": len(first),
-            "latencies": latencies, "cpus": cpus, "counts": counts, "engine": _engine_cpu(path, lines, index)}
+            "latencies": latencies, "cpus": cpus, "counts": counts,
+            "engine": _engine_cpu(path, lines, index) if pythonpath is None else None}
 
 
 def _engine_cpu(path: Path, lines: list[str], index: int, rounds: int = 3) -> float:
@@ -155,18 +159,27 @@ def main() -> None:
     parser.add_argument("files", nargs="*")
     parser.add_argument("--edits", type=int, default=9)
     parser.add_argument("--lines", type=int, default=4000)
+    parser.add_argument("--baseline", help="a checkout of another commit (a git worktree): its server, run with "
+                        "PYTHONPATH=BASELINE in this venv, is measured after this tree's on each file, --rounds times")
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    installs = {"this tree": None, **({"baseline": str(Path(args.baseline).resolve())} if args.baseline else {})}
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load before {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as scratch:
         for path in _files(args, Path(scratch)):
-            result = asyncio.run(bench_file(path, args.edits))
-            lat, cpu = result["latencies"], result["cpus"]
-            print(f"{result['file']} ({result['lines']} lines, {result['findings']} findings): first diagnostics "
-                  f"{result['first']:.2f} s (server start included); after an edit: median {statistics.median(lat):.3f} s "
-                  f"(min {min(lat):.3f}, max {max(lat):.3f}; {len(lat)} edits), server CPU per edit median "
-                  f"{statistics.median(cpu):.3f} s (the engine alone, in process: {result['engine']:.3f} s); findings "
-                  f"per edit {sorted(set(result['counts']))}")
+            for _ in range(args.rounds):
+                for label, pythonpath in installs.items():
+                    load = os.getloadavg()[0]
+                    result = asyncio.run(bench_file(path, args.edits, pythonpath))
+                    lat, cpu = result["latencies"], result["cpus"]
+                    engine = (f" (the engine alone, in process: {result['engine']:.3f} s)"
+                              if result["engine"] is not None else "")
+                    print(f"{label}: {result['file']} ({result['lines']} lines, {result['findings']} findings, "
+                          f"load {load:.1f}): first diagnostics {result['first']:.2f} s (server start included); "
+                          f"after an edit: median {statistics.median(lat):.3f} s (min {min(lat):.3f}, max "
+                          f"{max(lat):.3f}; {len(lat)} edits), server CPU per edit median {statistics.median(cpu):.3f} s"
+                          f"{engine}; findings per edit {sorted(set(result['counts']))}", flush=True)
     print(f"load after {os.getloadavg()[0]:.2f}")
 
 

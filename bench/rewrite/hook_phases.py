@@ -43,12 +43,15 @@ def _one_run(path: str) -> None:
         last[0] = now
 
     sys.argv = ["neuron-port", "rewrite", "--check", "--diff", "-q", "--no-cache", path]
-    try:  # the console script's module and what its plain `rewrite` line imports (Issue 20's fourth pass)
+    try:  # the console script's module (commands/entry.py since Issue 20's fourth pass)
         import neuron_port.commands.entry as cli
-        import neuron_port.commands.rewrite_argv  # noqa: F401
-        import neuron_port.commands.rewrite_run  # noqa: F401
     except ImportError:  # an older install: cli.py was the console script's module
         import neuron_port.cli as cli  # type: ignore[no-redef]
+    for name in ("neuron_port.commands.rewrite_run", "neuron_port.commands.rewrite_argv"):
+        try:  # what a `rewrite` line imports (rewrite_argv: the hand-written parser, gone since issue 38)
+            __import__(name)
+        except ImportError:
+            pass
     mark(PHASES[0])
     import neuron_port.rewrite.file_work as file_work
     import neuron_port.rewrite.runner as runner

@@ -18,6 +18,7 @@ import ast
 import re
 import sys
 import threading
+from collections import OrderedDict
 from typing import Callable, Optional, TypeVar
 
 import libcst as cst
@@ -190,6 +191,62 @@ def describe_syntax_error(code: str, error: SyntaxError, path: str) -> str:
     return f"{where}: syntax error: {error.msg}"
 
 
+# Parse reuse (issue 38 item 1): for a process that parses the same files again and again (the language
+# server: one parse per edit of a buffer), the top-level pieces of each file's last parse, by their text.
+# Off (None) unless keep_parsed_pieces() turns it on: a one-shot run would only hold the last file's tree
+# in memory for nothing. A piece's tree is a function of its text alone (chunks.py: every piece starts as
+# at its line of the whole text), and LibCST trees are immutable, so a kept piece joins the new tree as a
+# fresh parse of the same text would; a text that occurs twice in one file is parsed twice (a node object
+# stands at one place of a tree only: rules key their state by node).
+_kept_pieces: Optional["OrderedDict[str, dict[str, cst.Module]]"] = None
+_kept_files = 0
+# (pieces parsed, pieces reused) by the last parse_module call with the pieces kept: tests and benches
+last_reuse: list[int] = [0, 0]
+
+
+def keep_parsed_pieces(files: int) -> None:
+    """Keep the top-level pieces of the last parse of up to ``files`` files (0: keep none, the default)."""
+    global _kept_pieces, _kept_files
+    _kept_files = files
+    _kept_pieces = OrderedDict() if files > 0 else None
+
+
+def _parse_reusing(code: str, path: str) -> cst.Module:
+    kept = _kept_pieces
+    if kept is None:
+        return parse_in_pieces(code, parse_piece) or parse_unvalidated(code)
+    before = kept.pop(path, {})
+    used: dict[str, cst.Module] = {}
+    counts = [0, 0]
+
+    def parse(text: str) -> Optional[cst.Module]:
+        tree = before.get(text) if text not in used else None
+        if tree is None:
+            tree = parse_piece(text)
+            counts[0] += 1
+        else:
+            counts[1] += 1
+        if tree is not None:
+            used.setdefault(text, tree)
+        return tree
+
+    module = parse_in_pieces(code, parse)
+    if module is None:  # one piece, or pieces that disagree: the whole text is one piece of its own
+        used.clear()
+        module = before.get(code)
+        if module is None:
+            module = parse_unvalidated(code)
+            counts[0] += 1
+        else:
+            counts[1] += 1
+        used[code] = module
+    kept[path] = used
+    while len(kept) > _kept_files:
+        kept.popitem(last=False)
+    last_reuse[:] = counts
+    return module
+
+
 def parse_module(code: str, path: str) -> cst.Module:
     """LibCST's parse of ``code``, never crashing the process. Raises NestingError for nesting it cannot
     parse safely, SyntaxError (with a message from describe_syntax_error) when CPython refuses a long text,
@@ -199,7 +256,7 @@ def parse_module(code: str, path: str) -> cst.Module:
         if error is not None:
             raise SyntaxError(describe_syntax_error(code, error, path))
     try:
-        return run_with_big_stack(lambda: parse_in_pieces(code, parse_piece) or parse_unvalidated(code))
+        return run_with_big_stack(lambda: _parse_reusing(code, path))
     except RecursionError:
         raise NestingError("nested too deeply to parse") from None
 

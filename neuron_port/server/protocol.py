@@ -37,6 +37,7 @@ from neuron_port.server.edits import Edit
 from neuron_port.server.links import rule_page
 
 SOURCE = "neuron-port"
+OPEN_FILES_PARSED = 16  # buffers whose parsed pieces are kept (the least recently analysed go first)
 DEBOUNCE = 0.05  # seconds without an edit before a changed buffer is analysed
 FIX_ALL = f"{types.CodeActionKind.SourceFixAll.value}.neuron-port"
 SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
@@ -276,4 +277,8 @@ async def code_actions(ls: NeuronPortServer, params: types.CodeActionParams) -> 
 def serve() -> None:
     """Serve one client over stdin/stdout until it exits."""
     logging.basicConfig(level=logging.WARNING, format="neuron-port server: %(levelname)s: %(message)s")
+    from neuron_port.rewrite.syntax import keep_parsed_pieces
+
+    # each open buffer's top-level pieces stay parsed: an edit re-parses the pieces it touched (issue 38)
+    keep_parsed_pieces(OPEN_FILES_PARSED)
     server.start_io()

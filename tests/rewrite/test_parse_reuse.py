@@ -1,0 +1,116 @@
+"""Issue 38 item 1: the language server keeps each buffer's top-level pieces parsed
+(syntax.keep_parsed_pieces) and an edit re-parses only the pieces whose text changed. Property: on every
+fixture and rule example, cut into small pieces so that most texts have several, the text and edited
+versions of it parse with the kept pieces to exactly the tree of a fresh parse (deep_equals, code), and
+the engine's outcome (code, findings with places and messages, fix count, error) is the fresh one's.
+bench/rewrite/bench_parse_reuse.py checks the same on real files."""
+
+from __future__ import annotations
+
+import ast
+import functools
+
+import libcst as cst
+import pytest
+
+from conftest import fixture_and_example_sources
+from neuron_port.rewrite import chunks, syntax
+from neuron_port.rewrite.engine import EngineOptions, RewriteError, transform_source
+from neuron_port.rules.registry import all_rules
+
+RULES = list(all_rules())
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    # pieces of ~100 characters: the corpus's texts are short, the server's buffers long
+    monkeypatch.setattr(syntax, "parse_in_pieces", functools.partial(chunks.parse_in_pieces, limit=100))
+    yield
+    syntax.keep_parsed_pieces(0)
+
+
+def _versions(text: str):
+    """``text``, then edits of it a user makes: a line inserted in the middle, the last line changed,
+    then the text again (every piece kept)."""
+    yield text
+    lines = text.splitlines(keepends=True)
+    if len(lines) > 2:
+        middle = len(lines) // 2
+        line = lines[middle]
+        indent = line[:len(line) - len(line.lstrip())]
+        inserted = "".join(lines[:middle] + [f"{indent}probe = torch.ones(1).cuda()\n"] + lines[middle:])
+        try:
+            ast.parse(inserted)
+            yield inserted
+        except SyntaxError:
+            pass
+        yield "".join(lines[:-1]) + "x = 1\n"
+    yield text
+
+
+def _outcome(text: str):
+    try:
+        out = transform_source(text, RULES, EngineOptions(), path="t.py")
+    except RewriteError as exc:
+        return ("error", str(exc))
+    return (out.code, out.findings, out.fixes_applied, out.skipped)
+
+
+def _tree(text: str):
+    try:
+        return syntax.parse_module(text, "t.py")
+    except (cst.ParserSyntaxError, SyntaxError, syntax.NestingError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return a.code == b.code and a.deep_equals(b) and a.default_indent == b.default_indent
+
+
+def test_kept_pieces_parse_as_a_fresh_parse(small_pieces):
+    reused = 0
+    compared = 0
+    for text in dict.fromkeys(fixture_and_example_sources()):
+        versions = list(_versions(text))
+        syntax.keep_parsed_pieces(2)
+        kept = []
+        for version in versions:
+            kept.append((_tree(version), _outcome(version)))
+            reused += syntax.last_reuse[1]
+        syntax.keep_parsed_pieces(0)
+        for version, (tree, outcome) in zip(versions, kept):
+            assert _same(_tree(version), tree), version[:300]
+            assert _outcome(version) == outcome, version[:300]
+            compared += 1
+    # not vacuous: most versions after a file's first reused pieces
+    assert compared > 1000 and reused > 2000, (compared, reused)
+
+
+def test_a_repeated_piece_is_not_one_node_at_two_places(small_pieces):
+    """Two top-level pieces with the same text: a node object stands at one place of a tree only (rules
+    key their state by node), so the second is parsed again, not shared."""
+    block = "\n\ndef f(x):\n    return x.cuda()  # the same text twice, long enough to be a piece of its own, one of three\n"
+    text = "import torch\n" + block + block + block
+    assert [piece for _, piece in chunks.pieces(text, 100)][1:] == [block, block]
+    syntax.keep_parsed_pieces(1)
+    first = syntax.parse_module(text, "t.py")
+    assert syntax.last_reuse == [3, 0]
+    second = syntax.parse_module(text, "t.py")
+    assert syntax.last_reuse == [1, 2]  # the first two pieces kept, the repeated one parsed again
+    for tree in (first, second):
+        ids = [id(statement) for statement in tree.body]
+        assert len(set(ids)) == len(ids) == 4
+        assert tree.code == text
+    out = transform_source(text, RULES, EngineOptions(), path="t.py")
+    assert out.code.count('.to("neuron")') == 3
+
+
+def test_the_pieces_of_other_files_are_kept_apart(small_pieces):
+    syntax.keep_parsed_pieces(1)
+    text = "import torch\n\n\ndef f(x):\n    return x.cuda()  # a piece of its own, long enough\n\n\n" * 2
+    syntax.parse_module(text, "a.py")
+    syntax.parse_module(text, "b.py")  # a.py's pieces go: one file is kept
+    syntax.parse_module(text, "a.py")
+    assert syntax.last_reuse[1] == 0
