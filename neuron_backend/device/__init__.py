@@ -58,6 +58,7 @@ def register() -> types.ModuleType:
     for name in _OP_TRACKING:
         setattr(mod, name, getattr(management, name))
     mod.default_generators = rng.load_generators()
+    mod._initialized = True  # torch.utils.checkpoint saves a device's RNG state only when this is true (rng.py)
     mem = types.ModuleType("torch.neuron.memory")
     for name in _MEMORY_EXPORTS:
         setattr(mem, name, getattr(memory, name))

@@ -1,9 +1,14 @@
-"""RNG of ``torch.neuron``: one default generator per device (a neuron generator of the C++ core,
-wrapping a CPU generator), seeded and saved like torch.cuda's.
+"""RNG of ``torch.neuron``: one default generator per device, seeded and saved like torch.cuda's.
 
-Ops without a generator argument (native_dropout, SDPA's dropout) run CPU kernels that draw from the
-CPU default generator; ops with one (rand, randn, bernoulli_, ...) draw from these. The compile
-backend's RNG-wrapper lowering saves and restores both (compile/rng_wrappers.py).
+A neuron generator's state is TorchNeuron's (and CUDA's) 16-byte Philox state: seed (uint64) in bytes
+0-8, offset (int64) in bytes 8-16, which DTensor's OffsetBasedRNGTracker reads and sets. An op with a
+generator argument (rand, randn, normal_, bernoulli_, randperm, ...) draws from a CPU generator derived
+from (seed, offset) and advances the offset by its element count rounded up to 4 (csrc/runtime/
+generator.cpp), so restoring a state reproduces the draws. Ops without one (native_dropout, SDPA's
+dropout) run CPU kernels that draw from the CPU default generator, as TorchNeuron's do. The compile
+backend's RNG-wrapper lowering saves and restores both (compile/rng_wrappers.py); torch.utils.checkpoint
+saves and restores the device's state because ``torch.neuron._initialized`` is true (TorchNeuron's module
+lacks it, but its random ops draw from the CPU generator, which checkpoint always restores).
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <sstream>
 
 namespace neuron_sim {
@@ -285,8 +287,6 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
       } else if (d.type() == c10::kCPU) {
         explicit_cpu = true;
       }
-    } else if (v.isGenerator()) {
-      v = c10::IValue(cpu_generator_of(v.toGenerator()));
     }
   }
   if (saw_cpu_tensor && dev >= 0 && !o->mixed_device_ok && !explicit_cpu) {
@@ -294,8 +294,13 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
                 static_cast<int>(dev), " and cpu!");
   }
   if (dev < 0) dev = current_device();
-  if (o->gen_arg >= 0 && (*stack)[begin + o->gen_arg].isNone())
-    (*stack)[begin + o->gen_arg] = c10::IValue(cpu_generator_of(default_generator(dev)));
+  // A random op draws from its generator argument or the device's default generator (see Draw).
+  std::optional<Draw> draw;
+  if (o->gen_arg >= 0) {
+    c10::IValue& g = (*stack)[begin + o->gen_arg];
+    draw.emplace(g.isNone() ? default_generator(dev) : g.toGenerator());
+    g = c10::IValue(draw->cpu());
+  }
 
   // A CPU-fallback op's kernel time is what it costs on Trainium's host too (the cost model): one
   // steady clock read before and after, for fallback ops only.
@@ -333,6 +338,15 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
   };
   const size_t nret = schema.returns().size();
   const size_t rbegin = stack->size() - nret;
+  if (draw) {  // the offset advances by what the op drew: its (largest) result, as CUDA's kernels count
+    uint64_t numel = 0;
+    for (size_t j = 0; j < nret; ++j) {
+      const c10::IValue& v = (*stack)[rbegin + j];
+      if (v.isTensor() && v.toTensor().defined()) numel = std::max<uint64_t>(numel, v.toTensor().numel());
+    }
+    draw->finish(numel);
+    draw.reset();
+  }
   for (size_t j = 0; j < nret; ++j) {
     c10::IValue& v = (*stack)[rbegin + j];
     if (v.isTensor()) {
