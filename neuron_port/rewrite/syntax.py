@@ -125,9 +125,10 @@ def needs_newer_python(code: str, error: SyntaxError) -> Optional[str]:
 # The last text CPython accepted: the engine asks about a rewritten text twice (before re-parsing it with
 # LibCST and when checking the output), and on a long file each ast.parse costs half a LibCST parse.
 _last_accepted: list[str] = [""]
-# The top-level pieces of the last long text CPython accepted piece by piece: a rewritten text's pieces
-# that are unchanged need no second parse.
-_accepted_pieces: list[frozenset] = [frozenset()]
+# The top-level pieces of the last two long texts CPython accepted piece by piece: a rewritten text's
+# pieces that are unchanged need no second parse, nor (the language server) the next edit's buffer's,
+# whose last accepted text before it was the previous buffer's rewrite.
+_accepted_pieces: list[frozenset] = [frozenset(), frozenset()]
 
 
 def _cpython_error(code: str) -> Optional[SyntaxError]:
@@ -150,11 +151,11 @@ def _accepted_in_pieces(code: str) -> bool:
     CPython's exact verdict). ast.parse of a 2 MB text peaks near 250 MB; its pieces, near nothing."""
     if "barry_as_FLUFL" in code:
         return False
-    before = _accepted_pieces[0]
+    older, before = _accepted_pieces
     accepted: set[str] = set()
 
     def attempt(text: str) -> Optional[bool]:
-        if text not in before:
+        if text not in before and text not in older:
             try:
                 if _cpython_error(text) is not None:
                     return None
@@ -165,7 +166,7 @@ def _accepted_in_pieces(code: str) -> bool:
 
     if run_in_pieces(segments(code), attempt) is None:
         return False
-    _accepted_pieces[0] = frozenset(accepted)
+    _accepted_pieces[:] = [before, frozenset(accepted)]
     return True
 
 

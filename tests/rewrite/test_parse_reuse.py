@@ -114,3 +114,21 @@ def test_the_pieces_of_other_files_are_kept_apart(small_pieces):
     syntax.parse_module(text, "b.py")  # a.py's pieces go: one file is kept
     syntax.parse_module(text, "a.py")
     assert syntax.last_reuse[1] == 0
+
+
+def test_the_next_buffer_reuses_the_segments_cpython_accepted_two_texts_ago(monkeypatch):
+    """The server checks a buffer, then its rewrite, then the next edit's buffer: the segments the edit
+    did not change were accepted two texts ago and are not parsed again."""
+    body = "".join(f"\n\ndef step_{i}(x):\n    return x.cuda() + {i}\n" for i in range(600))
+    text = "import torch\n" + body
+    assert len(text) > chunks.CHUNK_CHARS
+    syntax._last_accepted[0] = ""
+    assert syntax.cpython_syntax_error(text) is None
+    assert syntax.cpython_syntax_error(text.replace(".cuda()", '.to("neuron")')) is None
+    parsed: list[str] = []
+    real = syntax._cpython_error
+    monkeypatch.setattr(syntax, "_cpython_error", lambda t: parsed.append(t) or real(t))
+    edited = text.replace("+ 300\n", "+ 300 + 1\n")
+    assert syntax.cpython_syntax_error(edited) is None
+    assert parsed == ["\n\ndef step_300(x):\n    return x.cuda() + 300 + 1\n"]
+    assert syntax.cpython_syntax_error(edited.replace("+ 1\n", "+ (1\n")) is not None  # and errors still found
