@@ -168,6 +168,51 @@ class IsCudaAttribute(PythonRule):
             message_contains="`self.cuda_config`",
         ),
         Invalid(
+            # unpacked beside the shape: the name `is_cuda` holds the test, and what it picks is the same
+            # `cuda_config` as above (set only under a test that stays `torch.cuda`): tied to that kept test
+            """
+            import torch
+
+
+            class Attend(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.cpu_config = {"enable_math": True}
+                    self.cuda_config = None
+                    if not torch.cuda.is_available():
+                        return
+                    if torch.cuda.get_device_properties(0).major >= 8:
+                        self.cuda_config = {"enable_flash": True}
+
+                def forward(self, q):
+                    _, heads, length, _, is_cuda = *q.shape, q.is_cuda
+                    config = self.cuda_config if is_cuda else self.cpu_config
+                    return q * 2, config
+            """,
+            None,
+            message_contains="unsafe: it guards `self.cuda_config`",
+        ),
+        Invalid(
+            # unpacked, and what it decides runs on Trainium: renamed
+            """
+            import torch
+
+            x = torch.ones(2, 3, device='neuron')
+            rows, _, on_device = *x.shape, x.is_cuda
+            if on_device:
+                print(rows, x.sum().item())
+            """,
+            """
+            import torch
+
+            x = torch.ones(2, 3, device='neuron')
+            rows, _, on_device = *x.shape, x.is_neuron
+            if on_device:
+                print(rows, x.sum().item())
+            """,
+            runs=True,
+        ),
+        Invalid(
             # the test's value is returned: judged where the function is called (a kernel import)
             "def can_fuse(x):\n    return x.is_cuda and x.dtype == torch.float16\n\n\n"
             "def add(x, y):\n    if can_fuse(x):\n        from fused_ops import fused_add\n"

@@ -34,6 +34,7 @@ from neuron_port.rules.helpers.kept_values import KEPT_VALUES, seed_kept
 from neuron_port.rules.helpers.per_file import ANALYSES, PerFileAnalysis, module_walk
 from neuron_port.rules.helpers.ranks_guards import regions_where
 from neuron_port.rules.helpers.scopes import Scopes
+from neuron_port.rules.helpers.unpacking import unpacked
 
 _ASSIGNMENTS = (cst.Assign, cst.AugAssign, cst.AnnAssign)
 _SAFE, _UNSAFE, _KEPT = 0, 1, 2  # how far a member's fix gets: applied, only with --unsafe-fixes, never
@@ -76,7 +77,7 @@ class DecisionGroups:
         flags: dict[str, tuple[Optional[bool], list[cst.CSTNode]]] = {}  # dotted name -> (polarity, tests)
         tests: list[cst.CSTNode] = []
         literals: list[cst.SimpleString] = []
-        assigns: list[cst.Assign] = []
+        assigns: list[tuple] = []  # (target, value) of each name assigned
         for node in nodes:  # one pass (exact types: LibCST's node classes have no subclasses)
             kind = type(node)
             if kind is cst.SimpleString:
@@ -84,26 +85,26 @@ class DecisionGroups:
                     literals.append(node)
             elif on_cuda_polarity(node) is not None:
                 tests.append(node)
-            elif kind is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) in (cst.Name,
-                                                                                                    cst.Attribute):
-                assigns.append(node)
+            elif kind is cst.Assign and len(node.targets) == 1:
+                # `use_cuda = ...`, and each name of an unpacking (`_, is_cuda = *q.shape, q.is_cuda`)
+                assigns += [(target, value) for target, value in unpacked(node.targets[0].target, node.value)
+                            if type(target) in (cst.Name, cst.Attribute)]
         if not tests:
             if literals:  # no test to group, but a kept device value may still hold one of these
                 self._is_test = lambda node: False
                 self._scopes_made = None
                 self._device_values(nodes, _Unions())
             return
-        for node in assigns:
-            if not is_flag_value(node.value, on_cuda_polarity):
+        for target, value in assigns:
+            if not is_flag_value(value, on_cuda_polarity):
                 continue  # `device = "cuda" if torch.cuda.is_available() else "cpu"`: a value, not a flag
-            held = [n for n in walk(node.value) if on_cuda_polarity(n) is not None]
-            name = dotted_name(node.targets[0].target)
+            held = [n for n in walk(value) if on_cuda_polarity(n) is not None]
+            name = dotted_name(target)
             if held and name is not None:
-                found = flags.setdefault(name, (flag_polarity(node.value, on_cuda_polarity), []))
-                if found[0] != flag_polarity(node.value, on_cuda_polarity):
+                found = flags.setdefault(name, (flag_polarity(value, on_cuda_polarity), []))
+                if found[0] != flag_polarity(value, on_cuda_polarity):
                     flags[name] = (None, found[1])  # assigned tests of both senses: a member, not a guard
                 flags[name][1].extend(held)
-                target = node.targets[0].target
                 if on_cuda_polarity(target) is not None:  # `self.is_cuda = ...`: its NP104 is this decision
                     flags[name][1].append(target)
         reads: dict[cst.CSTNode, list[cst.CSTNode]] = {}  # a read of a flag -> the tests it holds
@@ -251,9 +252,10 @@ class DecisionGroups:
             for node in nodes:
                 kind = type(node)
                 if (kind is cst.Assign or kind is cst.AnnAssign) and node.value is not None:
-                    found = origins(node.value)
-                    for target in ([t.target for t in node.targets] if kind is cst.Assign else [node.target]):
-                        grown |= hold(self._key(target), found)
+                    for whole in ([t.target for t in node.targets] if kind is cst.Assign else [node.target]):
+                        for target, value in unpacked(whole, node.value):  # `dev, n = "cuda", 2`: item by item
+                            if target is not None:
+                                grown |= hold(self._key(target), origins(value))
                 elif kind is cst.FunctionDef:
                     for returned in (n for n in walk(node.body) if type(n) is cst.Return and n.value is not None):
                         grown |= hold(("returns", node.name.value), origins(returned.value))

@@ -20,6 +20,7 @@ import libcst as cst
 
 from neuron_port.rules.helpers.names import code_children, dotted_name, source_of
 from neuron_port.rules.helpers.ranks_guards import regions_either_way
+from neuron_port.rules.helpers.unpacking import SEQUENCES, unpacked
 
 
 class Escape(str):
@@ -31,7 +32,7 @@ def escaping_tests(nodes, is_device_test: Callable[[cst.CSTNode], bool], first_u
     """{device-test atom: what makes flipping it unsafe} for the tests whose value leaves the test
     (``nodes``: a walk of the module; ``first_unportable``: ``Portability.first_unportable``)."""
     flows = _Flows(nodes, is_device_test)
-    if not flows.names and not flows.functions and not flows.passed:
+    if not flows.names and not flows.functions and not flows.passed and not flows.lost:
         return {}
     unsafe: dict[cst.CSTNode, str] = {}
 
@@ -129,18 +130,23 @@ class _Flows:
         for node in assignments:
             if node.value is not None:
                 origins = self._value_origins(node.value)
-                if not origins:
+                if not origins and type(node.value) not in SEQUENCES:
                     continue
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                for target in targets:
-                    key = dotted_name(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
-                    if key is None:
-                        self.lost.append((origins, Escape(f"its value is stored in `{source_of(target)}`")))
-                        continue
-                    held = self.names.setdefault(key, set())
-                    if not origins <= held:
-                        held |= origins
-                        grown = True
+                for whole in targets:
+                    for target, value in unpacked(whole, node.value):
+                        origins = self._value_origins(value)
+                        if not origins:
+                            continue
+                        key = dotted_name(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+                        if key is None:
+                            where = source_of(target if target is not None else whole)
+                            self.lost.append((origins, Escape(f"its value is stored in `{where}`")))
+                            continue
+                        held = self.names.setdefault(key, set())
+                        if not origins <= held:
+                            held |= origins
+                            grown = True
         for node in calls:  # a value passed to a function of the file is held by its parameter there
             for arg in node.args:
                 origins = self._value_origins(arg.value)
@@ -166,6 +172,8 @@ class _Flows:
             return self.names.get(dotted_name(node) or "")
         if isinstance(node, cst.Call):
             return self.functions.get(_callee_key(node.func) or "")
+        if isinstance(node, cst.Subscript):  # an item of a tuple or list that holds the test
+            return self.origins(node.value)
         return None
 
     def polarity(self, node: cst.BaseExpression) -> Optional[bool]:
@@ -176,12 +184,18 @@ class _Flows:
         return True if self.origins(node) else None
 
     def _value_origins(self, value: cst.BaseExpression) -> set:
-        """The atoms whose value ``value`` is: through ``and`` / ``or`` / ``not``, not through a comparison,
-        a call or a ternary (those consume the test where they stand)."""
+        """The atoms whose value ``value`` is: through ``and`` / ``or`` / ``not``, and the items of a tuple or
+        list (a value that holds the test: where it is unpacked, ``unpacked`` pairs the items with their
+        names), not through a comparison, a call or a ternary (those consume the test where they stand)."""
         found: set = set()
         for term in _value_terms(value):
-            found |= self.origins(term) or set()
+            if type(term) in SEQUENCES:
+                for element in term.elements:
+                    found |= self._value_origins(element.value)
+            else:
+                found |= self.origins(term) or set()
         return found
+
 
 
 def _value_terms(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

@@ -212,3 +212,51 @@ def test_a_kept_test_keeps_the_code_it_guards_unedited():
     assert "neuron" not in code
     count = next(f for f in findings if f.line == 3)
     assert not count.fix.available and "tied to" in count.message
+
+
+ATTEND_UNPACKED = '''
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+class Attend(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cpu_backends = [SDPBackend.MATH]
+        self.cuda_backends = None
+        if not torch.cuda.is_available():
+            return
+        if torch.cuda.get_device_properties(torch.device("cuda")).major >= 8:
+            self.cuda_backends = [SDPBackend.FLASH_ATTENTION]
+        else:
+            self.cuda_backends = [SDPBackend.EFFICIENT_ATTENTION]
+
+    def forward(self, q, k, v):
+        _, heads, length, _, is_cuda, device = *q.shape, q.is_cuda, q.device
+        backends = self.cuda_backends if is_cuda else self.cpu_backends
+        with sdpa_kernel(backends):
+            return F.scaled_dot_product_attention(q, k, v)
+
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+q = torch.randn(1, 2, 4, 8, device=device)
+print("attended on", q.device.type, Attend()(q, q, q).shape)
+'''
+
+
+def test_a_device_test_unpacked_into_a_name_is_decided_with_what_that_name_picks(tmp_path, sim_build):
+    """A diffusion library's attention: `q.is_cuda` unpacked beside the shape picks the CUDA backends, set
+    only under an availability test that is not a safe flip (it guards a compute-capability read). Renamed on
+    its own, a neuron tensor picked None and the program crashed; now it is decided with that test, and the
+    program runs on the device with the CPU backends."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "r.py").write_text(ATTEND_UNPACKED.lstrip("\n"))
+    rewritten = run_cli("rewrite", ".", cwd=tmp_path)
+    assert rewritten.returncode in (0, 1), rewritten.stderr
+    code = (tmp_path / "r.py").read_text()
+    assert "q.is_cuda, q.device" in code and 'device = "neuron" if torch.neuron.is_available()' in code, code
+    assert "r.py:19:58: NP104" in rewritten.stdout and "it guards `self.cuda_backends`" in rewritten.stdout
+    checked = run_cli("check", ".", "--exit-zero", "--", "python", "r.py", cwd=tmp_path, env=simulator_env())
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert "attended on neuron torch.Size([1, 2, 4, 8])" in checked.stdout, checked.stdout[-3000:]
