@@ -47,7 +47,8 @@ class IsCudaAttribute(PythonRule):
     package, a ``raise`` / ``print`` / warning naming CUDA, GPU, FP8 or quantization, an attribute the file
     sets to ``None`` such as ``self.cuda_config``) makes it an unsafe fix whose message names that code.
     A test whose value leaves the test is followed (``rules/helpers/escaping_tests.py``): a name or
-    attribute it is assigned or ``&=``-ed to stands for it where the file reads it, a function returning
+    attribute it is assigned or ``&=``-ed to (item by item where a tuple is unpacked:
+    ``_, heads, is_cuda = *q.shape, q.is_cuda``) stands for it where the file reads it, a function returning
     it where the file calls it, a call it is passed to must be portable; returned by a function no code of
     the file calls, or stored in a subscript, it decides code the file does not show: unsafe.
     Unsafe when the file assigns or defines its own ``is_cuda`` (the name may be a user attribute).
