@@ -7,6 +7,13 @@ loops (other ops, other signatures). FakeTensor is added to both lists.
 
 ``tolist()``: FakeTensor reads element by element; a real tensor copies to the host once.
 
+transformers: ``is_tracing(tensor)`` counts any FakeTensor as a trace (``is_fake_tensor``), so a model
+would take its tracing paths (an explicit causal mask where an all-ones padding mask lets a real run
+pass ``is_causal=True`` to SDPA: another op signature and a batch x seq x seq mask in device memory).
+The shape-only run's own fakes stand for real device tensors: for them it answers as for a real tensor
+(a value it then reads is known or a placeholder, as any host read); a trace's fakes (torch.compile's,
+torch.export's: their own fake modes) still count.
+
 DDP: its C++ reducer cannot run on fake tensors (it crashes); constructing one raises a clear error.
 
 Tied parameters: ``module.to("neuron")`` converts each module's own parameters: a real CPU parameter whose converted
@@ -27,6 +34,7 @@ references stepped aside (the memo entry, a cache of the tensor's old content, i
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 import weakref
@@ -57,7 +65,7 @@ def _once_per_tensor(fn):
     return convert
 
 
-def install() -> None:
+def install(fake_mode=None) -> None:
     _keep_tied_parameters()
     _swap_fake_parameters()
     # PyTorch's own Tensor.__deepcopy__ reads data_ptr() of every subclass tensor: on fakes it warns the user
@@ -68,6 +76,8 @@ def install() -> None:
     from ..after_import import after_import
 
     after_import("torch.distributed.fsdp._fully_shard._fsdp_init", _fsdp_moves_host_tensors)
+    if fake_mode is not None:
+        after_import("transformers.utils.import_utils", functools.partial(_device_fakes_are_not_a_trace, fake_mode))
     _dtensor_metadata_uncounted()
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.optim import optimizer
@@ -164,6 +174,21 @@ def _dtensor_metadata_uncounted() -> None:
 DDP_MESSAGE = ("[neuron-port simulator] DistributedDataParallel cannot run in a shape-only run: its C++ "
                "reducer needs real gradients and crashes on fake tensors. Shard with FSDP (fully_shard) for a "
                "shape-only run, or run DDP in a real run (neuron-port check --nproc N).")
+
+
+def _device_fakes_are_not_a_trace(fake_mode, import_utils) -> None:
+    original = getattr(import_utils, "is_fake_tensor", None)
+    if original is None or getattr(original, "_neuron_port", False):
+        return  # another transformers (nothing to answer), or patched already
+
+    @functools.wraps(original)
+    def is_fake_tensor(x) -> bool:
+        if getattr(x, "fake_mode", None) is fake_mode:
+            return False  # the shape-only run's stand-in for a real device tensor (module docstring)
+        return original(x)
+
+    is_fake_tensor._neuron_port = True
+    import_utils.is_fake_tensor = is_fake_tensor
 
 
 def _refuse_ddp() -> None:

@@ -209,7 +209,7 @@ def enter() -> None:
     fake = _FakeMode(allow_non_fake_inputs=True)
     fake.__enter__()
     RecordingMode().__enter__()
-    compat.install()
+    compat.install(fake)
     memory.install()
     metas.register()
     serialization.install()

@@ -19,8 +19,12 @@ so the report lists where control flow or sizes may differ from a real run.
   of a fake world holding what rank 0 holds: data-parallel replicas) carry them, and reading it back
   gives them, not a placeholder (DDP compares the ranks' parameter shapes this way); an op whose fake
   inputs all have known values gets its result's by running on them, so a data-dependent size of known
-  data is exact. An in-place write drops what was known of the tensor written (a view taken before keeps
-  its values).
+  data is exact. A device factory whose values follow from its arguments (``torch.full``, ``ones``,
+  ``arange``; not a random draw, not ``empty``) and an overwrite (``fill_``, ``zero_``, ``copy_`` of a
+  known source, an ``out=`` argument) are known too, and ``x & zeros`` / ``x | all_true`` are known
+  whatever ``x`` holds: a generation loop's stop flags (``unfinished & ~(eos_test | length_test)``) end
+  it when the length says so. Another in-place write drops what was known of the tensor written and of
+  the tensor it is a view of (a view taken before keeps its values).
 * Size rules. An op whose output shape depends on values (``nonzero``, ``masked_select``, boolean-mask
   indexing, ``unique``, ``torch.where(cond)``: PyTorch's ``dynamic_output_shape`` ops) gets its upper
   bound: the op runs on real CPU stand-ins of its inputs whose elements are all nonzero, true and
@@ -106,9 +110,62 @@ def _written_fakes(func, args, kwargs) -> list:
     return out
 
 
+# In-place ops that replace every element of the tensor they write: its old values are not read.
+_OVERWRITES = {_aten.fill_.Scalar, _aten.fill_.Tensor, _aten.zero_.default, _aten.copy_.default}
+# ops with an absorbing value: one operand all True (or, bool) / all zero (and) decides the result
+_ABSORBING = {_aten.logical_or.default: True, _aten.bitwise_or.Tensor: True,
+              _aten.logical_and.default: False, _aten.bitwise_and.Tensor: False}
+
+
+def _overwritten(func, args, kwargs, written: list) -> list:
+    """The written fakes whose old values the op does not read: its ``out=`` arguments, and ``self`` of
+    an op that replaces every element (fill_, zero_, copy_)."""
+    out = []
+    for i, formal in enumerate(func._schema.arguments):
+        value = args[i] if i < len(args) else kwargs.get(formal.name)
+        if any(value is w for w in written) and (formal.is_out or (i == 0 and func in _OVERWRITES)):
+            out.append(value)
+    return out
+
+
+def _forget(t) -> None:
+    """An in-place or out= write to ``t``: what was known of it (and of the tensor it is a view of, whose
+    elements it may have changed) no longer holds."""
+    for x in (t, getattr(t, "_base", None)):
+        if isinstance(x, FakeTensor):
+            x.__dict__.pop(_VALUE, None)
+            x.__dict__.pop(_KNOWN, None)
+
+
+def _deterministic_factory(func) -> bool:
+    """A device call without tensor inputs whose values follow from its arguments (``full``, ``arange``,
+    ``scalar_tensor``): not a random draw, not an uninitialised ``empty*``."""
+    return torch.Tag.nondeterministic_seeded not in func.tags and "empty" not in func._schema.name
+
+
+def _absorbed(func, args, out):
+    """``x & zeros`` is zeros (any integer or bool dtype) and ``x | all_true`` all true (bool) whatever
+    ``x`` holds: a generation loop's stop flags (``unfinished & ~(eos_unknown | max_length_known)``)."""
+    absorbing = _ABSORBING.get(func)
+    if absorbing is None or not isinstance(out, FakeTensor):
+        return None
+    if absorbing and out.dtype != torch.bool:
+        return None  # an integer `|` is absorbed only by all bits set: not worth a rule
+    with _disable_current_modes():
+        for a in args[:2]:
+            v = value_of(a)
+            if v is None or not v.numel() or v.is_floating_point():
+                continue
+            if (bool(v.bool().all()) and v.dtype == torch.bool) if absorbing else not bool(v.bool().any()):
+                return torch.full(tuple(out.shape), absorbing, dtype=out.dtype)
+    return None
+
+
 def _keep_value(func, args, kwargs, out) -> None:
     """A small CPU tensor copied to the device keeps its values; an op whose fake inputs all have known
-    values gets its result's values by running it on them (constant propagation, on the CPU)."""
+    values gets its result's values by running it on them (constant propagation, on the CPU): a
+    deterministic factory and an overwrite (``fill_``, ``zero_``, ``copy_``, an ``out=`` argument) read
+    no fake values at all."""
     src = args[0] if args else None
     if func is _aten._to_copy.default and isinstance(src, torch.Tensor) and not isinstance(src, FakeTensor):
         if src.numel() <= MAX_KNOWN_ELEMENTS:
@@ -116,17 +173,35 @@ def _keep_value(func, args, kwargs, out) -> None:
                 set_value(out, src.detach().to(out.dtype, copy=True))
         return
     written = _written_fakes(func, args, kwargs)
-    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, FakeTensor)]
-    if written or not fakes or any(value_of(a) is None for a in fakes):
-        for t in written:  # an in-place or out= write: what was known of it no longer holds
-            t.__dict__.pop(_VALUE, None)
-            t.__dict__.pop(_KNOWN, None)
+    overwritten = _overwritten(func, args, kwargs, written)
+    for t in written:
+        _forget(t)
+    if len(overwritten) != len(written):  # a read-modify-write (add_): its result is not propagated
         return
-    swap = lambda x: value_of(x) if isinstance(x, FakeTensor) else x  # noqa: E731
-    cpu_kwargs = {k: ("cpu" if k == "device" else swap(v)) for k, v in kwargs.items()}
+    fakes = [a for a in (*args, *kwargs.values()) if isinstance(a, FakeTensor)]
+    read = [a for a in fakes if not any(a is w for w in written)]
+    if not fakes and not (isinstance(out, FakeTensor) and _deterministic_factory(func)):
+        return
+    if any(value_of(a) is None for a in read):
+        absorbed = _absorbed(func, args, out)
+        if absorbed is not None:
+            set_value(out, absorbed)
+        return
+    if any(t.numel() > MAX_KNOWN_ELEMENTS or getattr(t, "_base", None) is not None for t in written):
+        return  # a write into a view: its base's values are forgotten (above), not recomputed
+
+    def swap(x):
+        if not isinstance(x, FakeTensor):
+            return x
+        if any(x is w for w in written):  # old values not read: any CPU tensor of its shape
+            return torch.zeros(tuple(x.shape), dtype=x.dtype)
+        return value_of(x)
+
     try:
         with _disable_current_modes():
-            result = func(*tree_map(swap, args), **cpu_kwargs)
+            cpu_args = tree_map(swap, args)
+            cpu_kwargs = {k: ("cpu" if k == "device" else tree_map(swap, v)) for k, v in kwargs.items()}
+            result = func(*cpu_args, **cpu_kwargs)
     except Exception:  # noqa: BLE001 - an op the CPU stand-in cannot run: its values stay unknown
         return
     results = result if isinstance(result, (tuple, list)) else (result,)

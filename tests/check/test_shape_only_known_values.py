@@ -1,0 +1,99 @@
+"""Values a shape-only run knows without computing the model, run as a user's script (real run vs shape-only,
+NEURON_PORT_SIMULATE=1 and NEURON_PORT_SHAPE_ONLY=1):
+
+- a greedy decoding loop whose stop flags are built on the device (``torch.full`` / ``torch.ones`` of a known
+  value, an end-of-token test it cannot know or'ed with a length test it can, ``unfinished & ~done``) stops
+  after as many steps as the real run; it used to loop until killed (every factory's values were unknown, so
+  ``unfinished.max() == 0`` was a placeholder ``False`` forever);
+- a write through a view forgets what was known of the tensor it views;
+- a Hugging Face model's attention takes the real run's path (transformers counted every FakeTensor as a
+  trace and built an explicit causal mask where a real run passes ``is_causal=True`` to SDPA).
+
+Found by the zoo's shape-only sweep (bench/zoo, issue 36 item 5): every causal LM's ``generate`` hung.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import simulator_env
+
+pytestmark = pytest.mark.slow
+
+DECODE = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+vocab, max_len = 50, 9
+model = nn.Sequential(nn.Embedding(vocab, 16), nn.Linear(16, vocab)).to("neuron")
+ids = torch.randint(0, vocab, (2, 4)).to("neuron")
+stop_ids = torch.tensor([vocab]).to("neuron")  # a token argmax never picks: only the length stops the loop
+unfinished = torch.ones(2, dtype=torch.long, device="neuron")
+steps = 0
+with torch.no_grad():
+    while True:
+        next_ids = model(ids[:, -1]).argmax(-1)
+        ids = torch.cat([ids, next_ids[:, None]], dim=-1)
+        done = torch.full((2,), False, device="neuron")
+        done = done | torch.isin(next_ids, stop_ids)
+        done = done | torch.full((2,), ids.shape[1] >= max_len, device="neuron")
+        unfinished = unfinished & ~done
+        steps += 1
+        if unfinished.max() == 0 or steps == 50:
+            break
+print("steps", steps, "length", ids.shape[1])
+
+counts = torch.tensor([1, 2, 3, 4]).to("neuron")
+counts[2:].add_(torch.randn(2, device="neuron").round().long())  # unknown values written through a view
+print("total", counts.sum().item())  # a placeholder (0) in a shape-only run: never the stale 10
+"""
+
+ATTENTION = """
+import json
+import torch
+import neuron_backend
+from transformers import LlamaConfig, LlamaForCausalLM
+
+config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                     num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+torch.manual_seed(0)
+model = LlamaForCausalLM(config).eval().to("neuron")
+ids = torch.randint(0, 128, (2, 8))
+with torch.no_grad():
+    model(input_ids=ids.to("neuron"), attention_mask=torch.ones_like(ids).to("neuron"))
+sdpa = sorted(json.dumps(e["signature"]) for e in neuron_backend.stats()["eager_compiles"]
+              if "scaled_dot_product" in e["op"])
+print("SDPA", json.dumps(sdpa))
+"""
+
+
+def run(tmp_path, script: str, shape_only: bool) -> str:
+    path = tmp_path / ("shape_only.py" if shape_only else "real.py")
+    path.write_text(script)
+    env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_SHAPE_ONLY="1" if shape_only else "0")
+    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_a_decoding_loop_stops_as_the_real_run_does(tmp_path, sim_build):
+    real = run(tmp_path, DECODE, shape_only=False)
+    fake = run(tmp_path, DECODE, shape_only=True)
+    assert "steps 5 length 9" in real
+    assert "steps 5 length 9" in fake
+    assert "total 0" in fake
+
+
+def test_hugging_face_attention_takes_the_real_path(tmp_path, sim_build):
+    pytest.importorskip("transformers")
+    real = run(tmp_path, ATTENTION, shape_only=False)
+    fake = run(tmp_path, ATTENTION, shape_only=True)
+    signatures = json.loads(real.split("SDPA ", 1)[1])
+    assert signatures and "True" in signatures[0]  # is_causal=True, no mask tensor
+    assert json.loads(fake.split("SDPA ", 1)[1]) == signatures
