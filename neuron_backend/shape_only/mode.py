@@ -75,7 +75,9 @@ def _route(func) -> tuple[int, object]:
 
 
 _DEVICE, _REAL, _OTHER, _HOST = range(4)
-_SCALAR_READ = torch.ops.aten._local_scalar_dense.default
+# `.item()` decomposes to `_local_scalar_dense`; a composite kernel run here (`_grouped_mm`'s loop over its
+# groups, reading `offs` on the host) calls `aten::item` itself, before that decomposition
+_SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
 
 
 def _kind_of_call(args, kwargs) -> int:
@@ -147,7 +149,7 @@ class RecordingMode(TorchDispatchMode):
         if call == _OTHER:
             return func(*args, **kwargs)
         if call == _HOST:  # host work on fakes: no device call, no device memory; a read is a placeholder
-            if func is _SCALAR_READ:  # `.item()`, `int(t)`: as a device read (torch.load's CPU fakes, HF weights)
+            if func in _SCALAR_READS:  # `.item()`, `int(t)`: as a device read (torch.load's CPU fakes, HF weights)
                 return values.special(func, args, kwargs)()
             try:
                 return func(*args, **kwargs)

@@ -50,7 +50,7 @@ from .. import events
 SIZE_RULES_ENV = "NEURON_PORT_SIZE_RULES"  # {"FILE:LINE": size}, set by `neuron-port check --size-rule`
 
 _seen: set[tuple] = set()
-_HOST_READS = {torch.ops.aten._local_scalar_dense.default}
+_HOST_READS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default}
 _COPIES = {torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default}
 
 

@@ -9,7 +9,11 @@ NEURON_PORT_SIMULATE=1 and NEURON_PORT_SHAPE_ONLY=1):
 - a Hugging Face model's attention takes the real run's path (transformers counted every FakeTensor as a
   trace and built an explicit causal mask where a real run passes ``is_causal=True`` to SDPA).
 
-Found by the zoo's shape-only sweep (bench/zoo, issue 36 item 5): every causal LM's ``generate`` hung.
+- a mixture-of-experts layer's grouped matmul runs (``F.grouped_mm``'s kernel reads its group offsets on
+  the host with ``aten::item``, which reached FakeTensorMode as an error instead of a host read).
+
+Found by the zoo's shape-only sweep (bench/zoo, issue 36 item 5): every causal LM's ``generate`` hung, and
+the MoE models of transformers' grouped-matmul experts failed.
 """
 
 from __future__ import annotations
@@ -71,6 +75,34 @@ sdpa = sorted(json.dumps(e["signature"]) for e in neuron_backend.stats()["eager_
 print("SDPA", json.dumps(sdpa))
 """
 
+MOE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Experts(nn.Module):
+    def __init__(self, experts=4, dim=16, hidden=32):
+        super().__init__()
+        self.router = nn.Linear(dim, experts)
+        self.up = nn.Parameter(torch.randn(experts, dim, hidden) * 0.1)
+        self.down = nn.Parameter(torch.randn(experts, hidden, dim) * 0.1)
+
+    def forward(self, x):
+        expert = self.router(x).argmax(-1)
+        order = expert.argsort()
+        offs = torch.cumsum(torch.bincount(expert, minlength=self.up.shape[0]), 0).to(torch.int32)
+        h = F.grouped_mm(x[order], self.up, offs=offs).relu()
+        out = torch.empty_like(x)
+        out[order] = F.grouped_mm(h, self.down, offs=offs)
+        return out
+
+torch.manual_seed(0)
+layer = Experts().to("neuron")
+x = torch.randn(8, 16).to("neuron")
+layer(x).sum().backward()
+print("moe", tuple(layer.up.grad.shape))
+"""
+
 
 def run(tmp_path, script: str, shape_only: bool) -> str:
     path = tmp_path / ("shape_only.py" if shape_only else "real.py")
@@ -97,3 +129,8 @@ def test_hugging_face_attention_takes_the_real_path(tmp_path, sim_build):
     signatures = json.loads(real.split("SDPA ", 1)[1])
     assert signatures and "True" in signatures[0]  # is_causal=True, no mask tensor
     assert json.loads(fake.split("SDPA ", 1)[1]) == signatures
+
+
+def test_a_grouped_matmul_of_experts_runs(tmp_path, sim_build):
+    assert "moe (4, 16, 32)" in run(tmp_path, MOE, shape_only=False)
+    assert "moe (4, 16, 32)" in run(tmp_path, MOE, shape_only=True)
