@@ -2,7 +2,7 @@
 ``neuron`` device, one crash-isolated worker process per architecture.
 
     .venv/bin/python bench/zoo/sweep.py [--families causal,masked,seq2seq,image] [--only llama,bert]
-        [--jobs 2] [--timeout 300] [--out bench/zoo/results] [--cpu-only]
+        [--jobs 2] [--timeout 300] [--out bench/zoo/results] [--cpu-only] [--shape-only]
 
 Workers are forked from a fork server that has imported torch and transformers once (``forkserver``
 context with preload), so a worker costs the model's own import, not torch's. Each worker writes its
@@ -11,7 +11,9 @@ simulator's events file to ``OUT/events/<family>__<type>/``. A worker that excee
 killed (SIGTERM, then SIGKILL); one that dies (segfault, abort, kill) is reported with its signal, and
 the simulator's last events snapshot supplies the fallbacks and compiles seen before the crash.
 
-The results go to ``OUT/results.json`` and ``OUT/results.md`` (see ``report.py``).
+The results go to ``OUT/results.json`` and ``OUT/results.md`` (see ``report.py``). ``--shape-only`` runs
+the simulator phase shape-only (worker.py; default ``--out``: ``results/shape_only/fake``); compare it with
+a real run's results with ``shape_only_compare.py``.
 """
 
 from __future__ import annotations
@@ -191,9 +193,12 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="comma-separated model types (or family:type)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per architecture (both phases)")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=None, help="default: results, or results/shape_only/fake with --shape-only")
     ap.add_argument("--cpu-only", action="store_true", help="skip the simulator phase (config development)")
+    ap.add_argument("--shape-only", action="store_true", help="the simulator phase shape-only (fake device tensors)")
     a = ap.parse_args(argv)
+    if a.out is None:
+        a.out = str(HERE / "results" / "shape_only" / "fake") if a.shape_only else str(HERE / "results")
     import worker
     import report
 
@@ -202,11 +207,14 @@ def main(argv=None) -> int:
     if a.only:
         want = {w.strip() for w in a.only.split(",") if w.strip()}
         specs = [s for s in specs if s["model_type"] in want or s["id"] in want]
+    if a.shape_only:
+        specs = [{**s, "shape_only": True} for s in specs]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     info = machine()
     t0 = time.time()
     results = run_sweep(specs, out, jobs=max(1, min(a.jobs, 2)), timeout=a.timeout, simulate=not a.cpu_only)
+    info["shape_only"] = a.shape_only
     info.update({"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t0)),
                  "wall_seconds": round(time.time() - t0, 1), "jobs": a.jobs, "timeout": a.timeout,
                  "load_after": os.getloadavg() if hasattr(os, "getloadavg") else None,

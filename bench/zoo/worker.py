@@ -11,6 +11,12 @@ the loss; an eval-mode forward (its logits are compared between CPU and simulato
 ``neuron_backend.enable()`` when the worker starts (as ``NEURON_PORT_SIMULATE=1`` would; CPU tensors
 never reach it); the simulator phase moves a copy of the untouched model with ``.to("neuron")`` and
 reads ``neuron_backend.stats()`` at the end.
+
+A spec with ``"shape_only": True`` (``sweep.py --shape-only``) runs the simulator phase shape-only
+(``NEURON_PORT_SHAPE_ONLY=1`` before the device is enabled, as ``check --shape-only`` sets it): every
+``neuron`` tensor is a fake, the CPU-built model moved with ``.to("neuron")`` as a user's would be. Its
+findings are compared with a real simulated run's (``shape_only_compare.py``); its values are
+placeholders, so no numerics are compared.
 """
 
 from __future__ import annotations
@@ -304,7 +310,34 @@ def _sim_summary(stats: dict) -> dict:
         "unsupported": unsupported,
         "distributed_unsupported": [{"op": e.get("op"), "message": (e.get("message") or "")[:300]} for e in dist],
         "float64_ops": sorted({d["op"] for d in stats.get("demotions", []) if d.get("dtype") == "float64"}),
+        "float64_calls": _float64_calls(stats),
+        "eager_signatures": _eager_signatures(stats),
     }
+
+
+def _float64_calls(stats: dict) -> dict:
+    out: dict = {}
+    for d in stats.get("demotions", []):
+        if d.get("dtype") == "float64":
+            out[d["op"]] = out.get(d["op"], 0) + (d.get("calls") or 0)
+    return out
+
+
+def _eager_signatures(stats: dict) -> dict:
+    """op -> {signature: calls} of the eager compiles (what the parity test compares per site; here per
+    signature, the sites being transformers' lines in both runs), plus the calls of the signatures the
+    events module summed beyond its per-op limit under ``"(omitted N)"``."""
+    out: dict = {}
+    for e in stats.get("eager_compiles", []):
+        if e.get("kind") != "eager_compile":
+            continue
+        sigs = out.setdefault(e["op"], {})
+        sig = e.get("signature")
+        sig = sig if isinstance(sig, str) else json.dumps(sig)  # a list of argument descriptions
+        sigs[sig] = sigs.get(sig, 0) + (e.get("calls") or 0)
+    for t in stats.get("eager_compiles_truncated", []):
+        out.setdefault(t["op"], {})[f"(omitted {t.get('omitted_signatures')})"] = t.get("omitted_calls")
+    return out
 
 
 def compare(cpu: dict, sim: dict) -> dict:
@@ -346,6 +379,11 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
             events_dir: str | None = None, simulate: bool = True) -> None:
     """The worker process's body (see the module docstring)."""
     start_worker(log_path)
+    shape_only = bool(spec.get("shape_only"))
+    if shape_only:
+        os.environ["NEURON_PORT_SHAPE_ONLY"] = "1"  # read by neuron_backend.enable()
+    else:
+        os.environ.pop("NEURON_PORT_SHAPE_ONLY", None)
     rpath = Path(result_path) if result_path else None
     family = spec["family"]
     # The simulator is switched on first, as NEURON_PORT_SIMULATE=1 does during `import torch`: CPU
@@ -407,7 +445,14 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
         sim.update(_sim_summary(neuron_backend.stats()))
     except Exception as e:  # noqa: BLE001
         sim["stats_error"] = error_info(e)
-    sim["numerics"] = compare(cpu, sim)
+    sim["shape_only"] = shape_only
+    if shape_only:
+        from neuron_backend import shape_only as so
+
+        sim["shape_only_active"] = so.is_active()  # the mode was really on (else the comparison is void)
+        sim.pop("generated", None)  # placeholders, not tokens
+    else:
+        sim["numerics"] = compare(cpu, sim)
     _emit(rpath, "sim", {k: v for k, v in sim.items() if not k.startswith("_")})
 
 
@@ -418,6 +463,8 @@ if __name__ == "__main__":  # debug one architecture in this process: worker.py 
     ap.add_argument("model_type")
     ap.add_argument("--family", default="causal", choices=list(FAMILIES))
     ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--shape-only", action="store_true", help="the simulator phase shape-only")
     a = ap.parse_args()
     spec = next(s for s in architectures([a.family]) if s["model_type"] == a.model_type)
+    spec["shape_only"] = a.shape_only
     run_one(spec, simulate=not a.cpu_only)

@@ -1,0 +1,187 @@
+"""Compare a shape-only zoo sweep with a real simulated one, architecture by architecture (issue 36 item 5).
+
+    .venv/bin/python bench/zoo/shape_only_compare.py [--real bench/zoo/results/shape_only/real]
+        [--fake bench/zoo/results/shape_only/fake] [--out bench/zoo/results/shape_only]
+
+Both sweeps are ``sweep.py`` runs of the same tree (``--shape-only`` for the second). An architecture counts
+when it runs for real: CPU ok and simulator ok in the real sweep. For each, the shape-only run must complete
+and report the same findings, the categories the parity test (tests/check/test_shape_only_parity.py)
+compares: CPU-fallback ops and their calls, unsupported features, distributed constraints, float64 ops and
+their calls, and eager compile signatures with their calls per op. Autograd's gradient accumulation is
+``aten::add_.Tensor`` on real tensors and ``aten::add.Tensor`` on fakes (docs/shape-only.md, "What differs"):
+the two ops' signatures are compared together, as one multiset of (signature, calls) summed. Values cannot
+be compared (fakes). Writes ``OUT/comparison.json`` and ``OUT/comparison.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ACCUMULATION = ("aten::add.Tensor", "aten::add_.Tensor")
+CATEGORIES = ("fallbacks", "unsupported", "distributed", "float64", "eager_compiles")
+
+
+def findings(sim: dict) -> dict:
+    eager: dict = {}
+    accumulation: Counter = Counter()
+    for op, sigs in (sim.get("eager_signatures") or {}).items():
+        if op in ACCUMULATION:
+            for sig, calls in sigs.items():
+                accumulation[sig] += calls
+        else:
+            eager[op] = dict(sigs)
+    if accumulation:
+        eager["aten::add.Tensor + aten::add_.Tensor"] = dict(accumulation)
+    return {
+        "fallbacks": dict(sim.get("fallback_ops") or {}),
+        "unsupported": sorted(json.dumps({k: u.get(k) for k in ("feature", "op", "error", "action")}, sort_keys=True)
+                              for u in sim.get("unsupported") or []),
+        "distributed": sorted(json.dumps(d, sort_keys=True) for d in sim.get("distributed_unsupported") or []),
+        "float64": dict(sim.get("float64_calls") or {}),
+        "eager_compiles": eager,
+    }
+
+
+def differences(a: dict, b: dict) -> dict:
+    """Per category, what differs (real -> shape-only), short."""
+    out = {}
+    for cat in CATEGORIES:
+        x, y = a[cat], b[cat]
+        if x == y:
+            continue
+        if isinstance(x, dict):
+            keys = sorted(set(x) | set(y))
+            diff = {}
+            for k in keys:
+                if x.get(k) != y.get(k):
+                    if isinstance(x.get(k), dict) or isinstance(y.get(k), dict):
+                        xs, ys = x.get(k) or {}, y.get(k) or {}
+                        diff[k] = {"real_only": {s: c for s, c in xs.items() if ys.get(s) != c},
+                                   "shape_only_only": {s: c for s, c in ys.items() if xs.get(s) != c}}
+                    else:
+                        diff[k] = [x.get(k), y.get(k)]
+            out[cat] = diff
+        else:
+            out[cat] = {"real_only": sorted(set(x) - set(y)), "shape_only_only": sorted(set(y) - set(x))}
+    return out
+
+
+def _rows(doc: dict) -> dict:
+    return {r["id"]: r for r in doc["architectures"]}
+
+
+def compare(real: dict, fake: dict) -> dict:
+    rr, fr = _rows(real), _rows(fake)
+    rows = []
+    for aid, r in rr.items():
+        if not (r["cpu_ok"] and r["sim_ok"]):
+            continue
+        f = fr.get(aid)
+        row = {"id": aid, "class": r["class"]}
+        fsim = ((f or {}).get("raw") or {}).get("sim") or {}
+        if f is None:
+            row.update(status="not_run")
+        elif not f["cpu_ok"]:
+            row.update(status="cpu_failed", reason=f["classification"].get("reason"))
+        elif not f["sim_ok"]:
+            err = f.get("error") or {}
+            row.update(status="failed", failed_step=f.get("failed_step"),
+                       reason=f"{err.get('type')}: {(err.get('message') or '').splitlines()[0][:300] if err.get('message') else ''}",
+                       frame=err.get("frame"))
+        elif not fsim.get("shape_only_active"):
+            row.update(status="not_shape_only")
+        else:
+            diff = differences(findings(r["raw"]["sim"]), findings(fsim))
+            row.update(status="equal" if not diff else "differs", differences=diff)
+        rows.append(row)
+    counts = Counter(r["status"] for r in rows)
+    ran = sum(1 for r in rows if r["status"] in ("equal", "differs"))
+    return {"real_ran": len(rows), "shape_only_ran": ran, "equal": counts["equal"],
+            "share_equal": round(counts["equal"] / len(rows), 4) if rows else None,
+            "by_status": dict(counts),
+            "real": real["machine"], "shape_only": fake["machine"],
+            "real_failed": [{"id": r["id"], "classification": r["classification"]} for r in rr.values()
+                            if r["cpu_ok"] and not r["sim_ok"]],
+            "architectures": rows}
+
+
+def markdown(doc: dict) -> str:
+    m = doc["shape_only"]
+    out = ["# Shape-only zoo sweep: findings against the real simulated run", "",
+           f"{doc['real_ran']} architectures run for real (CPU and simulator ok); {doc['shape_only_ran']} of them "
+           f"ran shape-only; {doc['equal']} with equal findings ({100 * (doc['share_equal'] or 0):.1f}%).", "",
+           f"Shape-only run {m.get('started')} ({m.get('wall_seconds')} s wall, {m.get('jobs')} workers, "
+           f"{m.get('timeout')} s limit), real run {doc['real'].get('started')} ({doc['real'].get('wall_seconds')} s "
+           f"wall); torch {m.get('torch')}, transformers {m.get('transformers')}, load {m.get('load_before')} before.",
+           "", "| status | architectures |", "|---|---:|"]
+    out += [f"| {k} | {v} |" for k, v in sorted(doc["by_status"].items())]
+    bad = [r for r in doc["architectures"] if r["status"] != "equal"]
+    out += ["", "## Not equal", ""]
+    if not bad:
+        out.append("None.")
+    for r in bad:
+        if r["status"] == "differs":
+            parts = []
+            for cat, d in r["differences"].items():
+                parts.append(f"{cat}: " + json.dumps(d)[:600])
+            out.append(f"- **{r['id']}** ({r['class']}) findings differ: " + "; ".join(parts))
+        else:
+            fr = r.get("frame") or {}
+            where = f" at `{fr.get('file')}:{fr.get('line')}`" if fr else ""
+            out.append(f"- **{r['id']}** ({r['class']}) {r['status']}"
+                       f"{' in ' + r['failed_step'] if r.get('failed_step') else ''}: {r.get('reason', '')}{where}")
+    if doc["real_failed"]:
+        out += ["", "## Failing for real too (not counted)", ""]
+        out += [f"- {r['id']}: {r['classification'].get('status')} {r['classification'].get('reason', '')}"
+                for r in doc["real_failed"]]
+    return "\n".join(out) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    base = HERE / "results" / "shape_only"
+    ap.add_argument("--real", default=str(base / "real"))
+    ap.add_argument("--fake", action="append", default=None,
+                    help="a shape-only sweep's folder (default fake/); given again, a later sweep's architectures "
+                         "replace an earlier one's (a rerun of some after a fix)")
+    ap.add_argument("--out", default=str(base))
+    a = ap.parse_args(argv)
+    docs = []
+    for folder in [a.real, *(a.fake or [str(base / "fake")])]:
+        path = Path(folder) / "results.json"
+        try:
+            docs.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"{path}: cannot read a sweep's results ({exc})", file=sys.stderr)
+            return 2
+    real, fake = docs[0], docs[1]
+    if len(docs) > 2:
+        rows = {r["id"]: r for r in fake["architectures"]}
+        for later in docs[2:]:
+            rows.update({r["id"]: r for r in later["architectures"]})
+        fake = {**fake, "architectures": list(rows.values()),
+                "machine": {**fake["machine"], "reruns": [d["machine"] for d in docs[2:]]}}
+    doc = compare(real, fake)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / "comparison.json", json.dumps(doc, indent=1, default=str) + "\n")
+    _write(out / "comparison.md", markdown(doc))
+    print(f"ran for real {doc['real_ran']}, shape-only ran {doc['shape_only_ran']}, equal findings {doc['equal']}; "
+          f"{doc['by_status']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
