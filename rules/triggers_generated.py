@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'bd675e719f451e651dc6e152ae1d19821b11b744184c5baa2ebdf0a18da878b4'
+RULE_SOURCES_SHA256 = '4513eca380f6f3553b63f5b67f678a21a45bce9257f8e277abe3cb1163022e69'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
