@@ -74,6 +74,36 @@ def _route(func) -> tuple[int, object]:
     return _ACCOUNT, None
 
 
+_TENSOR_ARGS: dict = {}  # op -> (position, name) of its arguments of type Tensor
+
+
+def _wrapped_numbers(func, args, kwargs):
+    """A composite kernel run here passes a number as a 0-dim "wrapped number" tensor (``remainder.Scalar``
+    calls ``remainder.Tensor(self, wrapped_scalar_tensor(other))``), and the Python dispatch hands it to
+    this mode as a plain number, which the op's own schema then refuses: the fake call gets a 0-dim tensor
+    (a wrapped number and a 0-dim tensor promote alike against a tensor with dimensions); the accounting
+    keeps the number, as a real run's core sees a wrapped number (no int64 tensor, the number in the
+    signature)."""
+    slots = _TENSOR_ARGS.get(func)
+    if slots is None:
+        slots = _TENSOR_ARGS[func] = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                                           if isinstance(a.type, torch.TensorType))
+    fixed = None
+    for i, name in slots:
+        in_args = i < len(args)
+        value = args[i] if in_args else kwargs.get(name)
+        if isinstance(value, (bool, int, float, complex)):
+            if fixed is None:
+                fixed = (list(args), dict(kwargs))
+            with _disable_current_modes():
+                tensor = torch.tensor(value)
+            if in_args:
+                fixed[0][i] = tensor
+            else:
+                fixed[1][name] = tensor
+    return (args, kwargs) if fixed is None else (tuple(fixed[0]), fixed[1])
+
+
 _DEVICE, _REAL, _OTHER, _HOST = range(4)
 # `.item()` decomposes to `_local_scalar_dense`; a composite kernel run here (`_grouped_mm`'s loop over its
 # groups, reading `offs` on the host) calls `aten::item` itself, before that decomposition
@@ -185,8 +215,9 @@ class RecordingMode(TorchDispatchMode):
         # kernel): on the device that is the simulator's kernel, whose accounting must not count it.
         was_on = self._accounting_enabled()
         self._set_accounting(False)
+        run_args, run_kwargs = _wrapped_numbers(func, args, kwargs)
         try:
-            out = func(*args, **kwargs)
+            out = func(*run_args, **run_kwargs)
         except DynamicOutputShapeException:
             out = values.data_dependent_shape(func, args, kwargs)
         except DataDependentOutputException as error:

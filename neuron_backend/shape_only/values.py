@@ -220,6 +220,10 @@ def note_known(func, args, kwargs, out) -> None:
     value = _known_value(func, args)
     if value is not None:
         out.__dict__[_KNOWN] = value
+        if value_of(out) is None and out.numel() <= MAX_KNOWN_ELEMENTS:
+            # its values too, so what is computed from it is known (`x.isnan().sum() == 0`: I-BERT's check)
+            with _disable_current_modes():
+                set_value(out, torch.full(tuple(out.shape), value, dtype=torch.bool))
 
 
 def _known(x):

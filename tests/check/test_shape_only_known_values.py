@@ -12,6 +12,11 @@ NEURON_PORT_SIMULATE=1 and NEURON_PORT_SHAPE_ONLY=1):
 - a mixture-of-experts layer's grouped matmul runs (``F.grouped_mm``'s kernel reads its group offsets on
   the host with ``aten::item``, which reached FakeTensorMode as an error instead of a host read).
 
+- a number a composite kernel passes as a 0-dim "wrapped number" (``int_tensor % 8``: ``remainder.Scalar``
+  calls ``remainder.Tensor``) reaches the op as a tensor, not as a Python int its schema refuses;
+- a bool known under the finite assumption has known values (``x.isnan().sum() == 0`` is true, as a
+  quantizer's sanity check expects).
+
 Found by the zoo's shape-only sweep (bench/zoo, issue 36 item 5): every causal LM's ``generate`` hung, and
 the MoE models of transformers' grouped-matmul experts failed.
 """
@@ -103,6 +108,17 @@ layer(x).sum().backward()
 print("moe", tuple(layer.up.grad.shape))
 """
 
+CHECKS = """
+import torch
+
+scores = torch.randn(2, 8).to("neuron")
+offsets = (torch.randn(8) * 5).long().to("neuron") % scores.shape[1]  # int tensor % int
+stable = scores.shape[1] * scores + offsets
+x_min = torch.randn(4, 8).to("neuron").min()
+assert x_min.isnan().sum() == 0, "NaN detected"
+print("checks", tuple(stable.shape), stable.dtype)
+"""
+
 
 def run(tmp_path, script: str, shape_only: bool) -> str:
     path = tmp_path / ("shape_only.py" if shape_only else "real.py")
@@ -134,3 +150,9 @@ def test_hugging_face_attention_takes_the_real_path(tmp_path, sim_build):
 def test_a_grouped_matmul_of_experts_runs(tmp_path, sim_build):
     assert "moe (4, 16, 32)" in run(tmp_path, MOE, shape_only=False)
     assert "moe (4, 16, 32)" in run(tmp_path, MOE, shape_only=True)
+
+
+def test_numbers_from_composite_kernels_and_finite_checks(tmp_path, sim_build):
+    real = run(tmp_path, CHECKS, shape_only=False)
+    assert "checks (2, 8) torch.float32" in real
+    assert run(tmp_path, CHECKS, shape_only=True) == real
