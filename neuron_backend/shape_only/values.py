@@ -88,6 +88,7 @@ _SELF_COMPARE = {_aten.eq.Tensor: True, _aten.ne.Tensor: False}  # x == x, x != 
 _SCALAR_COMPARE = {_aten.eq.Scalar: False, _aten.ne.Scalar: True}  # x == inf, x != inf
 _KNOWN = "_np_known"  # a bool fake tensor whose every element is known under the finite assumption
 _VALUE = "_np_value"  # a small fake tensor's values: a real CPU tensor (see "Known values")
+_ASSUMED = "_np_assumed"  # its values follow from the finite assumption: a host read of them is still listed
 MAX_KNOWN_ELEMENTS = 4096
 
 
@@ -105,8 +106,10 @@ def _written_fakes(func, args, kwargs) -> list:
     for i, formal in enumerate(func._schema.arguments):
         if formal.alias_info is not None and formal.alias_info.is_write:
             value = args[i] if i < len(args) else kwargs.get(formal.name)
-            if isinstance(value, FakeTensor):
-                out.append(value)
+            # a Tensor[] written in place too: the optimizer's `_foreach_add_` on the parameters
+            for v in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(v, FakeTensor):
+                    out.append(v)
     return out
 
 
@@ -135,6 +138,7 @@ def _forget(t) -> None:
         if isinstance(x, FakeTensor):
             x.__dict__.pop(_VALUE, None)
             x.__dict__.pop(_KNOWN, None)
+            x.__dict__.pop(_ASSUMED, None)
 
 
 def _deterministic_factory(func) -> bool:
@@ -186,6 +190,8 @@ def _keep_value(func, args, kwargs, out) -> None:
         absorbed = _absorbed(func, args, out)
         if absorbed is not None:
             set_value(out, absorbed)
+            if any(a.__dict__.get(_ASSUMED) for a in read):
+                out.__dict__[_ASSUMED] = True
         return
     if any(t.numel() > MAX_KNOWN_ELEMENTS or getattr(t, "_base", None) is not None for t in written):
         return  # a write into a view: its base's values are forgotten (above), not recomputed
@@ -206,9 +212,12 @@ def _keep_value(func, args, kwargs, out) -> None:
         return
     results = result if isinstance(result, (tuple, list)) else (result,)
     outs = out if isinstance(out, (tuple, list)) else (out,)
+    assumed = any(a.__dict__.get(_ASSUMED) for a in read)
     for fake, value in zip(outs, results):
         if isinstance(value, torch.Tensor) and value.numel() <= MAX_KNOWN_ELEMENTS:
             set_value(fake, value)
+            if assumed and isinstance(fake, FakeTensor):
+                fake.__dict__[_ASSUMED] = True
 
 
 def note_known(func, args, kwargs, out) -> None:
@@ -224,6 +233,7 @@ def note_known(func, args, kwargs, out) -> None:
             # its values too, so what is computed from it is known (`x.isnan().sum() == 0`: I-BERT's check)
             with _disable_current_modes():
                 set_value(out, torch.full(tuple(out.shape), value, dtype=torch.bool))
+            out.__dict__[_ASSUMED] = True
 
 
 def _known(x):
@@ -254,11 +264,14 @@ def _known_value(func, args):
 def special(func, args, kwargs):
     """A thunk computing the call's result when it reads device values, else None."""
     if func in _HOST_READS and isinstance(args[0], FakeTensor) and value_of(args[0]) is not None:
-        known = value_of(args[0])
+        known, assumed = value_of(args[0]), args[0].__dict__.get(_ASSUMED)
 
         def read_known():
             with _disable_current_modes():
-                return known.item()
+                value = known.item()
+            if assumed:  # the finite assumption decided it: listed as a placeholder (NP911), as before
+                _note("placeholder", "aten::_local_scalar_dense", value=value)
+            return value
         return read_known
     if func in _HOST_READS and isinstance(args[0], FakeTensor):
         value = args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype))
