@@ -249,8 +249,8 @@ def _known_value(func, args):
         scalar = args[1] if len(args) > 1 else None
         return _SCALAR_COMPARE[func] if isinstance(scalar, float) and not math.isfinite(scalar) else None
     first = _known(args[0]) if args else None
-    if func in _SAME:
-        return first
+    if func in _SAME or func.is_view or func is _aten._unsafe_view.default:
+        return first  # every element has the known value: so has every view or reshape of it
     if func in _FLIP:
         return None if first is None else not first
     if func in _AND or func in _OR:

@@ -15,7 +15,8 @@ NEURON_PORT_SIMULATE=1 and NEURON_PORT_SHAPE_ONLY=1):
 - a number a composite kernel passes as a 0-dim "wrapped number" (``int_tensor % 8``: ``remainder.Scalar``
   calls ``remainder.Tensor``) reaches the op as a tensor, not as a Python int its schema refuses;
 - a bool known under the finite assumption has known values (``x.isnan().sum() == 0`` is true, as a
-  quantizer's sanity check expects).
+  quantizer's sanity check expects), and keeps what is known through views and reshapes (a
+  ``torch.distributions`` parameter check of a large tensor).
 
 Found by the zoo's shape-only sweep (bench/zoo, issue 36 item 5): every causal LM's ``generate`` hung, and
 the MoE models of transformers' grouped-matmul experts failed.
@@ -117,6 +118,10 @@ stable = scores.shape[1] * scores + offsets
 x_min = torch.randn(4, 8).to("neuron").min()
 assert x_min.isnan().sum() == 0, "NaN detected"
 print("checks", tuple(stable.shape), stable.dtype)
+# torch.distributions validates its parameters: (logits == logits) reshaped, then all() (above 4096 elements:
+# no values kept, only "every element is true", which a reshape keeps)
+entropy = torch.distributions.Categorical(logits=torch.randn(4, 64, 260).to("neuron")).entropy()
+print("entropy", tuple(entropy.shape))
 """
 
 
