@@ -44,10 +44,15 @@ def ordered(specs: list[dict]) -> list[dict]:
     return sorted(specs, key=lambda s: (rank.get(s["model_type"], len(COMMON)), specs.index(s)))
 
 
-def default_config(model_type: str) -> dict:
+def default_config(spec: dict) -> dict:
+    """The config class's defaults as a config.json, naming the class as a published one does
+    (``architectures``: transformers' ``from_config`` needs it where the task maps the type to several
+    classes, DeiT's with and without a teacher)."""
     from transformers import AutoConfig
 
-    return AutoConfig.for_model(model_type).to_dict()
+    config = AutoConfig.for_model(spec["model_type"]).to_dict()
+    config["architectures"] = [spec["class"]]
+    return config
 
 
 def summary(spec: dict, result: dict, seconds: float) -> dict:
@@ -93,6 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--out", default=str(HERE / "results" / "shape_only" / "default_size.json"))
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--retry-failed", action="store_true", help="with --resume: run the failed ones again")
     a = ap.parse_args(argv)
     import worker
     from neuron_port.check.model_run.engines import run_models
@@ -110,7 +116,9 @@ def main(argv=None) -> int:
            "seq": a.seq, "timeout": a.timeout, "jobs": a.jobs, "selected": [s["id"] for s in specs], "results": []}
     if a.resume and out.is_file():
         old = json.loads(out.read_text())
-        doc["results"] = old.get("results", [])
+        selected = {s["id"] for s in specs}
+        doc["results"] = [r for r in old.get("results", []) if r["ok"] or not a.retry_failed or r["id"] not in selected]
+        doc["earlier"] = {k: old.get(k) for k in ("command", "started", "finished", "load_before", "load_after")}
     done = {r["id"] for r in doc["results"]}
     pending = [s for s in specs if s["id"] not in done]
     jobs = max(1, min(a.jobs, 2))
@@ -118,7 +126,7 @@ def main(argv=None) -> int:
         chunk, runs, ready = pending[i:i + jobs], [], []
         for spec in chunk:
             try:
-                runs.append(ModelRun(spec["model_type"], default_config(spec["model_type"]), TASKS[spec["family"]],
+                runs.append(ModelRun(spec["model_type"], default_config(spec), TASKS[spec["family"]],
                                      a.batch, a.seq))
                 ready.append(spec)
             except Exception as exc:  # noqa: BLE001 - a config that cannot be made is the model's row
