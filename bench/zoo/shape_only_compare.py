@@ -27,7 +27,32 @@ ACCUMULATION = ("aten::add.Tensor", "aten::add_.Tensor")
 CATEGORIES = ("fallbacks", "unsupported", "distributed", "float64", "eager_compiles")
 
 
-def findings(sim: dict) -> dict:
+def _subclass_paths(eager: dict) -> dict:
+    """Eager signatures with PyTorch's tensor-subclass branches merged: autograd formulas take an out-of-place
+    path where any tensor is a subclass (``isTensorSubclassLike``: FakeTensor is one), e.g. index's backward
+    ``_index_put_impl_(zeros, ..., accumulate, unsafe=True)`` vs ``new_zeros().index_put(...)`` and
+    ``scatter_add_`` vs ``scatter_add``: an op's in-place and out-of-place overloads are one op here, and
+    ``_index_put_impl_``'s ``unsafe`` flag (a bounds check, not work) is dropped. Same work, other ops."""
+    out: dict = {}
+    for op, sigs in eager.items():
+        name, _, overload = op.partition(".")
+        if name.startswith("aten::") and name.endswith("_") and not name.endswith("__"):
+            name = name[:-1]
+        merged = out.setdefault(f"{name}.{overload}" if overload else name, {})
+        for sig, calls in sigs.items():
+            if name in ("aten::_index_put_impl", "aten::index_put"):
+                try:
+                    args = json.loads(sig)
+                    sig = json.dumps(args[:4] if len(args) > 4 else args)
+                except ValueError:
+                    pass
+                name_key = "aten::index_put (+_impl_)"
+                merged = out.setdefault(name_key, {})
+            merged[sig] = merged.get(sig, 0) + calls
+    return {k: v for k, v in out.items() if v}
+
+
+def findings(sim: dict, subclass_paths: bool = False) -> dict:
     eager: dict = {}
     accumulation: Counter = Counter()
     for op, sigs in (sim.get("eager_signatures") or {}).items():
@@ -38,6 +63,8 @@ def findings(sim: dict) -> dict:
             eager[op] = dict(sigs)
     if accumulation:
         eager["aten::add.Tensor + aten::add_.Tensor"] = dict(accumulation)
+    if subclass_paths:
+        eager = _subclass_paths(eager)
     return {
         "fallbacks": dict(sim.get("fallback_ops") or {}),
         "unsupported": sorted(json.dumps({k: u.get(k) for k in ("feature", "op", "error", "action")}, sort_keys=True)
@@ -99,10 +126,17 @@ def compare(real: dict, fake: dict) -> dict:
         else:
             diff = differences(findings(r["raw"]["sim"]), findings(fsim))
             row.update(status="equal" if not diff else "differs", differences=diff)
+            if diff:
+                rest = differences(findings(r["raw"]["sim"], True), findings(fsim, True))
+                row["equal_modulo_subclass_paths"] = not rest
+                if rest:
+                    row["differences_modulo_subclass_paths"] = rest
         rows.append(row)
     counts = Counter(r["status"] for r in rows)
     ran = sum(1 for r in rows if r["status"] in ("equal", "differs"))
+    modulo = counts["equal"] + sum(1 for r in rows if r.get("equal_modulo_subclass_paths"))
     return {"real_ran": len(rows), "shape_only_ran": ran, "equal": counts["equal"],
+            "equal_modulo_subclass_paths": modulo,
             "share_equal": round(counts["equal"] / len(rows), 4) if rows else None,
             "by_status": dict(counts),
             "real": real["machine"], "shape_only": fake["machine"],
@@ -115,7 +149,9 @@ def markdown(doc: dict) -> str:
     m = doc["shape_only"]
     out = ["# Shape-only zoo sweep: findings against the real simulated run", "",
            f"{doc['real_ran']} architectures run for real (CPU and simulator ok); {doc['shape_only_ran']} of them "
-           f"ran shape-only; {doc['equal']} with equal findings ({100 * (doc['share_equal'] or 0):.1f}%).", "",
+           f"ran shape-only; {doc['equal']} with equal findings ({100 * (doc['share_equal'] or 0):.1f}%), "
+           f"{doc['equal_modulo_subclass_paths']} with PyTorch's tensor-subclass paths in autograd merged "
+           "(an op's in-place and out-of-place overloads as one; `_index_put_impl_`'s unsafe flag dropped).", "",
            f"Shape-only run {m.get('started')} ({m.get('wall_seconds')} s wall, {m.get('jobs')} workers, "
            f"{m.get('timeout')} s limit), real run {doc['real'].get('started')} ({doc['real'].get('wall_seconds')} s "
            f"wall); torch {m.get('torch')}, transformers {m.get('transformers')}, load {m.get('load_before')} before.",
@@ -130,7 +166,11 @@ def markdown(doc: dict) -> str:
             parts = []
             for cat, d in r["differences"].items():
                 parts.append(f"{cat}: " + json.dumps(d)[:600])
-            out.append(f"- **{r['id']}** ({r['class']}) findings differ: " + "; ".join(parts))
+            rest = r.get("differences_modulo_subclass_paths")
+            tag = "equal with subclass paths merged" if r.get("equal_modulo_subclass_paths") else (
+                "still differs with subclass paths merged: " + ", ".join(
+                    f"{cat} {sorted(d)[:4]}" for cat, d in (rest or {}).items()))
+            out.append(f"- **{r['id']}** ({r['class']}) findings differ ({tag}): " + "; ".join(parts))
         else:
             fr = r.get("frame") or {}
             where = f" at `{fr.get('file')}:{fr.get('line')}`" if fr else ""
@@ -178,7 +218,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     _write(out / "comparison.json", json.dumps(doc, indent=1, default=str) + "\n")
     _write(out / "comparison.md", markdown(doc))
-    print(f"ran for real {doc['real_ran']}, shape-only ran {doc['shape_only_ran']}, equal findings {doc['equal']}; "
+    print(f"ran for real {doc['real_ran']}, shape-only ran {doc['shape_only_ran']}, equal findings {doc['equal']}, "
+          f"equal with subclass paths merged {doc['equal_modulo_subclass_paths']}; "
           f"{doc['by_status']}")
     return 0
 
