@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '4513eca380f6f3553b63f5b67f678a21a45bce9257f8e277abe3cb1163022e69'
+RULE_SOURCES_SHA256 = 'c1dce9a6de1f6128d70e32416e7bacd6d96c815ba4a47e1497114c06663cd48a'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -57,9 +57,13 @@ class ShapeOnlyPlaceholder(RuntimeRule):
     SIZE_RULE_MESSAGE: ClassVar[str] = ("data-dependent size: {op} sized at its upper bound {shape}; set --size-rule "
                                         "FILE:LINE=N for the real size")
     VALID = [Valid("import torch\nx = torch.ones(4, 8, device='neuron')\ny = (x @ x.T).relu()\n",
+                   check_options=SHAPE_ONLY),
+             # the values a shape-only run knows (made from numbers alone) are exact, not placeholders
+             Valid("import torch\nx = torch.ones(4, device='neuron')\nif x.sum().item() > 0:\n    print('positive')\n",
                    check_options=SHAPE_ONLY)]
     INVALID = [
-        Invalid("import torch\nx = torch.ones(4, device='neuron')\nif x.sum().item() > 0:\n    print('positive')\n",
+        # a random draw: its values are not known (a tensor made from numbers alone, torch.ones, would be)
+        Invalid("import torch\nx = torch.randn(4, device='neuron')\nif x.exp().sum().item() > 0:\n    print('positive')\n",
                 message_contains="returned 0.0 here", check_options=SHAPE_ONLY),
         Invalid("import torch\nx = torch.randn(16, device='neuron')\nidx = torch.nonzero(x > 0)\n",
                 message_contains="sized at its upper bound [16, 1]", check_options=SHAPE_ONLY),
