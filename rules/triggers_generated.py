@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'c1dce9a6de1f6128d70e32416e7bacd6d96c815ba4a47e1497114c06663cd48a'
+RULE_SOURCES_SHA256 = '42ef91a10a4909d9c810f245609eac5ab5a55f7121c6ae8d503793be88d2d8f2'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

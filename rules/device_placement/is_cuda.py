@@ -168,31 +168,14 @@ class IsCudaAttribute(PythonRule):
             None,
             message_contains="`self.cuda_config`",
         ),
-        Invalid(
-            # unpacked beside the shape: the name `is_cuda` holds the test, and what it picks is the same
-            # `cuda_config` as above (set only under a test that stays `torch.cuda`): tied to that kept test
-            """
-            import torch
-
-
-            class Attend(torch.nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.cpu_config = {"enable_math": True}
-                    self.cuda_config = None
-                    if not torch.cuda.is_available():
-                        return
-                    if torch.cuda.get_device_properties(0).major >= 8:
-                        self.cuda_config = {"enable_flash": True}
-
-                def forward(self, q):
-                    _, heads, length, _, is_cuda = *q.shape, q.is_cuda
-                    config = self.cuda_config if is_cuda else self.cpu_config
-                    return q * 2, config
-            """,
-            None,
-            message_contains="unsafe: it guards `self.cuda_config`",
-        ),
+        # unpacked beside the shape: the name `is_cuda` holds the test, and what it picks (`cuda_config`, set
+        # only under a test that stays `torch.cuda`: it reads the compute capability) is decided with that test
+        Invalid("class Attend:\n    def __init__(self):\n        self.cuda_config = None\n"
+                "        if torch.cuda.is_available() and torch.cuda.get_device_properties(0).major >= 8:\n"
+                "            self.cuda_config = {'flash': True}\n\n"
+                "    def pick(self, q):\n        _, heads, is_cuda = *q.shape, q.is_cuda\n"
+                "        return self.cuda_config if is_cuda else {'math': True}\n",
+                None, message_contains="unsafe: it guards `self.cuda_config`"),
         Invalid(
             # unpacked, and what it decides runs on Trainium: renamed
             """

@@ -130,7 +130,7 @@ class _Flows:
         for node in assignments:
             if node.value is not None:
                 origins = self._value_origins(node.value)
-                if not origins and type(node.value) not in SEQUENCES:
+                if not origins:  # (a tuple's origins are its items': none, and no item holds one)
                     continue
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for whole in targets:
