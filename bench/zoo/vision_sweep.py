@@ -9,11 +9,15 @@ transformers' vision models) also runs in the project's .venv, which is how CI r
 
     bench/zoo/.venv/bin/python bench/zoo/vision_sweep.py [--sources torchvision,timm] [--tasks ...]
         [--variants smallest|all] [--only resnet18,timm:classification:vit_tiny_patch16_224]
-        [--compile torchvision|all|none|NAMES] [--jobs 1] [--timeout 600] [--out DIR] [--cpu-only]
+        [--compile torchvision|all|none|NAMES] [--jobs 1] [--timeout 600] [--out DIR] [--cpu-only] [--shape-only]
 
 Output: ``OUT/vision_results.json`` and ``OUT/vision_results.md`` (``vision_report.py``); the
 architecture selection (parameter counts on the meta device) is kept in ``OUT/vision_selection-<sources>.json``
 and reused while torch, torchvision and timm keep their versions.
+
+``--shape-only`` runs the simulator phase shape-only (``vision_worker.py``; no compiled phase; default
+``--out``: ``results/vision_shape_only/fake``); ``vision_shape_only_compare.py`` compares its findings with
+a real run's (``--compile none --out results/vision_shape_only/real``).
 """
 
 from __future__ import annotations
@@ -84,14 +88,18 @@ def main(argv=None) -> int:
                     help="which architectures also run compiled: a source, 'all', 'none' or builder names")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per architecture (all phases)")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--out", default=None, help="default: results, or results/vision_shape_only/fake with --shape-only")
     ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--shape-only", action="store_true",
+                    help="the simulator phase shape-only (fake device tensors, no numerics, no compiled phase)")
     ap.add_argument("--report-only", action="store_true",
                     help="no run: rebuild the tables from the per-architecture files of earlier runs in OUT/raw")
     ap.add_argument("--recorded", default=None,
                     help="with --report-only: an earlier vision_results.json whose records stand in for the "
                          "architectures that have no file in OUT/raw (a partial re-run with --only)")
     a = ap.parse_args(argv)
+    if a.out is None:
+        a.out = str(HERE / "results" / "vision_shape_only" / "fake") if a.shape_only else str(HERE / "results")
     import sweep
     import vision_report
     import vision_worker
@@ -109,10 +117,13 @@ def main(argv=None) -> int:
         specs = [s for s in specs if s["name"] in want or s["id"] in want]
     comp = {c.strip() for c in a.compile.split(",") if c.strip()}
     for s in specs:
-        s["compile"] = not a.cpu_only and ("all" in comp or s["source"] in comp or s["name"] in comp or s["id"] in comp)
+        s["compile"] = not a.cpu_only and not a.shape_only and (
+            "all" in comp or s["source"] in comp or s["name"] in comp or s["id"] in comp)
+        if a.shape_only:
+            s["shape_only"] = True
     info = {"python": platform.python_version(), **versions(sources), "platform": platform.platform(), "cpus": os.cpu_count(),
             "load_before": os.getloadavg(), "jobs": a.jobs, "timeout": a.timeout, "variants": a.variants,
-            "compile": a.compile, "report_only": a.report_only}
+            "compile": "none" if a.shape_only else a.compile, "report_only": a.report_only, "shape_only": a.shape_only}
     t0 = time.time()
     if a.report_only:  # the architectures an earlier run wrote (wall time: the sum of their own times)
         recorded = {}

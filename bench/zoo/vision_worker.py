@@ -17,6 +17,13 @@ the number of boxes). A tensor matches when ``max|a - b| <= TOL * max(max|a|, FL
 the largest magnitude of its kind (all gradients, all parameters, ...): tensors that are ~0 next to
 the rest are judged on the scale of the rest. One JSON line per phase is appended to ``result_path``
 as soon as it is over (``config``, ``cpu``, ``sim``, ``compile``), so a crash keeps what ran before.
+
+A spec with ``"shape_only": True`` (``vision_sweep.py --shape-only``) runs the simulator phase
+shape-only, as ``worker.py`` does (``NEURON_PORT_SHAPE_ONLY=1`` before the device is enabled; every
+``neuron`` tensor a fake): the same step, the same copies to the CPU (zeros there), no numerics
+compared and no compiled phase. Both kinds of run record the findings ``vision_shape_only_compare.py``
+compares (``worker._sim_summary``: fallbacks, unsupported, float64 calls per op, eager signatures and
+their calls per op).
 """
 
 from __future__ import annotations
@@ -136,6 +143,11 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
             events_dir: str | None = None, simulate: bool = True) -> None:
     """The worker process's body (see the module docstring); ``spec["compile"]`` adds the compile phase."""
     start_worker(log_path)
+    shape_only = bool(spec.get("shape_only"))
+    if shape_only:
+        os.environ["NEURON_PORT_SHAPE_ONLY"] = "1"  # read by neuron_backend.enable()
+    else:
+        os.environ.pop("NEURON_PORT_SHAPE_ONLY", None)
     rpath = Path(result_path) if result_path else None
     sim_enabled = False
     if simulate:  # first, as NEURON_PORT_SIMULATE=1 would (see worker.py)
@@ -184,9 +196,10 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
     if not sim_enabled:
         _emit(rpath, "sim", {"ok": False, "error": {"type": "SimulatorNotEnabled", "message": "neuron_backend.enable() returned False", "frame": None}})
         return
-    keep = copy.deepcopy(pristine) if spec.get("compile") else None
-    keep_cpu = copy.deepcopy(pristine) if spec.get("compile") else None  # the CPU compiled reference, if needed
-    sim = _device_phase(spec, pristine, inputs, cpu, _sim_summary)
+    compiled = spec.get("compile") and not shape_only
+    keep = copy.deepcopy(pristine) if compiled else None
+    keep_cpu = copy.deepcopy(pristine) if compiled else None  # the CPU compiled reference, if needed
+    sim = _device_phase(spec, pristine, inputs, cpu, _sim_summary, shape_only=shape_only)
     _emit(rpath, "sim", _public(sim))
     if keep is None:
         return
@@ -203,9 +216,10 @@ def run_one(spec: dict, result_path: str | None = None, log_path: str | None = N
     _emit(rpath, "compile", _public(comp))
 
 
-def _device_phase(spec: dict, model, inputs: dict, cpu: dict, summary, compiled: bool = False) -> dict:
+def _device_phase(spec: dict, model, inputs: dict, cpu: dict, summary, compiled: bool = False,
+                  shape_only: bool = False) -> dict:
     """A step on the simulated device, its simulator statistics (``summary`` of ``neuron_backend.stats()``)
-    and, when it ran, its numbers compared with the CPU step's."""
+    and, when it ran for real, its numbers compared with the CPU step's (shape-only: placeholders, none)."""
     import neuron_backend
 
     res = run_phase(spec, model, inputs, "neuron", compiled=compiled)
@@ -213,7 +227,13 @@ def _device_phase(spec: dict, model, inputs: dict, cpu: dict, summary, compiled:
         res.update(summary(neuron_backend.stats()))
     except Exception as e:  # noqa: BLE001
         res["stats_error"] = error_info(e)
-    if res["ok"]:
+    res["shape_only"] = shape_only
+    if shape_only:
+        from neuron_backend import shape_only as so
+
+        res["shape_only_active"] = so.is_active()  # the mode was really on (else the comparison is void)
+        res.pop("loss", None)  # a placeholder, not the loss
+    elif res["ok"]:
         res["numerics"] = compare(spec, cpu, res)
     return res
 
@@ -227,15 +247,16 @@ def _compile_summary(stats: dict) -> dict:
     return out
 
 
-if __name__ == "__main__":  # one architecture in this process: vision_worker.py torchvision:classification:resnet18 [--compile]
+if __name__ == "__main__":  # one architecture in this process: vision_worker.py torchvision:classification:resnet18 [--compile] [--shape-only]
     import argparse
 
     ap = argparse.ArgumentParser()
     ap.add_argument("id", help="source:task:name, e.g. timm:classification:resnet10t")
     ap.add_argument("--cpu-only", action="store_true")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--shape-only", action="store_true", help="the simulator phase shape-only (no compiled phase)")
     a = ap.parse_args()
     src, task, name = a.id.split(":", 2)
     fam = "?"
-    run_one({"id": a.id, "source": src, "task": task, "name": name, "family": fam, "compile": a.compile},
-            simulate=not a.cpu_only)
+    run_one({"id": a.id, "source": src, "task": task, "name": name, "family": fam, "compile": a.compile,
+             "shape_only": a.shape_only}, simulate=not a.cpu_only)
