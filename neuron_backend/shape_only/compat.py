@@ -30,6 +30,13 @@ reference, and fakes have two (memory.py's and the fake converter's memo). A con
 nothing (a second ``.to("neuron:0")``: accelerate and the HF Trainer do that; a shared module reached
 twice) keeps the tensor, as ``.data =`` would; a real one (``.half()`` after the move) swaps with both
 references stepped aside (the memo entry, a cache of the tensor's old content, is dropped).
+
+Host random draws: the simulator's SDPA kernel draws its dropout seed from the host's default generator
+(csrc/aten/sdpa.cpp, ``draw_seed``: one 64-bit draw per forward with ``dropout_p > 0``), so a real run's
+CPU random stream moves there; a fake's meta kernel draws nothing. A later host draw would then differ
+and a model's control flow with it (LayerDrop's ``torch.rand([]) < layerdrop`` skipped another layer: one
+SDPA call more or less). ``host_draws`` makes the same draw. (A device ``native_dropout`` already moves the
+host stream alike in both runs.)
 """
 
 from __future__ import annotations
@@ -40,8 +47,20 @@ import warnings
 import weakref
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 _depth = threading.local()
+_SDPA = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+
+
+def host_draws(func, args, kwargs) -> None:
+    """The host's default generator advanced as the simulator's kernel for this device call advances it
+    (see the module docstring): SDPA's dropout seed, ``random64()`` once (``random_()`` of an int64 draws it)."""
+    if func is _SDPA:
+        p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
+        if p > 0.0:
+            with _disable_current_modes():
+                torch.empty((), dtype=torch.int64).random_()
 
 
 def _slots(root: torch.nn.Module) -> list[tuple[dict, str, int]]:

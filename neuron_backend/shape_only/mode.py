@@ -208,6 +208,7 @@ class RecordingMode(TorchDispatchMode):
             self._count_explicit(extra)
         elif kind == _FACTORY:
             self._account_factory(schema.name, schema.overload_name, tuple(args), kwargs)
+        compat.host_draws(func, args, kwargs)  # a real kernel's draws from the host generator
         special = values.special(func, args, kwargs)
         if special is not None:
             return special()
