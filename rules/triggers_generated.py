@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '42ef91a10a4909d9c810f245609eac5ab5a55f7121c6ae8d503793be88d2d8f2'
+RULE_SOURCES_SHA256 = 'bc4ba3be783e196b6876810d0dc52e04ebfda63fb0211cf77abb16f61c7d7c42'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -182,11 +182,15 @@ class RecordingMode(TorchDispatchMode):
             if func in _SCALAR_READS:  # `.item()`, `int(t)`: as a device read (torch.load's CPU fakes, HF weights)
                 return values.special(func, args, kwargs)()
             try:
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
             except DynamicOutputShapeException:
                 return values.data_dependent_shape(func, args, kwargs)
             except DataDependentOutputException as error:
                 return values.data_dependent_value(func, args, kwargs, error)
+            # known values go on through host work too: `_grouped_mm`'s kernel copies its offsets to the
+            # host, then reads each with `offs_cpu[i].item()`
+            values.note_known(func, args, kwargs, out)
+            return out
         route = self._routes.get(func)
         if route is None:
             route = self._routes[func] = _route(func)

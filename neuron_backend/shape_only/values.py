@@ -32,6 +32,15 @@ so the report lists where control flow or sizes may differ from a real run.
   size instead: ``NEURON_PORT_SIZE_RULES='{"train.py:57": 128}'`` (``neuron-port check --size-rule
   train.py:57=128``) makes the data-dependent dimension 128 there (the dimension that is 0 when the
   stand-ins are zero).
+* Even splits. A histogram of values nobody knows (``histc``, ``bincount`` with ``minlength`` and no
+  weights: a mixture-of-experts router's tokens per expert) is taken as even, N values over B bins,
+  N // B each and the remainder one each to the first bins (``bincount``'s size is then ``minlength``),
+  so its counts are known values and what they size follows: the ``cumsum`` of them that a grouped
+  matmul's kernel reads on the host as its group offsets (transformers' grouped-matmul experts). The
+  experts' total rows, FLOPs and memory are exact; only the split is assumed (the balanced routing a
+  load-balancing loss aims for; on the device each distinct split is another signature). Listed as a
+  ``size_rule`` with ``rule: "even_split"``. Known values go on through host work on fakes too (the
+  kernel copies the offsets to the host before reading them).
 """
 
 from __future__ import annotations
@@ -165,6 +174,46 @@ def _absorbed(func, args, out):
     return None
 
 
+# Histograms of values: their bins (a router's experts) from the values' range, not from the values
+_HISTOGRAMS = {_aten.histc.default, _aten.histc.out, _aten.bincount.default}
+
+
+def _bincount_length(func, args, kwargs) -> int:
+    """``bincount``'s ``minlength``: the number of bins it is asked for (0: none)."""
+    if func is not _aten.bincount.default:
+        return 0
+    length = args[2] if len(args) > 2 else kwargs.get("minlength", 0)
+    return length if isinstance(length, int) else 0
+
+
+def _even_histogram(func, args, kwargs, out):
+    """A histogram of values nobody knows (``histc``, ``bincount`` with ``minlength`` and no weights): the
+    N values taken as spread evenly over its B bins, N // B each and the remainder one each to the first
+    bins, so the counts are known and what they size (``cumsum`` of them as a grouped matmul's offsets,
+    read on the host) follows. A router's expert counts: the total of the groups is exact, only the split
+    is assumed, the balanced one load-balancing losses aim for; listed as a ``size_rule`` (``even_split``).
+    """
+    if func not in _HISTOGRAMS or not isinstance(out, FakeTensor) or out.dim() != 1:
+        return None
+    values = args[0] if args else kwargs.get("self")
+    bins = out.numel()
+    if func is _aten.bincount.default and (bins != _bincount_length(func, args, kwargs) or
+                                           (args[1] if len(args) > 1 else kwargs.get("weights")) is not None):
+        return None  # weighted counts are sums of unknown weights: only their number of bins is known
+    if not isinstance(values, FakeTensor) or not 0 < bins <= MAX_KNOWN_ELEMENTS or out.dtype == torch.bool:
+        return None
+    _note_even_split(func, bins)
+    n = values.numel()
+    with _disable_current_modes():
+        counts = torch.full((bins,), n // bins, dtype=torch.int64)
+        counts[:n % bins] += 1
+        return counts.to(out.dtype)
+
+
+def _note_even_split(func, bins: int) -> None:
+    _note("size_rule", func._schema.name, rule="even_split", shape=[bins], upper_bound=None)
+
+
 def _keep_value(func, args, kwargs, out) -> None:
     """A small CPU tensor copied to the device keeps its values; an op whose fake inputs all have known
     values gets its result's values by running it on them (constant propagation, on the CPU): a
@@ -187,6 +236,10 @@ def _keep_value(func, args, kwargs, out) -> None:
     if not fakes and not (isinstance(out, FakeTensor) and _deterministic_factory(func)):
         return
     if any(value_of(a) is None for a in read):
+        even = _even_histogram(func, args, kwargs, out)
+        if even is not None:
+            set_value(out, even)
+            return
         absorbed = _absorbed(func, args, out)
         if absorbed is not None:
             set_value(out, absorbed)
@@ -207,7 +260,12 @@ def _keep_value(func, args, kwargs, out) -> None:
         with _disable_current_modes():
             cpu_args = tree_map(swap, args)
             cpu_kwargs = {k: ("cpu" if k == "device" else tree_map(swap, v)) for k, v in kwargs.items()}
-            result = func(*cpu_args, **cpu_kwargs)
+            if func is _aten.histc.default and not cpu_args[0].is_floating_point():
+                # the CPU's histc counts floating point only, a device's integers too (transformers passes
+                # its expert ids as int32 off the CPU): the same counts
+                result = func(cpu_args[0].double(), *cpu_args[1:], **cpu_kwargs).to(out.dtype)
+            else:
+                result = func(*cpu_args, **cpu_kwargs)
     except Exception:  # noqa: BLE001 - an op the CPU stand-in cannot run: its values stay unknown
         return
     results = result if isinstance(result, (tuple, list)) else (result,)
@@ -366,6 +424,15 @@ def data_dependent_shape(func, args, kwargs):
     """Outputs of a ``dynamic_output_shape`` op at its upper bound (or the site's size rule), as fake
     device tensors; exact, and not listed, when the size follows from known values alone."""
     device = next(a.device for a in (*args, *kwargs.values()) if isinstance(a, FakeTensor))
+    length = _bincount_length(func, args, kwargs)
+    if length > 0 and value_of(args[0]) is None and _rule_for(events.user_site()) is None:
+        # counts of values nobody knows into ``minlength`` bins (a router's experts): the values are taken
+        # to lie in those bins, spread evenly (see _even_histogram), so the size is ``minlength``
+        _note_even_split(func, length)
+        with _disable_current_modes():
+            made = func(*tree_map(lambda x: _stand_in(x, "zeros"), args),
+                        **tree_map(lambda x: _stand_in(x, "zeros"), kwargs))
+        return torch.empty(made.shape, dtype=made.dtype, device=device)
     with _disable_current_modes():
         upper = func(*tree_map(lambda x: _stand_in(x, "ones"), args),
                      **tree_map(lambda x: _stand_in(x, "ones"), kwargs))

@@ -21,14 +21,20 @@ class ShapeOnlyPlaceholder(RuntimeRule):
     a tensor of zeros for a copy to the CPU). Also each line whose output size depends on values
     (`nonzero`, `masked_select`, boolean-mask indexing, `unique`, `torch.where(cond)`): the run sized
     it at its upper bound (every element selected, every value distinct). A line that `--size-rule`
-    sets is listed in `runtime.shape_only`, not reported. Severity info: this is about the run, not
-    about Trainium.
+    sets is listed in `runtime.shape_only`, not reported. And each line that counts values it did not
+    compute into bins (`torch.histc`, `torch.bincount(..., minlength=B)`: a mixture-of-experts router's
+    tokens per expert): the run took the counts as even (N values over B bins, N // B each), so what
+    they size (a grouped matmul's groups) totals exactly and only the split is assumed. Severity info:
+    this is about the run, not about Trainium.
 
     ## Why is this bad?
     It is not, on Trainium; but the rest of this run may differ from a real one. A loop that stops when
     the loss is small, a NaN check, an early exit, a branch on a count, all see the placeholder, so the
     findings after that line follow the placeholder's path. An upper-bound size makes the ops after it
     (and the memory and the estimate) those of the largest case: more than the real data will select.
+    An even split is the balanced routing load-balancing losses aim for: the experts' total work is
+    right, but a real router's split differs from step to step, and on the device each distinct split
+    is another set of shapes to compile (a data-dependent shape).
 
     ## Example
     ```python
@@ -56,6 +62,9 @@ class ShapeOnlyPlaceholder(RuntimeRule):
                "it may differ from a real run")
     SIZE_RULE_MESSAGE: ClassVar[str] = ("data-dependent size: {op} sized at its upper bound {shape}; set --size-rule "
                                         "FILE:LINE=N for the real size")
+    EVEN_SPLIT_MESSAGE: ClassVar[str] = ("data-dependent split: {op} counted values it did not compute into {bins} "
+                                         "bins, assumed even; the totals it sizes are exact, but on the device each "
+                                         "distinct split is another set of shapes (data-dependent shapes)")
     VALID = [Valid("import torch\nx = torch.ones(4, 8, device='neuron')\ny = (x @ x.T).relu()\n",
                    check_options=SHAPE_ONLY),
              # the values a shape-only run knows (made from numbers alone) are exact, not placeholders
@@ -67,4 +76,8 @@ class ShapeOnlyPlaceholder(RuntimeRule):
                 message_contains="returned 0.0 here", check_options=SHAPE_ONLY),
         Invalid("import torch\nx = torch.randn(16, device='neuron')\nidx = torch.nonzero(x > 0)\n",
                 message_contains="sized at its upper bound [16, 1]", check_options=SHAPE_ONLY),
+        # tokens per expert of a router: 12 choices over 4 experts, taken as 3 each
+        Invalid("import torch\nchoice = torch.randn(12, 4, device='neuron').argmax(-1)\n"
+                "per_expert = torch.histc(choice.float(), bins=4, min=0, max=3)\n",
+                message_contains="into 4 bins, assumed even", check_options=SHAPE_ONLY),
     ]

@@ -52,7 +52,7 @@ class PlaceholderEntry:
 class SizeRuleEntry:
     op: str
     site: Optional[UserSite]
-    rule: Optional[str]  # upper_bound | site (--size-rule set the size at this line)
+    rule: Optional[str]  # upper_bound | site (--size-rule set the size at this line) | even_split
     shape: Shape  # the first output's shape the run used
     upper_bound: Shape  # its shape at the upper bound (every element selected)
     ranks: tuple[int, ...]
@@ -141,10 +141,14 @@ class ShapeOnlyAggregator(Aggregator):
                 out.append(runtime_finding("NP911", rule_message(
                     "NP911", op=p.op, value=value_text(p.value, p.shape)), p.site))
         seen.clear()
-        template = rule_by_code("NP911").SIZE_RULE_MESSAGE
+        rule = rule_by_code("NP911")
         for s in part.size_rules:
             if s.rule != "site" and site_key(s.site) not in seen:
                 seen.add(site_key(s.site))
                 shape = s.upper_bound if s.upper_bound is not None else s.shape
-                out.append(runtime_finding("NP911", template.format(op=s.op, shape=shape_text(shape)), s.site))
+                if s.rule == "even_split":  # a histogram of unknown values: counts taken as even
+                    message = rule.EVEN_SPLIT_MESSAGE.format(op=s.op, bins=(s.shape or ("?",))[0])
+                else:
+                    message = rule.SIZE_RULE_MESSAGE.format(op=s.op, shape=shape_text(shape))
+                out.append(runtime_finding("NP911", message, s.site))
         return out

@@ -1,0 +1,88 @@
+"""The comparison rule of a data-dependent split, for ``shape_only_compare.py`` (issue 36 item 5).
+
+A shape-only run takes a histogram of values it did not compute (a mixture-of-experts router's tokens per
+expert: ``torch.histc``, ``torch.bincount(minlength=)``) as an even split and lists it as a ``shape_only``
+``size_rule`` event with ``rule: "even_split"`` (neuron_backend/shape_only/values.py). A real run's split
+is its router's, random at a zoo model's random weights, so the signatures of what the split sizes (the
+grouped matmul's one ``mm`` per expert) cannot be equal: ``f32[5,16]`` x4 against ``f32[7,16]``,
+``f32[3,16]``, ... What must be equal is the work: per op, the total calls and the total FLOPs (matmuls) or
+elements (any other op) over its signatures. ``split_parity`` judges an op that way; an architecture whose
+every differing op passes it is equal up to the assumed split (``equal_modulo_split``).
+
+    from moe_parity import even_splits, split_parity
+    if even_splits(shape_only_events):
+        verdict = split_parity(real_eager_signatures, fake_eager_signatures)
+
+Both arguments are ``{op: {signature_json: calls}}``, the sweep's ``eager_signatures``. The events are the
+shape-only run's ``shape_only`` events (``neuron_backend.stats()["events"]``), which the worker does not
+record yet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# ops whose work is a matrix product of their first two tensor arguments: (M x K) @ (K x N), batched or not
+MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::matmul")
+_TENSOR = re.compile(r"^[a-z]+\d*\[([\d,]*)\]")
+
+
+def even_splits(events) -> list[dict]:
+    """The shape-only run's assumed even splits: its ``shape_only`` ``size_rule`` events of that rule."""
+    return [e for e in events or () if e.get("kind", "shape_only") == "shape_only" and e.get("event") == "size_rule"
+            and e.get("rule") == "even_split"]
+
+
+def _shapes(signature: str) -> list[list[int]]:
+    """The tensor shapes of a signature (``'["f32[5,16]", "f32[16,32]nc", "1"]'``), in order; a list
+    argument's tensors (``"[i64[20]]"``) are not work of the op and are left out."""
+    try:
+        args = json.loads(signature)
+    except ValueError:
+        return []
+    out = []
+    for arg in args if isinstance(args, list) else ():
+        m = _TENSOR.match(arg) if isinstance(arg, str) else None
+        if m:
+            out.append([int(d) for d in m.group(1).split(",") if d])
+    return out
+
+
+def work(op: str, signature: str) -> int:
+    """One call's work: FLOPs of a matmul (2 M K N, times the batch), else the elements of its tensors."""
+    shapes = _shapes(signature)
+    base = op.split(".")[0]
+    if base in MATMULS:
+        mats = shapes[1:3] if base in ("aten::addmm", "aten::baddbmm", "aten::addbmm") else shapes[:2]
+        if len(mats) == 2 and len(mats[0]) >= 2 and len(mats[1]) >= 2:
+            batch = 1
+            for d in mats[0][:-2]:
+                batch *= d
+            return 2 * batch * mats[0][-2] * mats[0][-1] * mats[1][-1]
+    total = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total
+
+
+def totals(signatures: dict, op: str) -> tuple[int, int]:
+    """(calls, work) of one op over its signatures."""
+    calls = sum(signatures.values())
+    return calls, sum(c * work(op, s) for s, c in signatures.items())
+
+
+def split_parity(real: dict, fake: dict) -> dict:
+    """Per op whose signatures differ, the real and shape-only (calls, work) and whether they match;
+    ``equal_modulo_split``: every such op matches. ``real``/``fake``: ``{op: {signature: calls}}``."""
+    ops = {}
+    for op in sorted(set(real) | set(fake)):
+        r, f = real.get(op) or {}, fake.get(op) or {}
+        if r == f:
+            continue
+        (rc, rw), (fc, fw) = totals(r, op), totals(f, op)
+        ops[op] = {"real": [rc, rw], "shape_only": [fc, fw], "calls_equal": rc == fc, "work_equal": rw == fw}
+    return {"equal_modulo_split": all(v["calls_equal"] and v["work_equal"] for v in ops.values()), "ops": ops}
