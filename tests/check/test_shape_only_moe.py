@@ -1,6 +1,6 @@
 """Mixture-of-experts layers in a shape-only run do the experts' work of a real run: the tokens per expert
 are a histogram of the router's choices (``torch.histc``, as transformers' grouped-matmul experts count
-them), which nobody knows in a shape-only run; it is taken as an even split, so the grouped matmul's
+them, or ``torch.bincount`` with ``minlength``), which nobody knows in a shape-only run; it is taken as an even split, so the grouped matmul's
 groups (``cumsum`` of the counts, read on the host by its kernel) total the real rows. They used to be
 empty: the offsets read as placeholders (0), every ``mm`` had 0 rows and an MoE model's experts cost
 nothing in the estimate. Run as a user's script, real run vs shape-only (NEURON_PORT_SIMULATE=1 and
@@ -41,6 +41,7 @@ class MoE(nn.Module):
         per_expert = torch.histc(expert.float(), bins=self.experts, min=0, max=self.experts - 1)
         offsets = torch.cumsum(per_expert, 0, dtype=torch.int32)
         h = torch._grouped_mm(x[tokens], self.up, offs=offsets).relu()
+        offsets = torch.bincount(expert, minlength=self.experts).cumsum(0).to(torch.int32)  # the same, counted so
         y = torch._grouped_mm(h, self.down, offs=offsets) * weights.reshape(-1)[order, None]
         return torch.zeros_like(x).index_add(0, tokens, y)
 
@@ -63,7 +64,7 @@ print("STATS", json.dumps({"truncated": stats["eager_compiles_truncated"],
                                   if e["op"] == "aten::mm.out"],
                            "shape_only": [e for e in stats["events"] if e.get("kind") == "shape_only"]}))
 """
-MOE_LINES = range(15, 29)  # the MoE block in SCRIPT, its forward and backward lines; later lines are Mixtral's
+MOE_LINES = range(15, 30)  # the MoE block in SCRIPT, its forward and backward lines; later lines are Mixtral's
 
 
 def run(tmp_path, shape_only: bool) -> dict:
@@ -109,5 +110,5 @@ def test_experts_of_a_shape_only_run_do_the_real_runs_work(tmp_path, sim_build):
     assert sum(real_rows) == 2 * 20 and fake_rows == [5] * 8
     splits = [e for e in fake["shape_only"] if e["event"] == "size_rule" and e["rule"] == "even_split"]
     assert {(e["op"], e["shape"][0], e["site"]["line"]) for e in splits if e["site"]["file"].endswith(".py")
-            and e["site"]["line"] in MOE_LINES} == {("aten::histc", 4, 19)}
+            and e["site"]["line"] in MOE_LINES} == {("aten::histc", 4, 19), ("aten::bincount", 4, 22)}
     assert not real["shape_only"]
