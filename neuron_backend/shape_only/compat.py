@@ -35,8 +35,8 @@ Host random draws: the simulator's SDPA kernel draws its dropout seed from the h
 (csrc/aten/sdpa.cpp, ``draw_seed``: one 64-bit draw per forward with ``dropout_p > 0``), so a real run's
 CPU random stream moves there; a fake's meta kernel draws nothing. A later host draw would then differ
 and a model's control flow with it (LayerDrop's ``torch.rand([]) < layerdrop`` skipped another layer: one
-SDPA call more or less). ``host_draws`` makes the same draw. (A device ``native_dropout`` already moves the
-host stream alike in both runs.)
+SDPA call more or less). Likewise ``native_dropout``: no device kernel, the simulator runs the CPU's, whose
+mask is a ``bernoulli_`` on the host's default generator. ``host_draws`` makes the same draws.
 """
 
 from __future__ import annotations
@@ -51,16 +51,47 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 _depth = threading.local()
 _SDPA = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+_DROPOUT = torch.ops.aten.native_dropout.default
+_per_element: list = []  # whether a CPU bernoulli_ draws once per element (one seed per call: MKL's kernel)
 
 
-def host_draws(func, args, kwargs) -> None:
-    """The host's default generator advanced as the simulator's kernel for this device call advances it
-    (see the module docstring): SDPA's dropout seed, ``random64()`` once (``random_()`` of an int64 draws it)."""
+def _bernoulli_per_element() -> bool:
+    if not _per_element:
+        with _disable_current_modes():
+            g = torch.Generator().manual_seed(0)
+            torch.empty(1).bernoulli_(0.5, generator=g)
+            one = g.get_state()
+            torch.empty(2).bernoulli_(0.5, generator=g.manual_seed(0))
+            _per_element.append(not torch.equal(one, g.get_state()))
+    return _per_element[0]
+
+
+def host_draws(func, args, kwargs, out) -> None:
+    """The host's default generator advanced as the simulator's kernel for this device call advances it (see
+    the module docstring), after the fake call: SDPA's dropout seed (``random64()`` once: ``random_()`` of an
+    int64 draws it); ``native_dropout``'s mask (the CPU kernel's ``bernoulli_`` of the input's elements), unless
+    the input's values were known and the op ran on the CPU already (values.py: its result is known)."""
     if func is _SDPA:
         p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
         if p > 0.0:
             with _disable_current_modes():
                 torch.empty((), dtype=torch.int64).random_()
+    elif func is _DROPOUT:
+        from . import values
+
+        x, p = args[0], args[1]
+        train = args[2] if len(args) > 2 else kwargs.get("train")
+        if train is False or x.numel() == 0 or values.value_of(out[0]) is not None:
+            return
+        with _disable_current_modes():
+            if not _bernoulli_per_element():
+                torch.empty(1, dtype=x.dtype).bernoulli_(1 - p)
+                return
+            left = x.numel()
+            while left:  # the same draws, a bounded host buffer
+                n = min(left, 1 << 20)
+                torch.empty(n, dtype=x.dtype).bernoulli_(1 - p)
+                left -= n
 
 
 def _slots(root: torch.nn.Module) -> list[tuple[dict, str, int]]:

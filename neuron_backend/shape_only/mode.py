@@ -212,7 +212,6 @@ class RecordingMode(TorchDispatchMode):
             self._count_explicit(extra)
         elif kind == _FACTORY:
             self._account_factory(schema.name, schema.overload_name, tuple(args), kwargs)
-        compat.host_draws(func, args, kwargs)  # a real kernel's draws from the host generator
         special = values.special(func, args, kwargs)
         if special is not None:
             return special()
@@ -231,6 +230,7 @@ class RecordingMode(TorchDispatchMode):
             self._set_accounting(was_on)
         memory.track(out)
         values.note_known(func, args, kwargs, out)
+        compat.host_draws(func, args, kwargs, out)  # a real kernel's draws from the host generator
         return out
 
 
