@@ -10,7 +10,8 @@ compares: CPU-fallback ops and their calls, unsupported features, distributed co
 their calls, and eager compile signatures with their calls per op. Autograd's gradient accumulation is
 ``aten::add_.Tensor`` on real tensors and ``aten::add.Tensor`` on fakes (docs/shape-only.md, "What differs"):
 the two ops' signatures are compared together, as one multiset of (signature, calls) summed. Values cannot
-be compared (fakes). Writes ``OUT/comparison.json`` and ``OUT/comparison.md``.
+be compared (fakes). A second count merges PyTorch's tensor-subclass paths in autograd (``_subclass_paths``,
+``_view_replay``). Writes ``OUT/comparison.json`` and ``OUT/comparison.md``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,63 @@ def _subclass_paths(eager: dict) -> dict:
                 merged = out.setdefault(name_key, {})
             merged[sig] = merged.get(sig, 0) + calls
     return {k: v for k, v in out.items() if v}
+
+
+ZERO_FILL = "aten::zero"  # ``aten::zero_`` once _subclass_paths has merged its in-place overload
+
+
+def _numel(sig: str) -> tuple[int, int] | None:
+    """(dimensions, elements) of a one-tensor signature (``["f32[4,8]"]``), else None."""
+    try:
+        (arg,) = json.loads(sig)
+        dims = arg[arg.index("[") + 1:arg.rindex("]")]
+    except (ValueError, TypeError):
+        return None
+    sizes = [int(d) for d in dims.split(",") if d.strip()]
+    n = 1
+    for d in sizes:
+        n *= d
+    return len(sizes), n
+
+
+def _view_replay(real: dict, fake: dict) -> None:
+    """Zero-fills of autograd's two view paths merged, in place (both runs' merged eager signatures).
+
+    A view of a real tensor records no view function; one of a Python-dispatch tensor (FakeTensor) does
+    (torchgen/gen_inplace_or_view_type.py, SETUP_REPLAY_VIEW_IF_NOT_SUPPORT_AS_STRIDED_OR_VIEW_WITH_METADATA_CHANGE:
+    ``self.unsafeGetTensorImpl()->is_python_dispatch()``). When the view's base then changes in place, autograd
+    regenerates the view's backward (torch/csrc/autograd/variable.cpp, VariableHooks::grad_fn): for a real
+    tensor ``AsStridedBackward0``, whose ``as_strided_backward`` (FunctionsManual.cpp) zero-fills one flat
+    buffer of the base's storage size (``grad.new_zeros(base_size)``); for a fake a replay of the views,
+    whose backward zero-fills each view's input shape (``slice_backward``, ``select_backward``) or nothing
+    (``view``, ``transpose``). So: flat zero-fills only the real run makes are dropped, and, where there are
+    any, the shape-only run's extra zero-fills of at most the largest of those buffers' elements."""
+    r, f = dict(real.get(ZERO_FILL) or {}), dict(fake.get(ZERO_FILL) or {})
+    storage = 0
+    for sig, calls in list(r.items()):
+        shape = _numel(sig)
+        if shape and shape[0] == 1 and calls > f.get(sig, 0):
+            storage = max(storage, shape[1])
+            r[sig] = f.get(sig, 0)
+    if storage:
+        for sig, calls in list(f.items()):
+            shape = _numel(sig)
+            if shape and shape[1] <= storage and calls > r.get(sig, 0):
+                f[sig] = r.get(sig, 0)
+    for side, merged in ((real, r), (fake, f)):
+        merged = {s: c for s, c in merged.items() if c}
+        if merged:
+            side[ZERO_FILL] = merged
+        else:
+            side.pop(ZERO_FILL, None)
+
+
+def subclass_differences(real_sim: dict, fake_sim: dict) -> dict:
+    """What still differs once PyTorch's tensor-subclass paths in autograd are merged: per run
+    (``_subclass_paths``) and between the two (``_view_replay``)."""
+    a, b = findings(real_sim, True), findings(fake_sim, True)
+    _view_replay(a["eager_compiles"], b["eager_compiles"])
+    return differences(a, b)
 
 
 def findings(sim: dict, subclass_paths: bool = False) -> dict:
@@ -127,7 +185,7 @@ def compare(real: dict, fake: dict) -> dict:
             diff = differences(findings(r["raw"]["sim"]), findings(fsim))
             row.update(status="equal" if not diff else "differs", differences=diff)
             if diff:
-                rest = differences(findings(r["raw"]["sim"], True), findings(fsim, True))
+                rest = subclass_differences(r["raw"]["sim"], fsim)
                 row["equal_modulo_subclass_paths"] = not rest
                 if rest:
                     row["differences_modulo_subclass_paths"] = rest
@@ -151,7 +209,8 @@ def markdown(doc: dict) -> str:
            f"{doc['real_ran']} architectures run for real (CPU and simulator ok); {doc['shape_only_ran']} of them "
            f"ran shape-only; {doc['equal']} with equal findings ({100 * (doc['share_equal'] or 0):.1f}%), "
            f"{doc['equal_modulo_subclass_paths']} with PyTorch's tensor-subclass paths in autograd merged "
-           "(an op's in-place and out-of-place overloads as one; `_index_put_impl_`'s unsafe flag dropped).", "",
+           "(an op's in-place and out-of-place overloads as one; `_index_put_impl_`'s unsafe flag dropped; "
+           "the zero-fills of autograd's two view paths, `as_strided_backward`'s flat buffer and the views' own).", "",
            f"Shape-only run {m.get('started')} ({m.get('wall_seconds')} s wall, {m.get('jobs')} workers, "
            f"{m.get('timeout')} s limit), real run {doc['real'].get('started')} ({doc['real'].get('wall_seconds')} s "
            f"wall); torch {m.get('torch')}, transformers {m.get('transformers')}, load {m.get('load_before')} before.",
