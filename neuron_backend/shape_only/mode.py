@@ -149,6 +149,12 @@ def _all_fake(out) -> bool:
     return True
 
 
+def _complex(out) -> bool:
+    if isinstance(out, torch.Tensor):
+        return out.is_complex()
+    return isinstance(out, (tuple, list)) and any(isinstance(t, torch.Tensor) and t.is_complex() for t in out)
+
+
 class RecordingMode(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -156,6 +162,7 @@ class RecordingMode(TorchDispatchMode):
         self._account = runtime.C.account_fake_call
         self._count_explicit = runtime.C.count_explicit
         self._account_factory = runtime.C.account_fake_factory
+        self._account_complex = runtime.C.account_fake_complex_result
         self._accounting_enabled = runtime.C.accounting_enabled
         self._set_accounting = runtime.C.set_accounting
 
@@ -206,8 +213,9 @@ class RecordingMode(TorchDispatchMode):
             # The composite made a tensor itself, not through the dispatcher (``_unsafe_view``: a plain
             # view of the fake's meta storage): its inner calls are counted; FakeTensorMode makes the result.
             self._routes[func] = (_METADATA, None)
+        signature = 0
         if kind in (_ACCOUNT, _EXPLICIT_ACCOUNTED):
-            self._account(schema.name, schema.overload_name, tuple(args), kwargs)
+            signature = self._account(schema.name, schema.overload_name, tuple(args), kwargs)
         if kind in (_EXPLICIT, _EXPLICIT_ACCOUNTED):
             self._count_explicit(extra)
         elif kind == _FACTORY:
@@ -228,6 +236,10 @@ class RecordingMode(TorchDispatchMode):
             return values.data_dependent_value(func, args, kwargs, error)
         finally:
             self._set_accounting(was_on)
+        if kind == _ACCOUNT and signature and _complex(out):
+            # the fallback decides a complex result's policy once per signature (a view for
+            # view_as_complex, the CPU for fft): the same decision for the fake result
+            self._account_complex(schema.name, schema.overload_name, signature)
         memory.track(out)
         values.note_known(func, args, kwargs, out)
         compat.host_draws(func, args, kwargs, out)  # a real kernel's draws from the host generator

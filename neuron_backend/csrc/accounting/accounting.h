@@ -61,7 +61,11 @@ using Runner = void (*)(torch::jit::Stack*);
 void neuron_fallback_with_runner(const c10::OperatorHandle& op, torch::jit::Stack* stack, Runner runner);
 // Count one call as the fallback does (op, signature, site, unsupported checks), without running it:
 // a shape-only run's call on fake tensors (python/fake_calls.cpp). `stack` holds the op's arguments.
-void account_without_running(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+// Returns the signature's hash (0 with accounting off).
+uint64_t account_without_running(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+// A complex result of the call `hash` accounted: the policy a real call's complex result decides
+// (fallback.cpp's on_complex_result: view_as_complex is a view, fft a CPU fallback).
+void account_complex_result(const c10::OperatorHandle& op, uint64_t hash);
 // The PrivateUse1 kernels (aten/minimal.cpp) that count nothing: metadata queries and stream notes.
 const std::vector<std::string>& uncounted_kernels();
 // Count one call of an explicit kernel by its name in kExplicitNames; false when it is not one.

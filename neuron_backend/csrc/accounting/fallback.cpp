@@ -374,9 +374,14 @@ static void fallback_impl(const c10::OperatorHandle& op, torch::jit::Stack* stac
 
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { fallback_impl(op, stack); }
 
-void account_without_running(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+uint64_t account_without_running(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (!accounting_on()) return 0;
+  return account(get_op_info(op), stack, 0, stack.size()).hash;
+}
+void account_complex_result(const c10::OperatorHandle& op, uint64_t hash) {
   if (!accounting_on()) return;
-  account(get_op_info(op), stack, 0, stack.size());
+  Decision d{hash, 0};
+  on_complex_result(get_op_info(op), d);  // decided once per signature, as for a real call's result
 }
 void neuron_fallback_with_runner(const c10::OperatorHandle& op, torch::jit::Stack* stack, Runner runner) {
   fallback_impl(op, stack, runner);

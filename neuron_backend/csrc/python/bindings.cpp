@@ -98,6 +98,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("account_fake_call", &account_fake_call, py::arg("name"), py::arg("overload"), py::arg("args"),
         py::arg("kwargs"));
+  m.def("account_fake_complex_result", &account_fake_complex_result, py::arg("name"), py::arg("overload"),
+        py::arg("hash"));
   m.def("account_fake_factory", &account_fake_factory, py::arg("name"), py::arg("overload"), py::arg("args"),
         py::arg("kwargs"));
   m.def("count_explicit", &count_explicit_by_name, py::arg("name"));

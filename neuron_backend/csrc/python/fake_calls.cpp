@@ -92,10 +92,16 @@ static torch::jit::Stack stack_of(const c10::OperatorHandle& op, const py::tuple
   return stack;
 }
 
-void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
-                       const py::dict& kwargs) {
+uint64_t account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
+                           const py::dict& kwargs) {
   const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
-  account_without_running(op, stack_of(op, args, kwargs));
+  return account_without_running(op, stack_of(op, args, kwargs));
+}
+
+void account_fake_complex_result(const std::string& name, const std::string& overload, uint64_t hash) {
+  if (hash == 0) return;
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  account_complex_result(op, hash);
 }
 
 void account_fake_factory(const std::string& name, const std::string& overload, const py::tuple& args,

@@ -4,14 +4,20 @@
 
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstdint>
 #include <string>
 
 namespace neuron_sim {
 
 // Account one call of `name.overload` (an ATen schema) with the Python arguments a
-// TorchDispatchMode received: one counted op, as neuron_fallback counts it.
-void account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
-                       const py::dict& kwargs);
+// TorchDispatchMode received: one counted op, as neuron_fallback counts it. Returns the signature's
+// hash (0 with accounting off), for account_fake_complex_result.
+uint64_t account_fake_call(const std::string& name, const std::string& overload, const py::tuple& args,
+                           const py::dict& kwargs);
+
+// The call `hash` of `name.overload` made a complex result from arguments that were not complex
+// (view_as_complex, fft): decided as the fallback decides a real call's complex result.
+void account_fake_complex_result(const std::string& name, const std::string& overload, uint64_t hash);
 
 // A factory call (aten::empty.memory_format, aten::empty_strided): counted and checked (64-bit and complex
 // dtypes, memory formats) as the explicit kernels of aten/minimal.cpp do.
