@@ -2,7 +2,9 @@
 FakeTensorMode learns an output's shape by running the real kernel on zero-filled device tensors (at
 the model's full size, with real allocations). ``convolution_overrideable`` and its backward are
 ``convolution`` and ``convolution_backward`` with the bias sizes implied by the weight; registered
-for shape-only runs only.
+for shape-only runs only. Their results are contiguous, whatever the input's layout, as the simulator's
+kernels return them (csrc/aten/convolution.cpp: the layout PyTorch's fake kernel declares for a PrivateUse1
+convolution); ``aten.convolution`` on meta tensors would give a channels_last input a channels_last result.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ _library = None
 
 def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     return torch.ops.aten.convolution.default(input, weight, bias, stride, padding, dilation, transposed,
-                                              output_padding, groups)
+                                              output_padding, groups).contiguous()
 
 
 def _convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups,
                           output_mask):
     bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
-    return torch.ops.aten.convolution_backward.default(grad_output, input, weight, bias_sizes, stride, padding,
-                                                       dilation, transposed, output_padding, groups, output_mask)
+    grads = torch.ops.aten.convolution_backward.default(grad_output, input, weight, bias_sizes, stride, padding,
+                                                        dilation, transposed, output_padding, groups, output_mask)
+    return tuple(g if g is None else g.contiguous() for g in grads)
 
 
 def register() -> None:
@@ -31,3 +34,126 @@ def register() -> None:
     _library = torch.library.Library("aten", "IMPL")
     _library.impl("convolution_overrideable", _convolution, "Meta")
     _library.impl("convolution_backward_overrideable", _convolution_backward, "Meta")
+
+
+# ---------------------------------------------------------------- layouts of CPU kernels' results
+# A real call that reaches the simulator's fallback gets the strides its CPU kernel gives it: an
+# elementwise kernel (TensorIterator) lays its result out like its inputs, a normalization's backward
+# returns a contiguous gradient (layer norm) or one in its input's memory format (batch norm). PyTorch's
+# fake kernels for several of these ops are Python decompositions that lay the result out otherwise
+# (softplus_backward is a `where` led by the contiguous input, native_dropout_backward a contiguous
+# product, native_layer_norm_backward follows the gradient), and the next op's signature then differs
+# from the real run's. So for a call with a result of the shape of one of its tensor inputs, the CPU
+# kernel itself is asked, once per op and input layout: it runs on tiny zero "twins" of the arguments
+# (every dimension size of the call, and every integer of a `*shape` argument equal to one, mapped to
+# its own small size; each twin in its argument's memory order), and the twin result's dimension order
+# is the real result's. A call the twins do not fit keeps the fake kernel's strides, as does an op
+# without a CPU kernel (the simulator's own: SDPA's overrideable ops) and an op told its result's shape
+# or layout (`size`, `stride`, `memory_format` arguments). A twin that draws random numbers leaves the
+# CPU generator as it found it.
+_PLAIN: dict = {}
+_ORDERS: dict = {}
+
+
+def _plain_op(func) -> bool:
+    known = _PLAIN.get(func)
+    if known is None:
+        schema = func._schema
+        known = _PLAIN[func] = (
+            not schema.is_mutable and bool(schema.returns)
+            and all(r.alias_info is None for r in schema.returns)
+            and not any(a.name in ("memory_format", "stride") or "size" in a.name for a in schema.arguments))
+    return known
+
+
+def _memory_order(t) -> tuple:
+    """Dimensions from outermost to innermost in memory (size-1 dimensions last: they have no place)."""
+    return tuple(sorted(range(t.dim()), key=lambda d: (t.shape[d] == 1, -t.stride(d), d)))
+
+
+def _twin(t, small):
+    """Zeros of the mapped sizes in ``t``'s memory order (a broadcast dimension stays broadcast)."""
+    sizes = [small.get(n, n) for n in t.shape]
+    dense = [d for d in range(t.dim()) if t.stride(d) != 0 or t.shape[d] == 1]
+    order = [d for d in _memory_order(t) if d in dense] + [d for d in range(t.dim()) if d not in dense]
+    base = torch.zeros([sizes[d] if d in dense else 1 for d in order], dtype=t.dtype)
+    return base.permute([order.index(d) for d in range(t.dim())]).expand(sizes)
+
+
+def _dense_strides(shape, order) -> list:
+    strides, step = [0] * len(shape), 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return strides
+
+
+def cpu_orders(func, args, kwargs, outs):
+    """Per result in ``outs``: its dimensions' memory order as the CPU kernel lays it out, or None."""
+    if not _plain_op(func):
+        return None
+    flat = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            flat.extend(t for t in a if isinstance(t, torch.Tensor))
+    shapes = {tuple(t.shape) for t in flat}
+    if not any(isinstance(o, torch.Tensor) and o.dim() >= 2 and tuple(o.shape) in shapes for o in outs):
+        return None
+    sizes = sorted({n for t in (*flat, *(o for o in outs if isinstance(o, torch.Tensor))) for n in t.shape if n > 1})
+    small = {n: i + 2 for i, n in enumerate(sizes)}
+    schema_args = func._schema.arguments
+    names = [a.name for a in schema_args]
+    shape_args = {a.name for a in schema_args if "shape" in a.name}
+    shape_values = tuple(tuple(small.get(n, n) if isinstance(n, int) else n for n in value)
+                         for name, value in (*zip(names, args), *kwargs.items())
+                         if name in shape_args and isinstance(value, (list, tuple)))
+    key = (func, tuple((t.dtype, tuple(small.get(n, n) for n in t.shape), tuple(s == 0 for s in t.stride()),
+                        _memory_order(t)) for t in flat),
+           tuple(tuple(small.get(n, n) for n in o.shape) if isinstance(o, torch.Tensor) else None for o in outs),
+           shape_values)
+    orders = _ORDERS.get(key, False)
+    if orders is False:
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        def twin(a, name=None):
+            if isinstance(a, torch.Tensor):
+                return _twin(a, small)
+            if isinstance(a, (list, tuple)):
+                if name in shape_args:
+                    return [small.get(n, n) if isinstance(n, int) else n for n in a]
+                return [twin(x) for x in a]
+            return a
+
+        orders = None
+        with _disable_current_modes(), torch.random.fork_rng(devices=[]):
+            try:
+                result = func(*(twin(a, names[i] if i < len(names) else None) for i, a in enumerate(args)),
+                              **{k: twin(v, k) for k, v in kwargs.items()})
+                results = list(result) if isinstance(result, (tuple, list)) else [result]
+                if len(results) == len(outs):
+                    orders = tuple(
+                        _memory_order(r) if isinstance(r, torch.Tensor) and isinstance(o, torch.Tensor)
+                        and list(r.shape) == [small.get(n, n) for n in o.shape] else None
+                        for r, o in zip(results, outs))
+            except Exception:  # noqa: BLE001 - twins the op refuses: the fake kernel's strides stay
+                orders = None
+        _ORDERS[key] = orders
+    return orders
+
+
+def cpu_layout(func, args, kwargs, out):
+    """``out``, with every result the CPU kernel lays out otherwise replaced by a fake in its strides."""
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    orders = cpu_orders(func, args, kwargs, outs)
+    if orders is None:
+        return out
+    fixed = []
+    for o, order in zip(outs, orders):
+        if isinstance(o, torch.Tensor) and order is not None and o.dim() >= 2:
+            strides = _dense_strides(o.shape, order)
+            if any(n > 1 and a != b for n, a, b in zip(o.shape, o.stride(), strides)):
+                o = torch.empty_strided(o.shape, strides, dtype=o.dtype, device=o.device)
+        fixed.append(o)
+    if not isinstance(out, (tuple, list)):
+        return fixed[0]
+    return type(out)(fixed) if isinstance(out, list) else tuple(fixed)

@@ -236,6 +236,7 @@ class RecordingMode(TorchDispatchMode):
             return values.data_dependent_value(func, args, kwargs, error)
         finally:
             self._set_accounting(was_on)
+        out = metas.cpu_layout(func, args, kwargs, out)
         if kind == _ACCOUNT and signature and _complex(out):
             # the fallback decides a complex result's policy once per signature (a view for
             # view_as_complex, the CPU for fft): the same decision for the fake result

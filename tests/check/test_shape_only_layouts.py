@@ -1,0 +1,80 @@
+"""Strides and views of a shape-only run as in a real run (NEURON_PORT_SIMULATE=1, real vs NEURON_PORT_SHAPE_ONLY=1):
+the same eager signatures (``nc`` marks a non-contiguous argument) and CPU fallbacks.
+
+- an elementwise op's result is laid out as its CPU kernel lays it out (TensorIterator: like its inputs),
+  where PyTorch's fake kernel, a Python decomposition, returned another layout (``softplus_backward``,
+  ``native_dropout_backward``: the next op saw a contiguous gradient where the real run sees a transposed one);
+- a convolution and its backward return contiguous results, as the simulator's kernels do, whatever the
+  input's layout (the fake gave a channels-last input's gradients channels-last strides);
+- ``view_as_complex`` is a view in both runs (the real run decides a complex result's policy from the
+  result; the shape-only run counted a CPU fallback).
+
+Found by the zoo's shape-only sweep (bench/zoo, issue 36 item 5): 18 transformers architectures differed so.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import simulator_env
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import json
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import neuron_backend
+
+torch.manual_seed(0)
+dev = "neuron"
+# softplus of a gate read transposed afterwards (Qwen3.5's, OLMo-hybrid's linear attention): its backward's
+# result follows the transposed gradient, and the bias's gradient sums a non-contiguous tensor
+gate_bias = torch.zeros(4, device=dev, requires_grad=True)
+gate = F.softplus(torch.randn(2, 8, 4).to(dev) + gate_bias).transpose(1, 2)
+# dropout of a tensor read transposed afterwards (XLNet, SqueezeBERT): its backward keeps the gradient's layout
+drop_bias = torch.zeros(6, device=dev, requires_grad=True)
+drop = F.dropout(torch.randn(2, 8, 6).to(dev) + drop_bias, 0.5, training=True).transpose(1, 2)
+# a convolution of a channels-last view (ConvNeXt: NHWC permuted to NCHW): the simulator's convolution
+# and its backward return contiguous results, so the gradient reaching the NHWC tensor is a permuted view
+image_bias = torch.zeros(5, device=dev, requires_grad=True)
+conv = nn.Conv2d(5, 5, 3, padding=1, groups=5).to(dev)
+image = (torch.randn(2, 6, 6, 5).to(dev) + image_bias).permute(0, 3, 1, 2)
+feat = conv(image).permute(0, 2, 3, 1)
+# rotary embeddings as complex numbers (Llama 4, DeepSeek-V2): view_as_complex is a view, no CPU fallback
+freqs = torch.view_as_complex(torch.randn(4, 4, 2).to(dev))
+rot = torch.view_as_real(torch.view_as_complex(torch.randn(2, 4, 4, 2).to(dev)) * freqs)
+loss = (gate * torch.randn(2, 4, 8).to(dev)).sum() + (drop * torch.randn(2, 6, 8).to(dev)).sum() + (feat * torch.randn(2, 6, 6, 5).to(dev)).sum()
+(loss + rot.sum()).backward()
+stats = neuron_backend.stats()
+add = {"aten::add.Tensor", "aten::add_.Tensor"}  # autograd's accumulation: in place for real tensors only
+eager = sorted((e["op"], e["signature"], e["calls"]) for e in stats["eager_compiles"] if e["op"] not in add)
+print("EAGER", json.dumps(eager))
+print("FALLBACKS", json.dumps(sorted((f["op"], f["calls"]) for f in stats["fallbacks"])))
+"""
+
+
+def run(tmp_path, shape_only: bool) -> dict:
+    path = tmp_path / ("shape_only.py" if shape_only else "real.py")
+    path.write_text(SCRIPT)
+    env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_SHAPE_ONLY="1" if shape_only else "0")
+    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("EAGER", "FALLBACKS")))
+    return {key: json.loads(value) for key, value in lines.items()}
+
+
+def test_strides_and_views_as_in_the_real_run(tmp_path, sim_build):
+    real = run(tmp_path, shape_only=False)
+    fake = run(tmp_path, shape_only=True)
+    sums = [s for op, s, _ in real["EAGER"] if op == "aten::sum.dim_IntList" and s[1] != "[]"]
+    assert sorted(s[0] for s in sums) == ["f32[2,6,6,5]nc", "f32[2,8,4]nc", "f32[2,8,6]nc"]  # the cases above
+    assert real["FALLBACKS"] == []
+    assert fake["FALLBACKS"] == real["FALLBACKS"]
+    assert fake["EAGER"] == real["EAGER"]
