@@ -14,8 +14,8 @@ every differing op passes it is equal up to the assumed split (``equal_modulo_sp
         verdict = split_parity(real_eager_signatures, fake_eager_signatures)
 
 Both arguments are ``{op: {signature_json: calls}}``, the sweep's ``eager_signatures``. The events are the
-shape-only run's ``shape_only`` events (``neuron_backend.stats()["events"]``), which the worker does not
-record yet.
+shape-only run's ``shape_only`` events (``neuron_backend.stats()["events"]``); the worker records those
+of an even split as ``even_splits``.
 """
 
 from __future__ import annotations
@@ -75,14 +75,31 @@ def totals(signatures: dict, op: str) -> tuple[int, int]:
     return calls, sum(c * work(op, s) for s, c in signatures.items())
 
 
+_SIZES = re.compile(r"\[[\d,]*\]")
+
+
+def kinds(signatures: dict) -> dict:
+    """The signatures with their sizes erased (``f32[5,16]nc`` -> ``f32[*]nc``), calls summed: what a split
+    cannot change (the dtypes, the layouts, the non-tensor arguments, the number of calls of each), so a
+    layout or dtype difference in an MoE model is not excused as the split's."""
+    out: dict = {}
+    for sig, calls in signatures.items():
+        key = _SIZES.sub("[*]", sig)
+        out[key] = out.get(key, 0) + calls
+    return out
+
+
 def split_parity(real: dict, fake: dict) -> dict:
     """Per op whose signatures differ, the real and shape-only (calls, work) and whether they match;
-    ``equal_modulo_split``: every such op matches. ``real``/``fake``: ``{op: {signature: calls}}``."""
+    ``equal_modulo_split``: every such op matches: equal total calls and work, and equal signatures once sizes
+    are erased (``kinds``). ``real``/``fake``: ``{op: {signature: calls}}``."""
     ops = {}
     for op in sorted(set(real) | set(fake)):
         r, f = real.get(op) or {}, fake.get(op) or {}
         if r == f:
             continue
         (rc, rw), (fc, fw) = totals(r, op), totals(f, op)
-        ops[op] = {"real": [rc, rw], "shape_only": [fc, fw], "calls_equal": rc == fc, "work_equal": rw == fw}
-    return {"equal_modulo_split": all(v["calls_equal"] and v["work_equal"] for v in ops.values()), "ops": ops}
+        ops[op] = {"real": [rc, rw], "shape_only": [fc, fw], "calls_equal": rc == fc, "work_equal": rw == fw,
+                   "kinds_equal": kinds(r) == kinds(f)}
+    return {"equal_modulo_split": all(v["calls_equal"] and v["work_equal"] and v["kinds_equal"] for v in ops.values()),
+            "ops": ops}

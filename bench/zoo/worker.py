@@ -312,6 +312,11 @@ def _sim_summary(stats: dict) -> dict:
         "float64_ops": sorted({d["op"] for d in stats.get("demotions", []) if d.get("dtype") == "float64"}),
         "float64_calls": _float64_calls(stats),
         "eager_signatures": _eager_signatures(stats),
+        # a shape-only run's assumed even splits (a router's tokens per expert): shape_only_compare judges the
+        # ops they size by their work (moe_parity.py); [] in a real run
+        "even_splits": [{k: e.get(k) for k in ("op", "site", "shape")} for e in stats.get("events", [])
+                        if e.get("kind") == "shape_only" and e.get("event") == "size_rule"
+                        and e.get("rule") == "even_split"],
     }
 
 
