@@ -23,6 +23,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from moe_parity import split_parity
+
 HERE = Path(__file__).resolve().parent
 ACCUMULATION = ("aten::add.Tensor", "aten::add_.Tensor")
 CATEGORIES = ("fallbacks", "unsupported", "distributed", "float64", "eager_compiles")
@@ -102,12 +104,27 @@ def _view_replay(real: dict, fake: dict) -> None:
             side.pop(ZERO_FILL, None)
 
 
-def subclass_differences(real_sim: dict, fake_sim: dict) -> dict:
-    """What still differs once PyTorch's tensor-subclass paths in autograd are merged: per run
+def merged_findings(real_sim: dict, fake_sim: dict) -> tuple[dict, dict]:
+    """Both runs' findings with PyTorch's tensor-subclass paths in autograd merged: per run
     (``_subclass_paths``) and between the two (``_view_replay``)."""
     a, b = findings(real_sim, True), findings(fake_sim, True)
     _view_replay(a["eager_compiles"], b["eager_compiles"])
-    return differences(a, b)
+    return a, b
+
+
+def subclass_differences(real_sim: dict, fake_sim: dict) -> dict:
+    """What still differs once PyTorch's tensor-subclass paths in autograd are merged."""
+    return differences(*merged_findings(real_sim, fake_sim))
+
+
+def split_equal(real_sim: dict, fake_sim: dict, rest: dict) -> bool:
+    """Equal up to an assumed even split (moe_parity.py): the shape-only run noted one (a router's tokens per
+    expert), only eager signatures still differ, and each op that differs has the real run's calls, work and
+    signatures once sizes are erased (the split is random in a real run: its sizes cannot be equal)."""
+    if not fake_sim.get("even_splits") or set(rest) != {"eager_compiles"}:
+        return False
+    a, b = merged_findings(real_sim, fake_sim)
+    return split_parity(a["eager_compiles"], b["eager_compiles"])["equal_modulo_split"]
 
 
 def findings(sim: dict, subclass_paths: bool = False) -> dict:
@@ -189,12 +206,14 @@ def compare(real: dict, fake: dict) -> dict:
                 row["equal_modulo_subclass_paths"] = not rest
                 if rest:
                     row["differences_modulo_subclass_paths"] = rest
+                    row["equal_modulo_split"] = split_equal(r["raw"]["sim"], fsim, rest)
         rows.append(row)
     counts = Counter(r["status"] for r in rows)
     ran = sum(1 for r in rows if r["status"] in ("equal", "differs"))
     modulo = counts["equal"] + sum(1 for r in rows if r.get("equal_modulo_subclass_paths"))
+    split = modulo + sum(1 for r in rows if r.get("equal_modulo_split"))
     return {"real_ran": len(rows), "shape_only_ran": ran, "equal": counts["equal"],
-            "equal_modulo_subclass_paths": modulo,
+            "equal_modulo_subclass_paths": modulo, "equal_modulo_split": split,
             "share_equal": round(counts["equal"] / len(rows), 4) if rows else None,
             "by_status": dict(counts),
             "real": real["machine"], "shape_only": fake["machine"],
@@ -210,7 +229,10 @@ def markdown(doc: dict) -> str:
            f"ran shape-only; {doc['equal']} with equal findings ({100 * (doc['share_equal'] or 0):.1f}%), "
            f"{doc['equal_modulo_subclass_paths']} with PyTorch's tensor-subclass paths in autograd merged "
            "(an op's in-place and out-of-place overloads as one; `_index_put_impl_`'s unsafe flag dropped; "
-           "the zero-fills of autograd's two view paths, `as_strided_backward`'s flat buffer and the views' own).", "",
+           "the zero-fills of autograd's two view paths, `as_strided_backward`'s flat buffer and the views' own); "
+           f"{doc.get('equal_modulo_split')} when, besides, an MoE router's split that the shape-only run assumed even "
+           "(NP911) differs only in its sizes: per op the same calls, work and signatures with sizes erased "
+           "(moe_parity.py).", "",
            f"Shape-only run {m.get('started')} ({m.get('wall_seconds')} s wall, {m.get('jobs')} workers, "
            f"{m.get('timeout')} s limit), real run {doc['real'].get('started')} ({doc['real'].get('wall_seconds')} s "
            f"wall); torch {m.get('torch')}, transformers {m.get('transformers')}, load {m.get('load_before')} before.",
@@ -227,6 +249,7 @@ def markdown(doc: dict) -> str:
                 parts.append(f"{cat}: " + json.dumps(d)[:600])
             rest = r.get("differences_modulo_subclass_paths")
             tag = "equal with subclass paths merged" if r.get("equal_modulo_subclass_paths") else (
+                "equal up to the assumed even split" if r.get("equal_modulo_split") else
                 "still differs with subclass paths merged: " + ", ".join(
                     f"{cat} {sorted(d)[:4]}" for cat, d in (rest or {}).items()))
             out.append(f"- **{r['id']}** ({r['class']}) findings differ ({tag}): " + "; ".join(parts))
@@ -278,7 +301,8 @@ def main(argv=None) -> int:
     _write(out / "comparison.json", json.dumps(doc, indent=1, default=str) + "\n")
     _write(out / "comparison.md", markdown(doc))
     print(f"ran for real {doc['real_ran']}, shape-only ran {doc['shape_only_ran']}, equal findings {doc['equal']}, "
-          f"equal with subclass paths merged {doc['equal_modulo_subclass_paths']}; "
+          f"equal with subclass paths merged {doc['equal_modulo_subclass_paths']}, "
+          f"and up to assumed even splits {doc['equal_modulo_split']}; "
           f"{doc['by_status']}")
     return 0
 
