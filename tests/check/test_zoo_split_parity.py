@@ -54,3 +54,16 @@ def test_compare_counts_it():
     out = shape_only_compare.compare(doc(REAL), doc(sim(EVEN)))
     assert (out["equal"], out["equal_modulo_subclass_paths"], out["equal_modulo_split"]) == (0, 0, 1)
     assert "equal up to the assumed even split" in shape_only_compare.markdown(out)
+
+
+def test_a_one_token_expert_layout_is_its_sizes():
+    """An expert that got one token in the real run: its slice, transposed for the weight's gradient, is
+    ``[16, 1]`` and PyTorch calls it contiguous; the even split's ``[16, 5]`` is not. Same work, same
+    calls: the layout flag of a degenerate tensor is the split's, not a difference. A layout lost on a
+    tensor of full sizes still is one."""
+    real = sim({sig("f32[16,9]nc", "f32[9,32]", "f32[16,32]"): 1, sig("f32[16,1]", "f32[1,32]", "f32[16,32]"): 1},
+               even_splits=False)
+    fake = sim({sig("f32[16,5]nc", "f32[5,32]", "f32[16,32]"): 2})
+    assert shape_only_compare.split_equal(real, fake, shape_only_compare.subclass_differences(real, fake))
+    lost = sim({sig("f32[16,5]", "f32[5,32]", "f32[16,32]"): 2})
+    assert not shape_only_compare.split_equal(real, lost, shape_only_compare.subclass_differences(real, lost))
