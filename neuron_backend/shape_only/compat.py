@@ -122,6 +122,7 @@ def install(fake_mode=None) -> None:
     # about a call the program never made (a real run's tensors are not fakes)
     warnings.filterwarnings("ignore", message="Accessing the data pointer of FakeTensor", category=UserWarning)
     _tolist_through_the_host()
+    _format_through_the_host()
     _refuse_ddp()
     from ..after_import import after_import
 
@@ -294,6 +295,20 @@ def _tolist_through_the_host() -> None:
         return self.cpu().tolist()
 
     FakeTensor.tolist = tolist
+
+
+def _format_through_the_host() -> None:
+    """``f"expert_{idx}"`` of a 0-d device tensor reads its value on the host (``Tensor.__format__``: ``.item()``
+    for a plain ``Tensor``; a subclass such as FakeTensor gets its repr, so NLLB-MoE looked up
+    ``expert_FakeTensor(...)``). The same read here: a known value, else a placeholder (values.py)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def __format__(self, format_spec):
+        if self.dim() == 0 and not self.is_meta:
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    FakeTensor.__format__ = __format__
 
 
 def _keep_tied_parameters() -> None:

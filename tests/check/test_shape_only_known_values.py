@@ -16,7 +16,9 @@ NEURON_PORT_SIMULATE=1 and NEURON_PORT_SHAPE_ONLY=1):
   calls ``remainder.Tensor``) reaches the op as a tensor, not as a Python int its schema refuses;
 - a bool known under the finite assumption has known values (``x.isnan().sum() == 0`` is true, as a
   quantizer's sanity check expects), and keeps what is known through views and reshapes (a
-  ``torch.distributions`` parameter check of a large tensor).
+  ``torch.distributions`` parameter check of a large tensor);
+- a 0-d device tensor formatted into a string (``f"expert_{idx}"``) reads its value as ``.item()`` does
+  (``Tensor.__format__`` does so for a plain tensor only: a FakeTensor gave its repr).
 
 Found by the zoo's shape-only sweep (bench/zoo, issue 36 item 5): every causal LM's ``generate`` hung, and
 the MoE models of transformers' grouped-matmul experts failed.
@@ -122,6 +124,10 @@ print("checks", tuple(stable.shape), stable.dtype)
 # no values kept, only "every element is true", which a reshape keeps)
 entropy = torch.distributions.Categorical(logits=torch.randn(4, 64, 260).to("neuron")).entropy()
 print("entropy", tuple(entropy.shape))
+# a 0-d device tensor formatted into a key reads its value (NLLB-MoE: self[f"expert_{expert_idx[0]}"])
+experts = {f"expert_{i}": i for i in range(4)}
+hit = torch.tensor([[2]]).to("neuron")
+print("expert", experts[f"expert_{hit[0][0]}"])
 """
 
 
