@@ -50,11 +50,14 @@ def _route(func) -> tuple[int, object]:
         return (_COLLECTIVE, base) if base in C10D_OPS else (_PASS, None)
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     if not schema.name.startswith("aten::"):
-        # another library's op (FSDP2's fsdp::split_with_sizes_copy, chunk_cat): a real run calls its
-        # kernel for the device, whose ATen calls are counted; run that kernel here, under this mode, so
-        # they are counted too. Without one it reaches no device kernel that counts.
-        own = not schema.name.startswith("prim::") and has(name, "PrivateUse1")  # prim: the interpreter's
-        return (_COMPOSITE, _K.PrivateUse1) if own else (_PASS, None)
+        if schema.name.startswith("prim::"):  # the interpreter's own: no device kernel
+            return _PASS, None
+        if has(name, "PrivateUse1"):
+            # another library's op with a kernel for the device (FSDP2's fsdp::split_with_sizes_copy,
+            # chunk_cat): a real run calls it, and its ATen calls are counted; run it here, under this mode
+            return _COMPOSITE, _K.PrivateUse1
+        # otherwise as an ATen op (libraries.py): a composite kernel runs, any other op (torchvision::nms,
+        # a custom_op with a CPU kernel) reaches the simulator's boxed fallback and is counted there
     if has(name, "PrivateUse1"):
         if name in runtime.C.UNCOUNTED_KERNELS or schema.name in runtime.C.UNCOUNTED_KERNELS:
             return _PASS, None
