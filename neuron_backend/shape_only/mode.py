@@ -63,6 +63,10 @@ def _route(func) -> tuple[int, object]:
             return _PASS, None
         if name in _FACTORIES:
             return _FACTORY, None
+        if name in runtime.C.COMPOSITE_KERNELS or schema.name in runtime.C.COMPOSITE_KERNELS:
+            # the simulator's kernel only calls ATen ops on the device tensors (the fused RNN cells): run it
+            # here, under this mode, so its inner calls are counted as in a real run, not this one
+            return _COMPOSITE, _K.PrivateUse1
         if schema.name in runtime.C.EXPLICIT_OPS or name in runtime.C.EXPLICIT_OPS:
             return (_EXPLICIT_ACCOUNTED if schema.name in _CONVOLUTIONS else _EXPLICIT), (
                 name if name in runtime.C.EXPLICIT_OPS else schema.name)
@@ -105,6 +109,49 @@ def _wrapped_numbers(func, args, kwargs):
             else:
                 fixed[1][name] = tensor
     return (args, kwargs) if fixed is None else (tuple(fixed[0]), fixed[1])
+
+
+_MIXED: dict = {}  # op -> whether the simulator's fallback takes a host tensor beside device tensors
+
+
+def _host_tensors_on_device(func, args, kwargs):
+    """The fake call's arguments with each host tensor of one or more dimensions (an index built with
+    ``torch.arange``) made a fake on the call's device, for an op whose real path accepts host tensors (the
+    C++ core's MIXED_DEVICE_OPS: ``index``, ``_index_put_impl_``, copies): FakeTensorMode takes mixed devices
+    for only some of them (``index_put``'s backward calls ``_index_put_impl_`` with the forward's index, which
+    it refuses). Any other op keeps its arguments: the fake refuses a host tensor as the real fallback does.
+    The accounting keeps the host tensor, as a real call's signature does."""
+    mixed = _MIXED.get(func)
+    if mixed is None:
+        base = func._schema.name.split("::", 1)[-1]
+        mixed = _MIXED[func] = base in runtime.C.MIXED_DEVICE_OPS
+    if not mixed:
+        return args, kwargs
+    device = None
+    for a in (*args, *kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, FakeTensor) and t.fake_device.type == "neuron":
+                device = t.fake_device
+                break
+        if device is not None:
+            break
+    if device is None:
+        return args, kwargs
+
+    def on_device(t):
+        host = isinstance(t, torch.Tensor) and t.dim() > 0 and (
+            t.fake_device.type == "cpu" if isinstance(t, FakeTensor) else t.device.type == "cpu")
+        if not host:
+            return t
+        # under the fake mode only (this mode is off inside its own dispatch): a fake of the same metadata
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
+
+    def fix(a):
+        if isinstance(a, (list, tuple)):
+            return type(a)(fix(e) for e in a)
+        return on_device(a)
+
+    return tuple(fix(a) for a in args), {k: fix(v) for k, v in kwargs.items()}
 
 
 _DEVICE, _REAL, _OTHER, _HOST = range(4)
@@ -230,7 +277,7 @@ class RecordingMode(TorchDispatchMode):
         # kernel): on the device that is the simulator's kernel, whose accounting must not count it.
         was_on = self._accounting_enabled()
         self._set_accounting(False)
-        run_args, run_kwargs = _wrapped_numbers(func, args, kwargs)
+        run_args, run_kwargs = _host_tensors_on_device(func, *_wrapped_numbers(func, args, kwargs))
         try:
             out = func(*run_args, **run_kwargs)
         except DynamicOutputShapeException:

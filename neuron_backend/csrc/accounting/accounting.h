@@ -68,6 +68,13 @@ uint64_t account_without_running(const c10::OperatorHandle& op, const torch::jit
 void account_complex_result(const c10::OperatorHandle& op, uint64_t hash);
 // The PrivateUse1 kernels (aten/minimal.cpp) that count nothing: metadata queries and stream notes.
 const std::vector<std::string>& uncounted_kernels();
+// The PrivateUse1 kernels composed of ATen calls on the device tensors (aten/rnn.cpp), counted where those
+// calls land, not as one call: a shape-only run runs them on its fakes (shape_only/mode.py). Filled as the
+// kernels register (impl_composite, aten/composite.h), so the list is what the library registers.
+std::vector<std::string>& composite_kernels();
+// The ops whose fallback accepts a CPU tensor of one or more dimensions beside device tensors (an index
+// tensor, a copy's source): any other op refuses one, as on Trainium. A shape-only run accepts the same.
+const std::vector<std::string>& mixed_device_ops();
 // Count one call of an explicit kernel by its name in kExplicitNames; false when it is not one.
 bool count_explicit_by_name(const std::string& name);
 // Route every op of a namespace (or with a name prefix) through the fallback at run time.

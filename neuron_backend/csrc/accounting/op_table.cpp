@@ -87,6 +87,18 @@ static void classify_scalars(OpInfo& o, const c10::FunctionSchema& schema) {
 
 static bool number_kind(c10::TypeKind k) { return k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType; }
 
+const std::vector<std::string>& mixed_device_ops() {
+  static const std::vector<std::string> names = {
+      "copy_", "_copy_from", "_to_copy", "index", "index_put_", "_index_put_impl_", "index_put",
+      "set_", "_foreach_copy_", "_fused_adamw_", "_fused_adam_", "_fused_sgd_"};
+  return names;
+}
+
+std::vector<std::string>& composite_kernels() {
+  static std::vector<std::string> names;  // a function-local static: kernels register during static init
+  return names;
+}
+
 static OpInfo* make_op_info(const c10::OperatorHandle& op) {
   auto* o = new OpInfo();
   const auto& schema = op.schema();
@@ -118,9 +130,7 @@ static OpInfo* make_op_info(const c10::OperatorHandle& op) {
     if (number) o->number_args.emplace_back(static_cast<int>(i), a.name());
   }
   classify_scalars(*o, schema);
-  static const std::unordered_set<std::string> mixed_ok = {
-      "copy_", "_copy_from", "_to_copy", "index", "index_put_", "_index_put_impl_", "index_put",
-      "set_", "_foreach_copy_", "_fused_adamw_", "_fused_adam_", "_fused_sgd_"};
+  static const std::unordered_set<std::string> mixed_ok(mixed_device_ops().begin(), mixed_device_ops().end());
   o->mixed_device_ok = mixed_ok.count(o->base) > 0;
   if (o->base == "_native_multi_head_attention") {
     o->is_mha = true;

@@ -1,4 +1,6 @@
 // Fused RNN cells (CUDA-only kernels upstream, used by LSTM/GRU on PrivateUse1 devices).
+#include "aten/composite.h"
+
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat.h>
@@ -75,10 +77,10 @@ static std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fu
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
-  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward_impl));
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
-  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward_impl));
+  impl_composite(m, "_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
+  impl_composite(m, "_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward_impl));
+  impl_composite(m, "_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));
+  impl_composite(m, "_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward_impl));
 }
 
 }  // namespace neuron_sim

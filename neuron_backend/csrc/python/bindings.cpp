@@ -37,6 +37,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   for (int i = 0; i < kNumExplicitOps; ++i) explicit_ops[i] = py::str(kExplicitNames[i]);
   m.attr("EXPLICIT_OPS") = explicit_ops;
   m.attr("UNCOUNTED_KERNELS") = py::tuple(py::cast(uncounted_kernels()));  // names of the explicit_counts() keys, in ExplicitOp order
+  m.attr("COMPOSITE_KERNELS") = py::tuple(py::cast(composite_kernels()));
+  m.attr("MIXED_DEVICE_OPS") = py::tuple(py::cast(mixed_device_ops()));
 
   m.def("set_device_count", &set_device_count);
   m.def("set_process_core", &set_process_core);
