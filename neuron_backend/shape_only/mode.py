@@ -9,7 +9,9 @@ each ATen call first and decides:
 * a device call is accounted where a real run would account it. Fake tensors never reach the C++
   PrivateUse1 kernels, so the route is read from the dispatcher's own tables, per op, once: an op with
   a kernel registered for PrivateUse1 runs that kernel in a real run (the explicit memory and view
-  kernels are counted without signatures, every other one is the fallback or calls it); an op
+  kernels are counted without signatures; a kernel composed of ATen calls, the core's
+  COMPOSITE_KERNELS, runs here too, so its inner calls are counted; every other one is the fallback or
+  calls it); an op
   without one but with a CompositeExplicitAutograd(NonFunctional) kernel runs that composite, which
   calls other ops (we run it too, under this mode, so its inner calls are accounted as they would be:
   ``aten::index_put_`` -> ``aten::_index_put_impl_``); a view only makes tensor metadata and reaches
