@@ -10,7 +10,8 @@ needs no host memory), by the transformers Auto class of its task; with a world 
 initialised (rank 0 of a fake world) and each of the model's ``_no_split_modules`` blocks (what accelerate's
 FSDP wrapping picks; not one holding a parameter tied to a module outside it), then the model, is sharded
 with FSDP2's ``fully_shard``. One step:
-inputs of the task's shapes, forward with the model's own loss (cross-entropy on the labels) under
+inputs of the task's shapes, forward with the model's own loss (cross-entropy on the labels; the step
+computes it on the model's logits when the model returns none) under
 ``torch.autocast`` at the precision, backward, ``AdamW.step()``, ``zero_grad``. ``--compile``: each block
 (else the model) compiled with ``backend="neuron"``.
 """
@@ -88,6 +89,22 @@ def inputs(config, run: dict) -> dict:
     return {"input_ids": ids, "labels": ids.clone()}
 
 
+def task_loss(model, out, labels):
+    """The task's cross-entropy when the model returns no loss of its own (PP-LCNet's classifier returns its
+    logits as ``last_hidden_state`` and takes no labels): on the output of the labels' shape plus one
+    dimension of classes (``logits`` first), as a training script would compute it."""
+    found = [getattr(out, "logits", None)]
+    found += list(out.values()) if hasattr(out, "values") else list(out) if isinstance(out, (tuple, list)) else [out]
+    for t in found:
+        if (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() == labels.dim() + 1
+                and tuple(t.shape[:-1]) == tuple(labels.shape)):
+            print(f"model_run note: {type(model).__name__} returns no loss: the step's loss is the cross-entropy of "
+                  f"its {tuple(t.shape)} output on the labels", flush=True)
+            return torch.nn.functional.cross_entropy(t.flatten(0, -2).float(), labels.flatten())
+    sys.exit(f"model_run: {type(model).__name__} returns no loss and no output of the labels' shape "
+             f"{tuple(labels.shape)} plus classes ({type(out).__name__}): the task's loss cannot be made")
+
+
 def main() -> None:
     folder = Path(__file__).resolve().parent
     run = json.loads((folder / "model_run.json").read_text())
@@ -113,7 +130,10 @@ def main() -> None:
     batch = inputs(config, run)
     dtype = DTYPES[run["precision"]]
     with torch.autocast("neuron", dtype=dtype or torch.float32, enabled=dtype is not None):
-        loss = model(**batch).loss
+        out = model(**batch)
+        loss = getattr(out, "loss", None)
+        if loss is None:
+            loss = task_loss(model, out, batch["labels"])
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -144,3 +144,19 @@ def test_a_hub_id_is_found_in_the_users_hf_cache_offline(tmp_path):
     result = subprocess.run([sys.executable, "-c", FROM_CACHE], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout) == ["causal-lm", "llama"]
+
+
+def test_a_model_that_returns_no_loss_is_trained_on_its_logits(cli, sim_build, tmp_path):
+    """PP-LCNet's image classifier takes no labels and returns its logits as ``last_hidden_state``: the
+    step computes the task's cross-entropy on them, as a training script would, and says so."""
+    pytest.importorskip("transformers")
+    folder = tmp_path / "pp_lcnet"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "pp_lcnet", "architectures": ["PPLCNetForImageClassification"], "num_labels": 10,
+        "image_size": 32}))
+    out = tmp_path / "model.json"
+    result = cli("check", "--model", str(folder), "--batch", "2", "-o", str(out), cwd=tmp_path)
+    status = json.loads(out.read_text())["runtime"]["status"]  # one model: check's own report
+    assert result.returncode == 0 and status["exit_code"] == 0, (result.stderr[-2000:], status)
+    assert "returns no loss: the step's loss is the cross-entropy" in json.dumps(status) + result.stdout
