@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException, FakeTensor,
-                                           FakeTensorMode)
+                                           FakeTensorDeviceMismatchError, FakeTensorMode)
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from ..device import runtime
@@ -116,19 +116,28 @@ def _wrapped_numbers(func, args, kwargs):
 _MIXED: dict = {}  # op -> whether the simulator's fallback takes a host tensor beside device tensors
 
 
-def _host_tensors_on_device(func, args, kwargs):
-    """The fake call's arguments with each host tensor of one or more dimensions (an index built with
-    ``torch.arange``) made a fake on the call's device, for an op whose real path accepts host tensors (the
-    C++ core's MIXED_DEVICE_OPS: ``index``, ``_index_put_impl_``, copies): FakeTensorMode takes mixed devices
-    for only some of them (``index_put``'s backward calls ``_index_put_impl_`` with the forward's index, which
-    it refuses). Any other op keeps its arguments: the fake refuses a host tensor as the real fallback does.
-    The accounting keeps the host tensor, as a real call's signature does."""
-    mixed = _MIXED.get(func)
-    if mixed is None:
-        base = func._schema.name.split("::", 1)[-1]
-        mixed = _MIXED[func] = base in runtime.C.MIXED_DEVICE_OPS
-    if not mixed:
-        return args, kwargs
+def _fake_call(func, args, kwargs):
+    """The fake call; where FakeTensorMode refuses a host tensor beside device tensors, again with each host
+    tensor of one or more dimensions (an index built with ``torch.arange``) made a fake on the call's device,
+    for an op whose real path takes host tensors (the C++ core's MIXED_DEVICE_OPS: ``index``,
+    ``_index_put_impl_``, copies). FakeTensorMode takes mixed devices for only some of them (``index_put``'s
+    backward calls ``_index_put_impl_`` with the forward's index, which it refuses); where it takes them (a
+    copy from a host tensor) its result stays its own. Any other op's refusal stands, as the real fallback
+    refuses. The accounting keeps the host tensor, as a real call's signature does."""
+    try:
+        return func(*args, **kwargs)
+    except FakeTensorDeviceMismatchError:
+        mixed = _MIXED.get(func)
+        if mixed is None:
+            mixed = _MIXED[func] = func._schema.name.split("::", 1)[-1] in runtime.C.MIXED_DEVICE_OPS
+        if not mixed:
+            raise
+    args, kwargs = _host_tensors_on_device(args, kwargs)
+    return func(*args, **kwargs)
+
+
+def _host_tensors_on_device(args, kwargs):
+    """The arguments with each host tensor of 1+ dimensions a fake of its metadata on the call's device."""
     device = None
     for a in (*args, *kwargs.values()):
         for t in (a if isinstance(a, (list, tuple)) else (a,)):
@@ -279,9 +288,9 @@ class RecordingMode(TorchDispatchMode):
         # kernel): on the device that is the simulator's kernel, whose accounting must not count it.
         was_on = self._accounting_enabled()
         self._set_accounting(False)
-        run_args, run_kwargs = _host_tensors_on_device(func, *_wrapped_numbers(func, args, kwargs))
+        run_args, run_kwargs = _wrapped_numbers(func, args, kwargs)
         try:
-            out = func(*run_args, **run_kwargs)
+            out = _fake_call(func, run_args, run_kwargs)
         except DynamicOutputShapeException:
             out = values.data_dependent_shape(func, args, kwargs)
         except DataDependentOutputException as error:
