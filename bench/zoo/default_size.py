@@ -12,7 +12,8 @@ standard training step of ``check --model`` (``neuron_port.check.model_run``: th
 ``--batch`` x ``--seq``, shape-only, with a time limit per model. Models run ``--jobs`` at a time through
 ``run_models`` (the local process pool of ``check --model MODEL --model MODEL ...``). The file is
 rewritten after each call, so an interrupted sweep keeps what it finished; ``--resume`` skips the
-architectures it holds.
+architectures it holds; ``--merge FILE...`` merges runs made side by side (``--only`` parts, ``--out``
+files of their own) into ``--out``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,22 @@ def _last_error(tail: str) -> str:
     return lines[-1][:400] if lines else "failed (no output)"
 
 
+def merge(out: Path, files: list[Path]) -> int:
+    docs = [json.loads(out.read_text())] if out.is_file() else []
+    docs += [json.loads(f.read_text()) for f in files]
+    rows: dict = {}
+    for d in docs:
+        rows.update({r["id"]: r for r in d.get("results", [])})
+    doc = {**docs[0], "results": list(rows.values()),
+           "merged": [{k: d.get(k) for k in ("command", "started", "finished", "load_before", "load_after")}
+                      for d in docs]}
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    os.replace(tmp, out)
+    print(f"default size: {sum(1 for r in rows.values() if r['ok'])} of {len(rows)} ran (merged {len(files)} files)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", default="causal,masked,seq2seq,image")
@@ -99,7 +116,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "shape_only" / "default_size.json"))
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--retry-failed", action="store_true", help="with --resume: run the failed ones again")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="FILE",
+                    help="merge other runs' files (sweeps run side by side on parts, --only/--out) into --out, a "
+                         "later file's architectures replacing an earlier one's; runs nothing")
     a = ap.parse_args(argv)
+    if a.merge:
+        return merge(Path(a.out), [Path(f) for f in a.merge])
     import worker
     from neuron_port.check.model_run.engines import run_models
     from neuron_port.check.model_run.spec import ModelRun
