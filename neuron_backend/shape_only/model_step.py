@@ -39,7 +39,9 @@ def build(folder: Path, run: dict):
     auto = getattr(transformers, AUTO_CLASSES[run["task"]])
     with torch.device("neuron"):
         model = auto.from_config(config)
-    return config, model
+    # a parameter made with a legacy constructor (XLNet's `nn.Parameter(torch.FloatTensor(...))`) ignores the
+    # device context and is on the host: moved as a user's `model.to("neuron")` moves it
+    return config, model.to("neuron")
 
 
 def blocks(model) -> list:

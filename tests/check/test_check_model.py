@@ -146,17 +146,25 @@ def test_a_hub_id_is_found_in_the_users_hf_cache_offline(tmp_path):
     assert json.loads(result.stdout) == ["causal-lm", "llama"]
 
 
-def test_a_model_that_returns_no_loss_is_trained_on_its_logits(cli, sim_build, tmp_path):
-    """PP-LCNet's image classifier takes no labels and returns its logits as ``last_hidden_state``: the
-    step computes the task's cross-entropy on them, as a training script would, and says so."""
+def test_models_built_their_own_way_take_the_step(cli, sim_build, tmp_path):
+    """PP-LCNet's image classifier takes no labels and returns its logits as ``last_hidden_state``: the step
+    computes the task's cross-entropy on them, as a training script would, and says so. XLNet makes its
+    attention weights with a legacy constructor (``torch.FloatTensor``), on the host whatever the device
+    context: they are moved with the model, as a user's ``.to("neuron")`` moves them."""
     pytest.importorskip("transformers")
-    folder = tmp_path / "pp_lcnet"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({
-        "model_type": "pp_lcnet", "architectures": ["PPLCNetForImageClassification"], "num_labels": 10,
-        "image_size": 32}))
-    out = tmp_path / "model.json"
-    result = cli("check", "--model", str(folder), "--batch", "2", "-o", str(out), cwd=tmp_path)
-    status = json.loads(out.read_text())["runtime"]["status"]  # one model: check's own report
-    assert result.returncode == 0 and status["exit_code"] == 0, (result.stderr[-2000:], status)
-    assert "returns no loss: the step's loss is the cross-entropy" in json.dumps(status) + result.stdout
+    configs = {"pp_lcnet": {"model_type": "pp_lcnet", "architectures": ["PPLCNetForImageClassification"],
+                            "num_labels": 10, "image_size": 32},
+               "xlnet": {"model_type": "xlnet", "architectures": ["XLNetLMHeadModel"], "vocab_size": 256,
+                         "d_model": 64, "n_layer": 1, "n_head": 4, "d_inner": 128}}
+    args = []
+    for name, config in configs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+        args += ["--model", str(tmp_path / name)]
+    out = tmp_path / "models.json"
+    result = cli("check", *args, "--batch", "2", "--seq", "16", "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    entries = json.loads(out.read_text())["models"]
+    for entry in entries:
+        assert entry["row"]["exit_code"] == 0, entry["report"]["runtime"]["status"]["stderr_tail"]
+    assert "returns no loss: the step's loss is the cross-entropy" in json.dumps(entries[0]["report"])
