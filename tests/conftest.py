@@ -65,6 +65,24 @@ def simulator_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_script(tmp_path: Path, script: str, shape_only: bool, timeout: int = 300, **env: str) -> str:
+    """A user's script run on the simulator, real or shape-only (its own file, so both runs of one test
+    sit side by side); its stdout. A failure shows the script's stderr."""
+    path = tmp_path / ("shape_only.py" if shape_only else "real.py")
+    path.write_text(script)
+    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True,
+                          env=simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_SHAPE_ONLY="1" if shape_only else "0",
+                                            **env), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def tagged_json(stdout: str, *keys: str) -> dict:
+    """The script's ``KEY <json>`` lines, parsed."""
+    lines = dict(line.split(" ", 1) for line in stdout.splitlines() if line.startswith(keys))
+    return {key: json.loads(value) for key, value in lines.items()}
+
+
 @pytest.fixture(scope="session")
 def sim_build() -> Path:
     """Build (or find in the cache) the simulator's C++ core once per session, before any test runs a

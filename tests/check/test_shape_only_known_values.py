@@ -27,12 +27,10 @@ the MoE models of transformers' grouped-matmul experts failed.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import simulator_env
+from conftest import run_script
 
 pytestmark = pytest.mark.slow
 
@@ -132,13 +130,7 @@ print("expert", experts[f"expert_{hit[0][0]}"])
 
 
 def run(tmp_path, script: str, shape_only: bool) -> str:
-    path = tmp_path / ("shape_only.py" if shape_only else "real.py")
-    path.write_text(script)
-    env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_SHAPE_ONLY="1" if shape_only else "0")
-    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return run_script(tmp_path, script, shape_only)
 
 
 def test_a_decoding_loop_stops_as_the_real_run_does(tmp_path, sim_build):

@@ -20,13 +20,10 @@ and 3 vision ones (samvit_base, mvit_v2_s, sequencer2d_s).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import simulator_env
+from conftest import run_script, tagged_json
 
 pytestmark = pytest.mark.slow
 
@@ -76,14 +73,7 @@ print("FALLBACKS", json.dumps(sorted((f["op"], f["calls"]) for f in stats["fallb
 
 
 def run(tmp_path, shape_only: bool) -> dict:
-    path = tmp_path / ("shape_only.py" if shape_only else "real.py")
-    path.write_text(SCRIPT)
-    env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_SHAPE_ONLY="1" if shape_only else "0")
-    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("EAGER", "FALLBACKS")))
-    return {key: json.loads(value) for key, value in lines.items()}
+    return tagged_json(run_script(tmp_path, SCRIPT, shape_only), "EAGER", "FALLBACKS")
 
 
 def test_strides_and_views_as_in_the_real_run(tmp_path, sim_build):

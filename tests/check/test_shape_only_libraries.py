@@ -18,15 +18,10 @@ poolformerv2_s12 differed so.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import simulator_env
+from conftest import run_script, tagged_json
 
 SCRIPT = """
 import json
@@ -79,18 +74,9 @@ print("KEPT", json.dumps(list(kept.shape)))
 
 
 def run(tmp_path, shape_only: bool) -> dict:
-    path = tmp_path / ("shape_only.py" if shape_only else "real.py")
-    path.write_text(SCRIPT)
-    env = simulator_env(NEURON_PORT_SIMULATE="1", NEURON_PORT_SHAPE_ONLY="1" if shape_only else "0")
-    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    keys = ("EAGER", "FALLBACKS", "SIZES", "KEPT")
-    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(keys))
-    return {key: json.loads(value) for key, value in lines.items()}
+    return tagged_json(run_script(tmp_path, SCRIPT, shape_only), "EAGER", "FALLBACKS", "SIZES", "KEPT")
 
 
-@pytest.mark.slow
 def test_library_ops_and_windows_as_in_the_real_run(tmp_path, sim_build):
     real = run(tmp_path, shape_only=False)
     fake = run(tmp_path, shape_only=True)
