@@ -222,6 +222,22 @@ def compare(real: dict, fake: dict) -> dict:
             "architectures": rows}
 
 
+def not_equal_line(r: dict, name: str) -> str:
+    """One architecture that is not equal, for comparison.md: what differs and what is left once merged."""
+    if r["status"] == "differs":
+        parts = [f"{cat}: " + json.dumps(d)[:600] for cat, d in r["differences"].items()]
+        rest = r.get("differences_modulo_subclass_paths")
+        tag = "equal with subclass paths merged" if r.get("equal_modulo_subclass_paths") else (
+            "equal up to the assumed even split" if r.get("equal_modulo_split") else
+            "still differs with subclass paths merged: " + ", ".join(
+                f"{cat} {sorted(d)[:4]}" for cat, d in (rest or {}).items()))
+        return f"- {name} findings differ ({tag}): " + "; ".join(parts)
+    fr = r.get("frame") or {}
+    where = f" at `{fr.get('file')}:{fr.get('line')}`" if fr else ""
+    return (f"- {name} {r['status']}{' in ' + r['failed_step'] if r.get('failed_step') else ''}: "
+            f"{r.get('reason') or ''}{where}")
+
+
 def markdown(doc: dict) -> str:
     m = doc["shape_only"]
     out = ["# Shape-only zoo sweep: findings against the real simulated run", "",
@@ -242,22 +258,7 @@ def markdown(doc: dict) -> str:
     out += ["", "## Not equal", ""]
     if not bad:
         out.append("None.")
-    for r in bad:
-        if r["status"] == "differs":
-            parts = []
-            for cat, d in r["differences"].items():
-                parts.append(f"{cat}: " + json.dumps(d)[:600])
-            rest = r.get("differences_modulo_subclass_paths")
-            tag = "equal with subclass paths merged" if r.get("equal_modulo_subclass_paths") else (
-                "equal up to the assumed even split" if r.get("equal_modulo_split") else
-                "still differs with subclass paths merged: " + ", ".join(
-                    f"{cat} {sorted(d)[:4]}" for cat, d in (rest or {}).items()))
-            out.append(f"- **{r['id']}** ({r['class']}) findings differ ({tag}): " + "; ".join(parts))
-        else:
-            fr = r.get("frame") or {}
-            where = f" at `{fr.get('file')}:{fr.get('line')}`" if fr else ""
-            out.append(f"- **{r['id']}** ({r['class']}) {r['status']}"
-                       f"{' in ' + r['failed_step'] if r.get('failed_step') else ''}: {r.get('reason', '')}{where}")
+    out += [not_equal_line(r, f"**{r['id']}** ({r['class']})") for r in bad]
     if doc["real_failed"]:
         out += ["", "## Failing for real too (not counted)", ""]
         out += [f"- {r['id']}: {r['classification'].get('status')} {r['classification'].get('reason', '')}"

@@ -28,7 +28,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from shape_only_compare import differences, findings, split_equal, subclass_differences  # noqa: E402
+from shape_only_compare import (differences, findings, not_equal_line, split_equal,  # noqa: E402
+                                subclass_differences)
 
 
 def _load(folders: list[str]) -> tuple[dict, list[dict]]:
@@ -137,20 +138,7 @@ def markdown(doc: dict) -> str:
     out += ["", "## Not equal", ""]
     if not bad:
         out.append("None.")
-    for r in bad:
-        if r["status"] == "differs":
-            parts = [f"{cat}: " + json.dumps(d)[:600] for cat, d in r["differences"].items()]
-            left = r.get("differences_modulo_subclass_paths")
-            tag = ("equal with subclass paths merged" if r.get("equal_modulo_subclass_paths") else
-                   "equal up to the assumed even split" if r.get("equal_modulo_split") else
-                   "still differs with subclass paths merged: " + ", ".join(
-                       f"{cat} {sorted(d)[:4]}" for cat, d in (left or {}).items()))
-            out.append(f"- **{r['id']}** findings differ ({tag}): " + "; ".join(parts))
-        else:
-            fr = r.get("frame") or {}
-            where = f" at `{fr.get('file')}:{fr.get('line')}`" if fr else ""
-            out.append(f"- **{r['id']}** {r['status']}{' in ' + r['failed_step'] if r.get('failed_step') else ''}: "
-                       f"{r.get('reason') or ''}{where}")
+    out += [not_equal_line(r, f"**{r['id']}**") for r in bad]
     if doc["real_failed"]:
         out += ["", "## Failing for real too (not counted)", ""]
         out += [f"- {r['id']}: {r['status']} {r.get('reason') or ''}" for r in doc["real_failed"]]
