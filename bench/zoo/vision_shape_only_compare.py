@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from shape_only_compare import (differences, findings, not_equal_line, split_equal,  # noqa: E402
+from shape_only_compare import (_write, differences, findings, not_equal_line, split_equal,  # noqa: E402
                                 subclass_differences)
 
 
@@ -143,12 +142,6 @@ def markdown(doc: dict) -> str:
         out += ["", "## Failing for real too (not counted)", ""]
         out += [f"- {r['id']}: {r['status']} {r.get('reason') or ''}" for r in doc["real_failed"]]
     return "\n".join(out) + "\n"
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def main(argv=None) -> int:
