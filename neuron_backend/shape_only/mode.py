@@ -33,7 +33,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from ..device import runtime
-from . import collectives, compat, memory, metas, pretrained, serialization, values
+from . import collectives, compat, memory, metas, pretrained, serialization, sizes, values
 
 _ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _FACTORY, _COMPOSITE, _METADATA, _COLLECTIVE, _PASS = range(8)
 _FACTORIES = ("aten::empty.memory_format", "aten::empty_strided")
@@ -252,12 +252,13 @@ class RecordingMode(TorchDispatchMode):
             try:
                 out = func(*args, **kwargs)
             except DynamicOutputShapeException:
-                return values.data_dependent_shape(func, args, kwargs)
+                return sizes.data_dependent_shape(func, args, kwargs)
             except DataDependentOutputException as error:
                 return values.data_dependent_value(func, args, kwargs, error)
             # known values go on through host work too: `_grouped_mm`'s kernel copies its offsets to the
             # host, then reads each with `offs_cpu[i].item()`
             values.note_known(func, args, kwargs, out)
+            sizes.note_even_split(func, args, kwargs, out)
             return out
         route = self._routes.get(func)
         if route is None:
@@ -292,7 +293,7 @@ class RecordingMode(TorchDispatchMode):
         try:
             out = _fake_call(func, run_args, run_kwargs)
         except DynamicOutputShapeException:
-            out = values.data_dependent_shape(func, args, kwargs)
+            out = sizes.data_dependent_shape(func, args, kwargs)
         except DataDependentOutputException as error:
             return values.data_dependent_value(func, args, kwargs, error)
         finally:
@@ -304,6 +305,7 @@ class RecordingMode(TorchDispatchMode):
             self._account_complex(schema.name, schema.overload_name, signature)
         memory.track(out)
         values.note_known(func, args, kwargs, out)
+        sizes.note_even_split(func, args, kwargs, out)
         compat.host_draws(func, args, kwargs, out)  # a real kernel's draws from the host generator
         return out
 
