@@ -36,7 +36,8 @@ Host random draws: the simulator's SDPA kernel draws its dropout seed from the h
 CPU random stream moves there; a fake's meta kernel draws nothing. A later host draw would then differ
 and a model's control flow with it (LayerDrop's ``torch.rand([]) < layerdrop`` skipped another layer: one
 SDPA call more or less). Likewise ``native_dropout``: no device kernel, the simulator runs the CPU's, whose
-mask is a ``bernoulli_`` on the host's default generator. ``host_draws`` makes the same draws.
+mask is a ``bernoulli_`` on the host's default generator. ``host_draws`` owes the same draws, and
+host_stream.py makes them only when something reads the stream (a 67M-element mask's draws cost ~0.5 CPU-s).
 """
 
 from __future__ import annotations
@@ -47,35 +48,25 @@ import warnings
 import weakref
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
+
+from . import host_stream
 
 _depth = threading.local()
 _SDPA = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
 _DROPOUT = torch.ops.aten.native_dropout.default
-_per_element: list = []  # whether a CPU bernoulli_ draws once per element (one seed per call: MKL's kernel)
-
-
-def _bernoulli_per_element() -> bool:
-    if not _per_element:
-        with _disable_current_modes():
-            g = torch.Generator().manual_seed(0)
-            torch.empty(1).bernoulli_(0.5, generator=g)
-            one = g.get_state()
-            torch.empty(2).bernoulli_(0.5, generator=g.manual_seed(0))
-            _per_element.append(not torch.equal(one, g.get_state()))
-    return _per_element[0]
+before_host_call = host_stream.before_host_call  # mode.py's plain CPU calls: owed draws are made before a draw
 
 
 def host_draws(func, args, kwargs, out) -> None:
-    """The host's default generator advanced as the simulator's kernel for this device call advances it (see
-    the module docstring), after the fake call: SDPA's dropout seed (``random64()`` once: ``random_()`` of an
+    """The host's default generator owes the draws the simulator's kernel for this device call makes (see the
+    module docstring), after the fake call: SDPA's dropout seed (``random64()`` once: ``random_()`` of an
     int64 draws it); ``native_dropout``'s mask (the CPU kernel's ``bernoulli_`` of the input's elements), unless
-    the input's values were known and the op ran on the CPU already (values.py: its result is known)."""
+    the input's values were known and the op ran on the CPU already (values.py: its result is known).
+    host_stream.py makes them when the stream is next read."""
     if func is _SDPA:
         p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
         if p > 0.0:
-            with _disable_current_modes():
-                torch.empty((), dtype=torch.int64).random_()
+            host_stream.owe(host_stream.RANDOM64, torch.int64, 0.0, 1)
     elif func is _DROPOUT:
         from . import values
 
@@ -83,15 +74,8 @@ def host_draws(func, args, kwargs, out) -> None:
         train = args[2] if len(args) > 2 else kwargs.get("train")
         if train is False or x.numel() == 0 or values.value_of(out[0]) is not None:
             return
-        with _disable_current_modes():
-            if not _bernoulli_per_element():
-                torch.empty(1, dtype=x.dtype).bernoulli_(1 - p)
-                return
-            left = x.numel()
-            while left:  # the same draws, a bounded host buffer
-                n = min(left, 1 << 20)
-                torch.empty(n, dtype=x.dtype).bernoulli_(1 - p)
-                left -= n
+        count = x.numel() if host_stream.bernoulli_per_element() else 1
+        host_stream.owe(host_stream.BERNOULLI, x.dtype, 1 - p, count)
 
 
 def _slots(root: torch.nn.Module) -> list[tuple[dict, str, int]]:
@@ -116,6 +100,7 @@ def _once_per_tensor(fn):
 
 
 def install(fake_mode=None) -> None:
+    host_stream.install()
     _keep_tied_parameters()
     _swap_fake_parameters()
     # PyTorch's own Tensor.__deepcopy__ reads data_ptr() of every subclass tensor: on fakes it warns the user

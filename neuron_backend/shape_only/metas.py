@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from . import host_stream
+
 _library = None
 
 
@@ -125,7 +127,7 @@ def cpu_orders(func, args, kwargs, outs):
             return a
 
         orders = None
-        with _disable_current_modes(), torch.random.fork_rng(devices=[]):
+        with _disable_current_modes(), host_stream.kept():
             try:
                 result = func(*(twin(a, names[i] if i < len(names) else None) for i, a in enumerate(args)),
                               **{k: twin(v, k) for k, v in kwargs.items()})

@@ -242,6 +242,7 @@ class RecordingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         call = _kind_of_call(args, kwargs)
         if call == _REAL:
+            compat.before_host_call(func)  # a host draw: the host stream's owed draws first (host_stream.py)
             with _disable_current_modes():
                 return func(*args, **kwargs)
         if call == _OTHER:
