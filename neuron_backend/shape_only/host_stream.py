@@ -49,6 +49,7 @@ _lock = threading.Lock()
 _owed: dict[tuple, int] = {}  # (kind, dtype, p) -> elements (per-element kernel) or calls
 _seed: list = []  # the generator's initial seed when the first owed draw was noted
 _seeded: dict = {}  # op -> whether it draws from a generator
+_words: dict = {}  # (kind, dtype, p) -> whether its draws are an int64 random_()'s (_as_random64)
 _per_element: list = []  # whether a CPU bernoulli_ draws once per element (one seed per call: MKL's kernel)
 BERNOULLI, RANDOM64 = "bernoulli_", "random_"
 
@@ -75,14 +76,25 @@ def owe(kind: str, dtype: torch.dtype, p: float, count: int) -> None:
         _owed[key] = _owed.get(key, 0) + count
 
 
-def owed() -> int:
-    """How many draws are owed (elements or calls, all kinds together)."""
-    return sum(_owed.values())
-
-
 def drop() -> None:
     with _lock:
         _owed.clear()
+
+
+def _as_random64(kind: str, dtype: torch.dtype, p: float) -> bool:
+    """Whether ``count`` owed draws of this kind leave the state an int64 ``random_()`` of ``count`` elements
+    leaves (two words an element: bernoulli's uniform double), so they are made so: 1.6x faster than
+    ``bernoulli_`` here (3.9 against 6.1-6.8 ns an element). A private generator tells, once per kind."""
+    key = (kind, dtype, p)
+    same = _words.get(key)
+    if same is None:
+        g = torch.Generator()
+        torch.empty(3, dtype=torch.int64).random_(generator=g.manual_seed(0))
+        state = g.get_state()
+        t = torch.empty(3, dtype=dtype)
+        t.bernoulli_(p, generator=g.manual_seed(0)) if kind == BERNOULLI else t.random_(generator=g.manual_seed(0))
+        same = _words[key] = torch.equal(state, g.get_state())
+    return same
 
 
 def pay() -> None:
@@ -94,18 +106,26 @@ def pay() -> None:
             _owed.clear()  # reseeded through the generator object itself: what was owed is unobservable
             return
         per_element = bernoulli_per_element()
+        words = 0  # int64 elements of random_() that make the same draws
         while _owed:
             (kind, dtype, p), count = _owed.popitem()
             if kind == BERNOULLI and not per_element:
                 for _ in range(count):
                     torch.empty(1, dtype=dtype).bernoulli_(p)
-                continue
-            buffer = torch.empty(min(count, _CHUNK), dtype=dtype)
-            while count:
-                n = min(count, _CHUNK)
-                part = buffer[:n]
-                part.bernoulli_(p) if kind == BERNOULLI else part.random_()
-                count -= n
+            elif _as_random64(kind, dtype, p):
+                words += count
+            else:
+                _draw(count, dtype, lambda part: part.bernoulli_(p) if kind == BERNOULLI else part.random_())
+        if words:
+            _draw(words, torch.int64, lambda part: part.random_())
+
+
+def _draw(count: int, dtype: torch.dtype, draw) -> None:
+    buffer = torch.empty(min(count, _CHUNK), dtype=dtype)
+    while count:
+        n = min(count, _CHUNK)
+        draw(buffer[:n])
+        count -= n
 
 
 def before_host_call(func) -> None:
