@@ -9,6 +9,8 @@ convolution); ``aten.convolution`` on meta tensors would give a channels_last in
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from . import host_stream
@@ -45,14 +47,21 @@ def register() -> None:
 # fake kernels for several of these ops are Python decompositions that lay the result out otherwise
 # (softplus_backward is a `where` led by the contiguous input, native_dropout_backward a contiguous
 # product, native_layer_norm_backward follows the gradient), and the next op's signature then differs
-# from the real run's. So for a call with a result of the shape of one of its tensor inputs, the CPU
+# from the real run's. So for a call with a result of the rank of one of its tensor inputs, the CPU
 # kernel itself is asked, once per op and input layout: it runs on tiny zero "twins" of the arguments
 # (every dimension size of the call, and every integer of a `*shape` argument equal to one, mapped to
 # its own small size; each twin in its argument's memory order), and the twin result's dimension order
-# is the real result's. A call the twins do not fit keeps the fake kernel's strides, as does an op
-# without a CPU kernel (the simulator's own: SDPA's overrideable ops) and an op told its result's shape
-# or layout (`size`, `stride`, `memory_format` arguments). A twin that draws random numbers leaves the
-# CPU generator as it found it.
+# is the real result's. A CPU kernel lays a result out by its inputs' memory formats, not their sizes,
+# so the order carries over to a result of another shape (a strided pooling's) as long as the twin
+# result has the same rank and the same dimensions of size one. Size arguments (SymInt: group norm's
+# `N`, `C`, `HxW`) are mapped like the dimensions they are, or are products of. A call the twins do
+# not fit keeps the fake kernel's strides, as does an op without a CPU kernel (the simulator's own:
+# SDPA's overrideable ops) and an op told its result's shape or layout (a `memory_format` argument, a
+# `size` argument the schema types as sizes, SymInt[]: `new_empty`'s `size`, `upsample`'s `output_size`,
+# `empty_strided`'s with its `stride`; a pooling's `kernel_size` and `stride`, int[], are its window's),
+# and a convolution (SymInt[] `stride`: the CPU kernel's layout follows the sizes; the simulator's
+# convolutions return contiguous results anyway, see above).
+# A twin that draws random numbers leaves the CPU generator as it found it.
 _PLAIN: dict = {}
 _ORDERS: dict = {}
 
@@ -61,10 +70,16 @@ def _plain_op(func) -> bool:
     known = _PLAIN.get(func)
     if known is None:
         schema = func._schema
+        # told its result's size: a `size` argument of sizes (SymInt[]: `new_empty`'s `size`, `upsample`'s
+        # `output_size`, `empty_strided`'s with its `stride`), not a window's (int[]: `avg_pool2d`'s
+        # `kernel_size`, whose `stride` is the window's step)
+        # and a convolution (a SymInt[] `stride`): its CPU kernel picks a backend, and with it the layout,
+        # by the sizes (a depthwise 1-d convolution's result is channels-last), so twins mispredict it
+        told = re.search(r"\bSymInt\[\d*\]\?? (\w*size|stride)", str(schema)) is not None
         known = _PLAIN[func] = (
-            not schema.is_mutable and bool(schema.returns)
+            not schema.is_mutable and bool(schema.returns) and not told
             and all(r.alias_info is None for r in schema.returns)
-            and not any(a.name in ("memory_format", "stride") or "size" in a.name for a in schema.arguments))
+            and not any(a.name == "memory_format" for a in schema.arguments))
     return known
 
 
@@ -80,6 +95,48 @@ def _twin(t, small):
     order = [d for d in _memory_order(t) if d in dense] + [d for d in range(t.dim()) if d not in dense]
     base = torch.zeros([sizes[d] if d in dense else 1 for d in order], dtype=t.dtype)
     return base.permute([order.index(d) for d in range(t.dim())]).expand(sizes)
+
+
+_SIZE_SCALARS: dict = {}
+
+
+def _size_scalars(func) -> frozenset:
+    """Names of the op's SymInt arguments (the schema's own mark of a size; Python's types say only int)."""
+    names = _SIZE_SCALARS.get(func)
+    if names is None:
+        names = _SIZE_SCALARS[func] = frozenset(re.findall(r"\bSymInt\?? (\w+)", str(func._schema)))
+    return names
+
+
+def _twin_size(n: int, small: dict, flat: list) -> int:
+    """A size argument's twin (the schema's SymInt: group norm's ``N``, ``C``, ``HxW``): a dimension's small size,
+    or the product of a run of a tensor's dimensions mapped so; any other number stays (the twin call then
+    fails or makes a result of another rank, and the fake kernel's strides stay)."""
+    if n in small:
+        return small[n]
+    for t in flat:
+        for i in range(t.dim()):
+            product, mapped = t.shape[i], small.get(t.shape[i], t.shape[i])
+            for j in range(i + 1, t.dim()):
+                product, mapped = product * t.shape[j], mapped * small.get(t.shape[j], t.shape[j])
+                if product == n:
+                    return mapped
+    return n
+
+
+def _twin_arg(a, name, small: dict, shape_args: set, scalars: dict):
+    """An argument's twin. Not a closure in ``cpu_orders``: a nested function that calls itself (for a list) is a
+    reference cycle, and with the call's tensors in its closure it kept them (a step's activations) alive, and
+    counted as device memory, until the cycle collector ran; a real run frees them at once."""
+    if isinstance(a, torch.Tensor):
+        return _twin(a, small)
+    if name in scalars and isinstance(a, int):
+        return scalars[name]
+    if isinstance(a, (list, tuple)):
+        if name in shape_args:
+            return [small.get(n, n) if isinstance(n, int) else n for n in a]
+        return [_twin_arg(x, None, small, shape_args, scalars) for x in a]
+    return a
 
 
 def _dense_strides(shape, order) -> list:
@@ -98,17 +155,21 @@ def cpu_orders(func, args, kwargs, outs):
     for a in (*args, *kwargs.values()):
         if isinstance(a, (list, tuple)):
             flat.extend(t for t in a if isinstance(t, torch.Tensor))
-    shapes = {tuple(t.shape) for t in flat}
-    if not any(isinstance(o, torch.Tensor) and o.dim() >= 2 and tuple(o.shape) in shapes for o in outs):
+    ranks = {t.dim() for t in flat}
+    if not any(isinstance(o, torch.Tensor) and o.dim() >= 2 and o.dim() in ranks for o in outs):
         return None
     sizes = sorted({n for t in (*flat, *(o for o in outs if isinstance(o, torch.Tensor))) for n in t.shape if n > 1})
     small = {n: i + 2 for i, n in enumerate(sizes)}
     schema_args = func._schema.arguments
     names = [a.name for a in schema_args]
     shape_args = {a.name for a in schema_args if "shape" in a.name}
+    size_scalars = _size_scalars(func)
+    named = (*zip(names, args), *kwargs.items())
+    scalars = {name: _twin_size(value, small, flat) for name, value in named
+               if name in size_scalars and isinstance(value, int)}
     shape_values = tuple(tuple(small.get(n, n) if isinstance(n, int) else n for n in value)
-                         for name, value in (*zip(names, args), *kwargs.items())
-                         if name in shape_args and isinstance(value, (list, tuple)))
+                         for name, value in named
+                         if name in shape_args and isinstance(value, (list, tuple))) + tuple(scalars.items())
     key = (func, tuple((t.dtype, tuple(small.get(n, n) for n in t.shape), tuple(s == 0 for s in t.stride()),
                         _memory_order(t)) for t in flat),
            tuple(tuple(small.get(n, n) for n in o.shape) if isinstance(o, torch.Tensor) else None for o in outs),
@@ -117,25 +178,18 @@ def cpu_orders(func, args, kwargs, outs):
     if orders is False:
         from torch.utils._python_dispatch import _disable_current_modes
 
-        def twin(a, name=None):
-            if isinstance(a, torch.Tensor):
-                return _twin(a, small)
-            if isinstance(a, (list, tuple)):
-                if name in shape_args:
-                    return [small.get(n, n) if isinstance(n, int) else n for n in a]
-                return [twin(x) for x in a]
-            return a
-
         orders = None
         with _disable_current_modes(), host_stream.kept():
             try:
-                result = func(*(twin(a, names[i] if i < len(names) else None) for i, a in enumerate(args)),
-                              **{k: twin(v, k) for k, v in kwargs.items()})
+                result = func(*(_twin_arg(a, names[i] if i < len(names) else None, small, shape_args, scalars)
+                                for i, a in enumerate(args)),
+                              **{k: _twin_arg(v, k, small, shape_args, scalars) for k, v in kwargs.items()})
                 results = list(result) if isinstance(result, (tuple, list)) else [result]
                 if len(results) == len(outs):
                     orders = tuple(
                         _memory_order(r) if isinstance(r, torch.Tensor) and isinstance(o, torch.Tensor)
-                        and list(r.shape) == [small.get(n, n) for n in o.shape] else None
+                        and r.dim() == o.dim() and all((a > 1) == (b > 1) for a, b in zip(r.shape, o.shape))
+                        else None
                         for r, o in zip(results, outs))
             except Exception:  # noqa: BLE001 - twins the op refuses: the fake kernel's strides stay
                 orders = None
