@@ -1,7 +1,7 @@
 """Data-dependent sizes in a shape-only run (values.py's docstring: "Size rules"): the size of a
-``dynamic_output_shape`` op's output (its upper bound, or a site's ``--size-rule``), and a histogram of values
-nobody knows taken as an even split (a router's tokens per expert). Split from values.py, whose helpers it
-uses."""
+``dynamic_output_shape`` op's output (its upper bound, or a site's ``--size-rule``), a router's ``topk`` of
+scores nobody knows taken as a balanced choice, and a histogram of values nobody knows taken as an even split
+(a router's tokens per expert). Split from values.py, whose helpers it uses."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import events
-from .values import MAX_KNOWN_ELEMENTS, SIZE_RULES_ENV, note, set_value, value_of
+from .values import MAX_KNOWN_ELEMENTS, MAX_ROUTED_ELEMENTS, SIZE_RULES_ENV, note, set_value, value_of
 
 _aten = torch.ops.aten
 
@@ -54,9 +54,41 @@ def even_histogram(func, args, kwargs, out):
         return counts.to(out.dtype)
 
 
+def balanced_choice(args, kwargs, out):
+    """(indices, E) for ``topk`` of scores nobody knows (a router's choice of experts): its indices taken as a balanced
+    assignment, row t's k choices over the dimension's E entries ``(t * k + j) mod E`` (distinct in a row,
+    as topk's are), so each entry is chosen by the same number of (row, slot) pairs, the remainder one more
+    each to the first entries: the even split of ``even_histogram``, here as the choices themselves. What
+    the program builds from them is then computed (known values): a one-hot mask, ``nonzero`` / ``where``
+    per expert in an eager experts loop, a ``scatter`` + ``sum`` + ``.tolist()`` of expert sizes, a sort and
+    a histogram, so each expert's tokens follow the split exactly. The values output stays unknown; the
+    indices are valid ones (``0 <= i < E``), so a beam search's token and beam ids index as in a real run.
+    """
+    _, indices = out if isinstance(out, (tuple, list)) and len(out) == 2 else (None, None)
+    scores = args[0] if args else kwargs.get("self")
+    if not isinstance(indices, FakeTensor) or value_of(indices) is not None or not isinstance(scores, FakeTensor):
+        return None
+    if value_of(scores) is not None or scores.dim() == 0 or not 0 < indices.numel() <= MAX_ROUTED_ELEMENTS:
+        return None
+    dim = (args[2] if len(args) > 2 else kwargs.get("dim", -1)) % scores.dim()
+    entries, k = scores.shape[dim], indices.shape[dim]
+    with _disable_current_modes():
+        rows = torch.arange(indices.numel() // k, dtype=torch.int64)
+        choice = (rows[:, None] * k + torch.arange(k, dtype=torch.int64)) % entries
+        rest = [s for i, s in enumerate(indices.shape) if i != dim]
+        return choice.reshape(*rest, k).movedim(-1, dim).contiguous().to(indices.dtype), entries
+
+
 def note_even_split(func, args, kwargs, out) -> None:
-    """After values.note_known: a histogram whose values it could not compute gets the even split's."""
-    if func in _HISTOGRAMS and isinstance(out, FakeTensor) and value_of(out) is None:
+    """After values.note_known: a histogram whose values it could not compute gets the even split's, a
+    ``topk`` of unknown scores the balanced choice (its indices; they carry the larger limit of routed
+    values, values.MAX_ROUTED_ELEMENTS)."""
+    if func is _aten.topk.default:
+        made = balanced_choice(args, kwargs, out)
+        if made is not None:
+            _note_even_split(func, made[1])
+            set_value(out[1], made[0], routed=True)
+    elif func in _HISTOGRAMS and isinstance(out, FakeTensor) and value_of(out) is None:
         even = even_histogram(func, args, kwargs, out)
         if even is not None:
             set_value(out, even)

@@ -32,10 +32,13 @@ so the report lists where control flow or sizes may differ from a real run.
   size instead: ``NEURON_PORT_SIZE_RULES='{"train.py:57": 128}'`` (``neuron-port check --size-rule
   train.py:57=128``) makes the data-dependent dimension 128 there (the dimension that is 0 when the
   stand-ins are zero).
-* Even splits. A histogram of values nobody knows (``histc``, ``bincount`` with ``minlength`` and no
-  weights: a mixture-of-experts router's tokens per expert) is taken as even, N values over B bins,
-  N // B each and the remainder one each to the first bins (``bincount``'s size is then ``minlength``),
-  so its counts are known values and what they size follows: the ``cumsum`` of them that a grouped
+* Even splits. A router's choice, ``topk`` of scores nobody knows, is taken as a balanced one (row t's k
+  indices ``(t * k + j) mod E``: sizes.balanced_choice), so what is built from it is computed as known
+  values (kept up to MAX_ROUTED_ELEMENTS: one-hot masks, ``where`` per expert, expert sizes read with
+  ``.tolist()``). A histogram of values still unknown (``histc``, ``bincount`` with ``minlength`` and no
+  weights: a router's tokens per expert, of an ``argmax`` choice) is taken as even, N values over B
+  bins, N // B each and the remainder one each to the first bins (``bincount``'s size is then
+  ``minlength``), so its counts are known values and what they size follows: the ``cumsum`` of them that a grouped
   matmul's kernel reads on the host as its group offsets (transformers' grouped-matmul experts). The
   experts' total rows, FLOPs and memory are exact; only the split is assumed (the balanced routing a
   load-balancing loss aims for; on the device each distinct split is another signature). Listed as a
@@ -96,16 +99,22 @@ _SCALAR_COMPARE = {_aten.eq.Scalar: False, _aten.ne.Scalar: True}  # x == inf, x
 _KNOWN = "_np_known"  # a bool fake tensor whose every element is known under the finite assumption
 _VALUE = "_np_value"  # a small fake tensor's values: a real CPU tensor (see "Known values")
 _ASSUMED = "_np_assumed"  # its values follow from the finite assumption: a host read of them is still listed
+_ROUTED = "_np_routed"  # its values follow from a router's assumed choice (sizes.py: topk of unknown scores)
 MAX_KNOWN_ELEMENTS = 4096
+# what follows from a router's choice is kept larger: the one-hot mask of a default-size model's eager experts
+# loop (128 tokens x top-12 x 768 experts: 1.2M) sizes every expert's tokens, read per expert on the host
+MAX_ROUTED_ELEMENTS = 1 << 22
 
 
 def value_of(t):
     return t.__dict__.get(_VALUE) if isinstance(t, FakeTensor) else None
 
 
-def set_value(t, value) -> None:
+def set_value(t, value, routed: bool = False) -> None:
     if isinstance(t, FakeTensor) and value is not None and tuple(value.shape) == tuple(t.shape):
         t.__dict__[_VALUE] = value
+        if routed:
+            t.__dict__[_ROUTED] = True
 
 
 def _written_fakes(func, args, kwargs) -> list:
@@ -146,6 +155,7 @@ def _forget(t) -> None:
             x.__dict__.pop(_VALUE, None)
             x.__dict__.pop(_KNOWN, None)
             x.__dict__.pop(_ASSUMED, None)
+            x.__dict__.pop(_ROUTED, None)
 
 
 def _deterministic_factory(func) -> bool:
@@ -200,7 +210,9 @@ def _keep_value(func, args, kwargs, out) -> None:
             if any(a.__dict__.get(_ASSUMED) for a in read):
                 out.__dict__[_ASSUMED] = True
         return
-    if any(t.numel() > MAX_KNOWN_ELEMENTS or getattr(t, "_base", None) is not None for t in written):
+    routed = any(a.__dict__.get(_ROUTED) for a in read)
+    limit = MAX_ROUTED_ELEMENTS if routed else MAX_KNOWN_ELEMENTS
+    if any(t.numel() > limit or getattr(t, "_base", None) is not None for t in written):
         return  # a write into a view: its base's values are forgotten (above), not recomputed
 
     def swap(x):
@@ -226,8 +238,8 @@ def _keep_value(func, args, kwargs, out) -> None:
     outs = out if isinstance(out, (tuple, list)) else (out,)
     assumed = any(a.__dict__.get(_ASSUMED) for a in read)
     for fake, value in zip(outs, results):
-        if isinstance(value, torch.Tensor) and value.numel() <= MAX_KNOWN_ELEMENTS:
-            set_value(fake, value)
+        if isinstance(value, torch.Tensor) and value.numel() <= limit:
+            set_value(fake, value, routed)
             if assumed and isinstance(fake, FakeTensor):
                 fake.__dict__[_ASSUMED] = True
 

@@ -21,11 +21,14 @@ class ShapeOnlyPlaceholder(RuntimeRule):
     a tensor of zeros for a copy to the CPU). Also each line whose output size depends on values
     (`nonzero`, `masked_select`, boolean-mask indexing, `unique`, `torch.where(cond)`): the run sized
     it at its upper bound (every element selected, every value distinct). A line that `--size-rule`
-    sets is listed in `runtime.shape_only`, not reported. And each line that counts values it did not
-    compute into bins (`torch.histc`, `torch.bincount(..., minlength=B)`: a mixture-of-experts router's
-    tokens per expert): the run took the counts as even (N values over B bins, N // B each), so what
-    they size (a grouped matmul's groups) totals exactly and only the split is assumed. Severity info:
-    this is about the run, not about Trainium.
+    sets is listed in `runtime.shape_only`, not reported. And each line that splits values it did not
+    compute over bins: a router's `torch.topk` of scores (its choice of experts), taken as a balanced
+    choice (row t's k choices `(t * k + j) mod E`, each expert chosen as often, the remainder one more
+    each to the first), and a count into bins (`torch.histc`, `torch.bincount(..., minlength=B)`: tokens
+    per expert) of values still unknown, taken as even (N values over B bins, N // B each). What they
+    size (a grouped matmul's groups, an eager experts loop's tokens per expert, expert sizes read with
+    `.tolist()`) then totals exactly and only the split is assumed. Severity info: this is about the
+    run, not about Trainium.
 
     ## Why is this bad?
     It is not, on Trainium; but the rest of this run may differ from a real one. A loop that stops when
@@ -62,7 +65,7 @@ class ShapeOnlyPlaceholder(RuntimeRule):
                "it may differ from a real run")
     SIZE_RULE_MESSAGE: ClassVar[str] = ("data-dependent size: {op} sized at its upper bound {shape}; set --size-rule "
                                         "FILE:LINE=N for the real size")
-    EVEN_SPLIT_MESSAGE: ClassVar[str] = ("data-dependent split: {op} counted values it did not compute into {bins} "
+    EVEN_SPLIT_MESSAGE: ClassVar[str] = ("data-dependent split: {op} split values it did not compute over {bins} "
                                          "bins, assumed even; the totals it sizes are exact, but on the device each "
                                          "distinct split is another set of shapes (data-dependent shapes)")
     VALID = [Valid("import torch\nx = torch.ones(4, 8, device='neuron')\ny = (x @ x.T).relu()\n",
@@ -79,5 +82,11 @@ class ShapeOnlyPlaceholder(RuntimeRule):
         # tokens per expert of a router: 12 choices over 4 experts, taken as 3 each
         Invalid("import torch\nchoice = torch.randn(12, 4, device='neuron').argmax(-1)\n"
                 "per_expert = torch.histc(choice.float(), bins=4, min=0, max=3)\n",
-                message_contains="into 4 bins, assumed even", check_options=SHAPE_ONLY),
+                message_contains="histc split values it did not compute over 4 bins, assumed even",
+                check_options=SHAPE_ONLY),
+        # a router's choice of 2 of 8 experts per token: taken as balanced, so the sizes read from it are known
+        Invalid("import torch\nweights, chosen = torch.randn(12, 8, device='neuron').topk(2, dim=-1)\n"
+                "sizes = torch.zeros(12, 8, device='neuron').scatter(1, chosen, 1).sum(0).tolist()\n",
+                message_contains="topk split values it did not compute over 8 bins, assumed even",
+                check_options=SHAPE_ONLY),
     ]
