@@ -84,8 +84,11 @@ def _plain_op(func) -> bool:
 
 
 def _memory_order(t) -> tuple:
-    """Dimensions from outermost to innermost in memory (size-1 dimensions last: they have no place)."""
-    return tuple(sorted(range(t.dim()), key=lambda d: (t.shape[d] == 1, -t.stride(d), d)))
+    """Dimensions from outermost to innermost in memory. A size-1 dimension holds no elements but its stride is
+    read (``cat`` lays out its result by ``suggest_memory_format``, which tells a (B, 1, H, W) of strides
+    (HW, HW, W, 1) from one of (HW, 1, W, 1)): it goes where its stride puts it, after a dimension of the same
+    stride, so dense strides in this order give it the stride it had."""
+    return tuple(sorted(range(t.dim()), key=lambda d: (-t.stride(d), t.shape[d] == 1, d)))
 
 
 def _twin(t, small):
@@ -207,7 +210,7 @@ def cpu_layout(func, args, kwargs, out):
     for o, order in zip(outs, orders):
         if isinstance(o, torch.Tensor) and order is not None and o.dim() >= 2:
             strides = _dense_strides(o.shape, order)
-            if any(n > 1 and a != b for n, a, b in zip(o.shape, o.stride(), strides)):
+            if list(o.stride()) != strides:  # a size-1 dimension's stride too (see _memory_order)
                 o = torch.empty_strided(o.shape, strides, dtype=o.dtype, device=o.device)
         fixed.append(o)
     if not isinstance(out, (tuple, list)):

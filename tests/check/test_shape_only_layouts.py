@@ -13,6 +13,8 @@ the same eager signatures (``nc`` marks a non-contiguous argument) and CPU fallb
   core's MIXED_DEVICE_OPS), the fake refused it;
 - a fused LSTM cell (``nn.LSTMCell``: timm's Sequencer) is the simulator's kernel composed of device ops in
   both runs, not a CPU fallback in the shape-only run (the core's COMPOSITE_KERNELS);
+- a result of another shape laid out by the CPU kernel (``cat``) reads a size-1 dimension's stride, and the
+  twins keep it (a size-1 channel concatenated: the fake was channels-last, the real result contiguous);
 - a step's activations are freed when its backward ends, with no cycle collection (the layout twins of a
   group norm and a pooling once kept them counted: a reference cycle held the calls' tensors).
 
@@ -61,6 +63,10 @@ biases = rel_pos[torch.arange(3)]
 cell = nn.LSTMCell(8, 16).to(dev)
 hy, cy = cell(torch.randn(2, 8).to(dev), (torch.zeros(2, 16).to(dev), torch.zeros(2, 16).to(dev)))
 (biases.sum() + hy.sum() + cy.sum()).backward()
+# channel statistics of a channels-last tensor concatenated (timm's CSATv2 spatial attention): each is (B, 1, H, W)
+# with the size-1 channel's stride of a contiguous tensor, and the CPU's cat reads it (a contiguous result)
+hwc = torch.randn(2, 6, 6, 4).to(dev).permute(0, 3, 1, 2)
+spatial = F.adaptive_avg_pool2d(torch.cat([hwc.mean(1, keepdim=True), hwc.amax(1, keepdim=True)], 1), 3)
 loss = (gate * torch.randn(2, 4, 8).to(dev)).sum() + (drop * torch.randn(2, 6, 8).to(dev)).sum() + (feat * torch.randn(2, 6, 6, 5).to(dev)).sum()
 (loss + rot.sum()).backward()
 stats = neuron_backend.stats()
@@ -86,6 +92,7 @@ def test_strides_and_views_as_in_the_real_run(tmp_path, sim_build):
     assert sorted(s[0] for s in sums) == ["f32[2,6,6,5]nc", "f32[2,64]", "f32[2,8,4]nc", "f32[2,8,6]nc"]
     assert ["aten::_index_put_impl_", ["f32[10,4]", "[i64[3]@cpu]", "f32[3,4]nc", "True"], 1] in real["EAGER"]
     assert ["aten::sigmoid", ["f32[2,16]nc"], 3] in real["EAGER"]  # the LSTM cell's gates, on the device
+    assert ["aten::_adaptive_avg_pool2d", ["f32[2,2,6,6]", "[3, 3]"], 1] in real["EAGER"]
     assert real["FALLBACKS"] == []
     assert fake["FALLBACKS"] == real["FALLBACKS"]
     assert fake["EAGER"] == real["EAGER"]
