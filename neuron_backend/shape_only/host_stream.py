@@ -20,17 +20,19 @@ state: what was owed before them can never be observed, and is dropped.
 Why paying late is exact: the state depends only on how many 32-bit words the generator's engine gave
 (``bernoulli_`` and an int64 ``random_()`` take two per element whatever the dtype or p, and neither touches
 the cached normal sample), so the owed draws, made later and in any order, leave the state a real run has at
-the read, and the reading op draws what it draws there.
+the read, and the reading op draws what it draws there. They are made as int64 ``random_()``s where a probe on a
+private generator shows the same words (1.6x faster than ``bernoulli_``), else as the kernel made them.
 
 Not seen: the generator object's own methods (``torch.default_generator.get_state()``, ``.set_state()``,
 ``.manual_seed()``: a C type, whose methods cannot be replaced) and these functions imported under their own
 names before the run started (``from torch import get_rng_state``). A read so sees the stream without what is
-owed. A reseed so is caught when the debt is paid: the generator's initial seed changed since the first owed
+owed: no hook is cheap there (paying at every device call would be the eager cost again). A reseed so is caught when the debt is paid: the generator's initial seed changed since the first owed
 draw, and the debt is dropped (a reseed with the same seed is not told from draws, and the debt is paid).
 Values computed on the CPU for a device op whose inputs are all known (values.py) draw at once, while
 earlier draws may still be owed: the same final stream, their values from an earlier point of it.
 
-At the end of the process the debt is dropped, not paid: the state dies with the process. A read before that
+The modes are never exited (mode.py's ``enter``: for the rest of the process), so their exit is the process's:
+there the debt is dropped, not paid, as the state dies with the process. A read before that
 (an ``atexit`` handler reading through the functions above) pays first, and a forked child (a DataLoader
 worker) inherits the debt with the state and pays on its own reads.
 """
