@@ -26,8 +26,9 @@ private generator shows the same words (1.6x faster than ``bernoulli_``), else a
 Not seen: the generator object's own methods (``torch.default_generator.get_state()``, ``.set_state()``,
 ``.manual_seed()``: a C type, whose methods cannot be replaced) and these functions imported under their own
 names before the run started (``from torch import get_rng_state``). A read so sees the stream without what is
-owed: no hook is cheap there (paying at every device call would be the eager cost again). A reseed so is caught when the debt is paid: the generator's initial seed changed since the first owed
-draw, and the debt is dropped (a reseed with the same seed is not told from draws, and the debt is paid).
+owed: no hook is cheap there (paying at every device call would be the eager cost again). A reseed so is
+caught when the debt is paid: the generator's initial seed changed since the first owed draw, and the debt is
+dropped (a reseed with the same seed is not told from draws, and the debt is paid).
 Values computed on the CPU for a device op whose inputs are all known (values.py) draw at once, while
 earlier draws may still be owed: the same final stream, their values from an earlier point of it.
 
