@@ -62,7 +62,12 @@ def _restore(obj, device: torch.device):
         else:  # a fake on the host, as from_pretrained's weights: no bytes (real zeros of a 16 GB checkpoint
             made = pretrained.host_fake(t)  # would be 16 GB of this machine's memory)
         return made.requires_grad_(t.requires_grad)
-    return tree_map(restore, obj)
+
+    def leaf(x):
+        # a whole pickled module (`torch.save(model)`) holds its tensors where pytree does not look; _apply
+        # swaps its parameters and buffers, and an RNN's _apply re-collects its _flat_weights
+        return x._apply(restore) if isinstance(x, torch.nn.Module) else restore(x)
+    return tree_map(leaf, obj)
 
 
 def install() -> None:
