@@ -18,6 +18,8 @@ Recorded: the original's exit status, the rewrite's edits and findings left, whe
 trains under `check` with no edit, the losses of both runs and whether they are equal, the last error line
 of a failed run. Whether a failure was caused by the rewrite, wrong safe edits and what is left by hand are
 judged by hand from the logs and the diff, in judged.json (merged into results.md; `--table-only` redoes it).
+`--shape-only --skip-orig --out DIR` runs `check --shape-only` instead: does the rewritten project run with
+fake device tensors (its losses are placeholders)?
 """
 
 from __future__ import annotations
@@ -209,6 +211,8 @@ def run_project(project, args) -> dict:
                   "-o", str(base / "check.json"), "--timeout", str(project.timeout)]
     if project.nproc > 1:
         check_argv += ["--nproc", str(project.nproc)]
+    if args.shape_only:
+        check_argv.append("--shape-only")
     check_argv += ["--", *project.check_cmd]
     if project.cwd:
         check_argv[check_argv.index(".")] = "."
@@ -269,6 +273,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--skip-orig", action="store_true", help="do not run the originals")
     parser.add_argument("--table-only", action="store_true", help="only rewrite results.md from results.json")
+    parser.add_argument("--shape-only", action="store_true",
+                        help="`check --shape-only` (fake device tensors): whether the rewritten project runs "
+                             "shape-only; its losses are placeholders, so compare them with nothing (use "
+                             "--skip-orig and an --out of its own)")
     parser.add_argument("--neuron-port", type=Path, default=REPO_ROOT,
                         help="the neuron-port checkout to run (default: this one); a clean worktree of a commit "
                              "(`git worktree add --detach /tmp/np-bench HEAD`) keeps others' uncommitted edits "
@@ -301,6 +309,7 @@ def main() -> None:
         print(f"== {project.name}", flush=True)
         r = run_project(project, args)
         r["neuron_port"] = version
+        r["shape_only"] = args.shape_only
         previous[project.name] = r
         print(f"   orig {r.get('orig', {}).get('rc')}  rewrite {r['rewrite']['files']} files, "
               f"{r['rewrite']['findings_left']} left  check {r['check']['rc']} ({r['check']['seconds']} s)  "
