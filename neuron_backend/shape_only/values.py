@@ -35,7 +35,7 @@ so the report lists where control flow or sizes may differ from a real run.
 * Even splits. A router's choice, ``topk`` of scores nobody knows, is taken as a balanced one (row t's k
   indices ``(t * k + j) mod E``: sizes.balanced_choice), so what is built from it is computed as known
   values (kept up to MAX_ROUTED_ELEMENTS: one-hot masks, ``where`` per expert, expert sizes read with
-  ``.tolist()``). A histogram of values still unknown (``histc``, ``bincount`` with ``minlength`` and no
+  ``.tolist()``; a tensor over the usual limit filled with one number, read beside the choice, is made). A histogram of values still unknown (``histc``, ``bincount`` with ``minlength`` and no
   weights: a router's tokens per expert, of an ``argmax`` choice) is taken as even, N values over B
   bins, N // B each and the remainder one each to the first bins (``bincount``'s size is then
   ``minlength``), so its counts are known values and what they size follows: the ``cumsum`` of them that a grouped
@@ -100,6 +100,7 @@ _KNOWN = "_np_known"  # a bool fake tensor whose every element is known under th
 _VALUE = "_np_value"  # a small fake tensor's values: a real CPU tensor (see "Known values")
 _ASSUMED = "_np_assumed"  # its values follow from the finite assumption: a host read of them is still listed
 _ROUTED = "_np_routed"  # its values follow from a router's assumed choice (sizes.py: topk of unknown scores)
+_FILL = "_np_fill"  # a tensor over the limit filled with one number (zeros, full): that number
 MAX_KNOWN_ELEMENTS = 4096
 # what follows from a router's choice is kept larger: the one-hot mask of a default-size model's eager experts
 # loop (128 tokens x top-12 x 768 experts: 1.2M) sizes every expert's tokens, read per expert on the host
@@ -147,6 +148,15 @@ def _overwritten(func, args, kwargs, written: list) -> list:
     return out
 
 
+_FILLS = {_aten.fill_.Scalar, _aten.zero_.default}
+
+
+def _filled(t) -> bool:
+    """Known, or filled with one number and small enough to be made beside a router's choice: JetMoE's
+    ``zeros(tokens, experts).scatter(1, chosen, 1)`` at a real batch (128k elements at 16k tokens)."""
+    return value_of(t) is not None or (_FILL in t.__dict__ and t.numel() <= MAX_ROUTED_ELEMENTS)
+
+
 def _forget(t) -> None:
     """An in-place or out= write to ``t``: what was known of it (and of the tensor it is a view of, whose
     elements it may have changed) no longer holds."""
@@ -156,6 +166,7 @@ def _forget(t) -> None:
             x.__dict__.pop(_KNOWN, None)
             x.__dict__.pop(_ASSUMED, None)
             x.__dict__.pop(_ROUTED, None)
+            x.__dict__.pop(_FILL, None)
 
 
 def _deterministic_factory(func) -> bool:
@@ -203,16 +214,18 @@ def _keep_value(func, args, kwargs, out) -> None:
     read = [a for a in fakes if not any(a is w for w in written)]
     if not fakes and not (isinstance(out, FakeTensor) and _deterministic_factory(func)):
         return
-    if any(value_of(a) is None for a in read):
+    routed = any(a.__dict__.get(_ROUTED) for a in read)
+    if any(value_of(a) is None for a in read) and not (routed and all(_filled(a) for a in read)):
         absorbed = _absorbed(func, args, out)
         if absorbed is not None:
             set_value(out, absorbed)
             if any(a.__dict__.get(_ASSUMED) for a in read):
                 out.__dict__[_ASSUMED] = True
         return
-    routed = any(a.__dict__.get(_ROUTED) for a in read)
     limit = MAX_ROUTED_ELEMENTS if routed else MAX_KNOWN_ELEMENTS
     if any(t.numel() > limit or getattr(t, "_base", None) is not None for t in written):
+        if func in _FILLS and len(written) == 1 and getattr(written[0], "_base", None) is None:
+            written[0].__dict__[_FILL] = 0 if func is _aten.zero_.default else args[1]
         return  # a write into a view: its base's values are forgotten (above), not recomputed
 
     def swap(x):
@@ -220,6 +233,8 @@ def _keep_value(func, args, kwargs, out) -> None:
             return x
         if any(x is w for w in written):  # old values not read: any CPU tensor of its shape
             return torch.zeros(tuple(x.shape), dtype=x.dtype)
+        if value_of(x) is None:  # a filled tensor read beside a router's choice
+            return torch.full(tuple(x.shape), x.__dict__[_FILL], dtype=x.dtype)
         return value_of(x)
 
     try:
