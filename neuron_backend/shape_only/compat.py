@@ -17,12 +17,14 @@ torch.export's: their own fake modes) still count.
 DDP: its C++ reducer cannot run on fake tensors (it crashes); constructing one raises a clear error.
 
 Tied parameters: ``module.to("neuron")`` converts each module's own parameters: a real CPU parameter whose converted
-tensor is fake cannot be swapped or have its ``.data`` set (different tensor types), so PyTorch makes
-a new ``Parameter`` per module, and a weight shared by two modules (an embedding tied to the output
+tensor is fake cannot have its ``.data`` set (different tensor types) and ``_apply`` does not swap it, so
+PyTorch makes a new ``Parameter`` per module, and a weight shared by two modules (an embedding tied to the output
 layer) would become two: twice its bytes, its gradient and its optimizer state. After the outermost
 ``_apply``, every (module, name) that held one parameter (or buffer) before holds one after, and the
 conversion runs once per tensor (a real run converts a shared weight once: the second module finds
-it on the device already).
+it on the device already). And the Parameter objects stay the module's, as ``.data =`` keeps them in a real
+run: each new fake is swapped into the CPU parameter it replaces, so an optimizer built before the move steps
+the moved weights (``_moved_in_place``).
 
 Converting a moved module again: ``Module._apply`` swaps every fake parameter with its converted tensor
 (``torch.utils.swap_tensors``) where a real run sets ``.data``; the swap refuses a tensor with a weak
@@ -296,6 +298,27 @@ def _format_through_the_host() -> None:
     FakeTensor.__format__ = __format__
 
 
+def _moved_in_place(before: list, held: dict) -> None:
+    """A real move sets each parameter's ``.data``: the Parameter object stays the module's, so an optimizer
+    built before ``model.to("neuron")`` (SimCLR's) steps the moved weights. Here a CPU parameter got a new
+    fake Parameter; swap the fake into the old object (as the FSDP move above does) and put it back in its
+    slots, tied ones included."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    swapped: set[int] = set()
+    for table, key, old_id in before:
+        old = held.get(old_id)
+        if old is None or key not in table:
+            continue
+        if old_id not in swapped:
+            new = table[key]
+            if new is old or isinstance(old, FakeTensor) or not isinstance(new, FakeTensor):
+                continue
+            torch.utils.swap_tensors(old, new)
+            swapped.add(old_id)
+        table[key] = old
+
+
 def _keep_tied_parameters() -> None:
     original = torch.nn.Module._apply
     if getattr(original, "_neuron_port_tied", False):
@@ -306,6 +329,7 @@ def _keep_tied_parameters() -> None:
         before = _slots(self) if depth == 0 else None
         if before is not None:
             fn = _once_per_tensor(fn)
+            held = {id(p): p for m in self.modules() for p in m._parameters.values() if p is not None}
         _depth.n = depth + 1
         try:
             result = original(self, fn, recurse)
@@ -320,6 +344,7 @@ def _keep_tied_parameters() -> None:
                     table[key] = first[old]
                 else:
                     first[old] = table[key]
+            _moved_in_place(before, held)
         return result
 
     _apply._neuron_port_tied = True
