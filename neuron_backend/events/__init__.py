@@ -15,6 +15,7 @@ The package, by concern:
 * ``process.py``: the ``process`` line; ``writer.py``: the events file and ``flush()``;
 * ``durable.py``: the crash-proof records (counters and journal, EVENTS.md "Records");
 * ``hooks.py``: the C++ core's callbacks, the exit / exception / SIGTERM hooks and ``install()``;
+  ``sigterm.py``: SIGTERM while the main thread waits in native code;
 * ``state.py``: what these share, under one lock.
 
 Public API (other modules use only these): ``record()``, ``records()``, ``flush()``, ``user_site()``,

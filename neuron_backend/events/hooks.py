@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import durable, loaders, sites, state, steps
+from . import durable, loaders, sigterm, sites, state, steps
 from .aggregate import load_enums
 from .process import process_info, unsupported_mode
 from .writer import events_path, flush, maybe_flush
@@ -95,15 +95,29 @@ _prev_sigterm = None
 
 
 def _sigterm(signum, frame):
-    # a process already ending from its uncaught exception (torchrun stops the other ranks when one fails)
-    # keeps "exception": the exception is how it failed, the signal only cut its shutdown short
-    flush("exception" if state.status == "exception" else "sigterm")
+    sigterm.handler_started()
+    _flush_sigterm()
     prev = _prev_sigterm
     if callable(prev):
         prev(signum, frame)
         return
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _flush_sigterm() -> None:
+    # a process already ending from its uncaught exception (torchrun stops the other ranks when one fails)
+    # keeps "exception": the exception is how it failed, the signal only cut its shutdown short
+    flush("exception" if state.status == "exception" else "sigterm")
+
+
+def _flush_sigterm_from_watcher() -> None:
+    # sigterm.py's thread, the main thread stuck in native code: a lock it holds is given up on
+    if state.lock.acquire(timeout=2.0):
+        try:
+            _flush_sigterm()
+        finally:
+            state.lock.release()
 
 
 def _records_of_forked_child() -> None:
@@ -145,6 +159,8 @@ def install(c_module) -> None:
             if prev in (signal.SIG_DFL, None) or callable(prev):
                 _prev_sigterm = prev if callable(prev) else None
                 signal.signal(signal.SIGTERM, _sigterm)
+                if _prev_sigterm is None:  # with the user's own handler, a real run waits for it as well
+                    sigterm.install(_sigterm, _flush_sigterm_from_watcher)
         except (ValueError, OSError):
             pass
     path = events_path()
