@@ -146,7 +146,7 @@ class ShapeOnlyAggregator(Aggregator):
             if s.rule != "site" and site_key(s.site) not in seen:
                 seen.add(site_key(s.site))
                 shape = s.upper_bound if s.upper_bound is not None else s.shape
-                if s.rule == "even_split":  # a histogram of unknown values: counts taken as even
+                if s.rule == "even_split":  # a split of unknown values (a histogram, a router's topk) taken as even
                     message = rule.EVEN_SPLIT_MESSAGE.format(op=s.op, bins=(s.shape or ("?",))[0])
                 else:
                     message = rule.SIZE_RULE_MESSAGE.format(op=s.op, shape=shape_text(shape))

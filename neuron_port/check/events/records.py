@@ -201,7 +201,7 @@ class ShapeOnlyEvent:
     op: Optional[str] = None
     value: ShapeOnlyValue = None  # placeholder: what the program got (0, 0.0, false; a complex one as text)
     shape: Optional[tuple[Union[int, str], ...]] = None  # placeholder of a copy: its shape; size_rule: used
-    rule: Optional[str] = None  # size_rule: upper_bound | site (set by --size-rule) | even_split (a histogram)
+    rule: Optional[str] = None  # size_rule: upper_bound | site (set by --size-rule) | even_split (a histogram, a topk)
     upper_bound: Optional[tuple[Union[int, str], ...]] = None  # size_rule: the shape at the upper bound
     site: Optional[Site] = None
     time: Optional[float] = None
