@@ -29,8 +29,8 @@ names before the run started (``from torch import get_rng_state``). A read so se
 owed: no hook is cheap there (paying at every device call would be the eager cost again). A reseed so is
 caught when the debt is paid: the generator's initial seed changed since the first owed draw, and the debt is
 dropped (a reseed with the same seed is not told from draws, and the debt is paid).
-Values computed on the CPU for a device op whose inputs are all known (values.py) draw at once, while
-earlier draws may still be owed: the same final stream, their values from an earlier point of it.
+Values computed on the CPU for a random device op whose inputs are all known (values.py) pay first, so they
+come from where a real run's stream stands.
 
 The modes are never exited (mode.py's ``enter``: for the rest of the process), so their exit is the process's:
 there the debt is dropped, not paid, as the state dies with the process. A read before that

@@ -56,6 +56,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from .. import events
+from . import host_stream
 
 SIZE_RULES_ENV = "NEURON_PORT_SIZE_RULES"  # {"FILE:LINE": size}, set by `neuron-port check --size-rule`
 
@@ -246,6 +247,7 @@ def _keep_value(func, args, kwargs, out) -> None:
                 # its expert ids as int32 off the CPU): the same counts
                 result = func(cpu_args[0].double(), *cpu_args[1:], **cpu_kwargs).to(out.dtype)
             else:
+                host_stream.before_host_call(func)  # a random op draws where a real run's stream stands
                 result = func(*cpu_args, **cpu_kwargs)
     except Exception:  # noqa: BLE001 - an op the CPU stand-in cannot run: its values stay unknown
         return
