@@ -298,13 +298,18 @@ def _format_through_the_host() -> None:
     FakeTensor.__format__ = __format__
 
 
-def _moved_in_place(before: list, held: dict) -> None:
+def _moved_in_place(root: torch.nn.Module, before: list, held: dict) -> None:
     """A real move sets each parameter's ``.data``: the Parameter object stays the module's, so an optimizer
     built before ``model.to("neuron")`` (SimCLR's) steps the moved weights. Here a CPU parameter got a new
     fake Parameter; swap the fake into the old object (as the FSDP move above does) and put it back in its
-    slots, tied ones included."""
+    slots, tied ones included. An RNN holds weak references to its new parameters, which the swap refuses:
+    dropped first, and made again from the parameters after (as its own ``_apply`` does). A tensor someone
+    else holds a weak reference to keeps the new object, as before."""
     from torch._subclasses.fake_tensor import FakeTensor
 
+    rnns = [m for m in root.modules() if isinstance(m, torch.nn.RNNBase)]
+    for m in rnns:
+        m._flat_weight_refs = []
     swapped: set[int] = set()
     for table, key, old_id in before:
         old = held.get(old_id)
@@ -314,9 +319,14 @@ def _moved_in_place(before: list, held: dict) -> None:
             new = table[key]
             if new is old or isinstance(old, FakeTensor) or not isinstance(new, FakeTensor):
                 continue
-            torch.utils.swap_tensors(old, new)
+            try:
+                torch.utils.swap_tensors(old, new)
+            except RuntimeError:  # another weak reference: checked before anything is swapped
+                continue
             swapped.add(old_id)
         table[key] = old
+    for m in rnns:
+        m._init_flat_weights()
 
 
 def _keep_tied_parameters() -> None:
@@ -344,7 +354,7 @@ def _keep_tied_parameters() -> None:
                     table[key] = first[old]
                 else:
                     first[old] = table[key]
-            _moved_in_place(before, held)
+            _moved_in_place(self, before, held)
         return result
 
     _apply._neuron_port_tied = True
