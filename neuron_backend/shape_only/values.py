@@ -56,7 +56,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from .. import events
-from . import host_stream
+from . import bounds, host_stream
 
 SIZE_RULES_ENV = "NEURON_PORT_SIZE_RULES"  # {"FILE:LINE": size}, set by `neuron-port check --size-rule`
 
@@ -265,6 +265,7 @@ def note_known(func, args, kwargs, out) -> None:
     """Mark a result whose values are known: a small tensor copied from the CPU, or a bool that follows
     from the finite assumption (see the module docstring)."""
     _keep_value(func, args, kwargs, out)
+    bounds.note(func, args, kwargs, out)
     if not isinstance(out, FakeTensor) or out.dtype != torch.bool:
         return
     value = _known_value(func, args)
@@ -315,7 +316,7 @@ def special(func, args, kwargs):
             return value
         return read_known
     if func in _HOST_READS and isinstance(args[0], FakeTensor):
-        value = args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype))
+        value = bounds.at_least(args[0], args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype)))
         return lambda: (_note("placeholder", "aten::_local_scalar_dense", value=value), value)[1]
     if func not in _COPIES:
         return None
@@ -334,9 +335,10 @@ def special(func, args, kwargs):
             return known_to_host
 
         def copy_to_host():
-            _note("placeholder", "aten::_to_copy", value=_placeholder(dtype), shape=list(src.shape))
+            value = bounds.at_least(src, _placeholder(dtype))
+            _note("placeholder", "aten::_to_copy", value=value, shape=list(src.shape))
             with _disable_current_modes():
-                return torch.zeros(src.shape, dtype=dtype, device="cpu")
+                return torch.full(src.shape, value, dtype=dtype, device="cpu")
         return copy_to_host
     dst, src = args[0], args[1]
     if isinstance(dst, FakeTensor) or not isinstance(src, FakeTensor):
