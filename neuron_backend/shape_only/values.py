@@ -265,10 +265,12 @@ def note_known(func, args, kwargs, out) -> None:
     """Mark a result whose values are known: a small tensor copied from the CPU, or a bool that follows
     from the finite assumption (see the module docstring)."""
     _keep_value(func, args, kwargs, out)
-    bounds.note(func, args, kwargs, out)
+    decided = bounds.note(func, args, kwargs, out)
     if not isinstance(out, FakeTensor) or out.dtype != torch.bool:
         return
     value = _known_value(func, args)
+    if value is None:
+        value = decided  # a comparison its input's range decides (bounds.py)
     if value is not None:
         out.__dict__[_KNOWN] = value
         if value_of(out) is None and out.numel() <= MAX_KNOWN_ELEMENTS:
@@ -316,7 +318,7 @@ def special(func, args, kwargs):
             return value
         return read_known
     if func in _HOST_READS and isinstance(args[0], FakeTensor):
-        value = bounds.at_least(args[0], args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype)))
+        value = bounds.within(args[0], args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype)))
         return lambda: (_note("placeholder", "aten::_local_scalar_dense", value=value), value)[1]
     if func not in _COPIES:
         return None
@@ -335,7 +337,7 @@ def special(func, args, kwargs):
             return known_to_host
 
         def copy_to_host():
-            value = bounds.at_least(src, _placeholder(dtype))
+            value = bounds.within(src, _placeholder(dtype))
             _note("placeholder", "aten::_to_copy", value=value, shape=list(src.shape))
             with _disable_current_modes():
                 return torch.full(src.shape, value, dtype=dtype, device="cpu")

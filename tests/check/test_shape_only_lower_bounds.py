@@ -1,7 +1,8 @@
-"""A placeholder read respects the lower bound the program put on the values (neuron_backend/shape_only/bounds.py):
+"""Host reads respect the ranges the program put on the values (neuron_backend/shape_only/bounds.py):
 torchvision's keypoint head clamps its boxes' widths to at least 1, takes their ceiling and reads each on the host
-as an output size and a divisor; a placeholder 0 there made keypointrcnn fail shape-only (`interpolate` to size 0,
-a division by zero in the fake upsampling)."""
+as an output size and a divisor (a placeholder 0 made keypointrcnn fail shape-only: `interpolate` to size 0, a
+division by zero in the fake upsampling); torch.distributions checks a Categorical sample against its support (a
+placeholder False raised "Expected value argument ... to be within the support": cleanrl's PPO)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,20 @@ for i in range(len(rois)):
     up = F.interpolate(torch.ones(1, 1, 4, 4, device="neuron"), size=(n, n), mode="bicubic", align_corners=False)
     rows.append([n >= 1, list(up.shape[:2]), (widths[i] / n).dim()])
 low = torch.rand(2, device="neuron").clamp_min(2.5).floor().to(torch.int64).cpu()
+from torch.distributions import Categorical
+d = Categorical(logits=torch.randn(2, 3, device="neuron"))
+action = d.sample()
+picked = torch.randint(3, 7, (4,), device="neuron")
+print("CAT " + json.dumps([list(d.log_prob(action).shape), int(picked[1].item()) in range(3, 7),
+                           bool(((picked >= 3) & (picked < 7)).all()), bool((picked > 6).any())]))
 print("ROWS " + json.dumps(rows))
 print("LOW " + json.dumps(low.ge(2).all().item()))
 """
 
 
-def test_a_clamped_value_read_on_the_host_is_at_least_its_bound(sim_build, tmp_path):
-    real = tagged_json(run_script(tmp_path, SCRIPT, shape_only=False), "ROWS", "LOW")
-    fake = tagged_json(run_script(tmp_path, SCRIPT, shape_only=True), "ROWS", "LOW")
+def test_host_reads_of_clamped_and_sampled_values_stay_in_their_range(sim_build, tmp_path):
+    real = tagged_json(run_script(tmp_path, SCRIPT, shape_only=False), "ROWS", "LOW", "CAT")
+    fake = tagged_json(run_script(tmp_path, SCRIPT, shape_only=True), "ROWS", "LOW", "CAT")
     assert real["ROWS"] == [[True, [1, 1], 0]] * 3
+    assert real["CAT"] == [[2], True, True, False]
     assert fake == real
