@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'bc4ba3be783e196b6876810d0dc52e04ebfda63fb0211cf77abb16f61c7d7c42'
+RULE_SOURCES_SHA256 = 'd36c8a265723e10cd07b5514115b3239626aa89525b9a2735ef6f44c8dbfb2a4'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
