@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_browser.sh
-# Two-core CI: the tests are mostly single-threaded child processes (OMP_NUM_THREADS=1), so one pytest worker
-# per core (pytest-xdist, `-n auto`) nearly halves the wall time; `--dist loadfile` keeps each file on one
-# worker, so a module's shared fixture (a check run several tests read) runs once. `-n 0` (after the
-# command) runs in one process.
-exec .venv/bin/python -m pytest -n auto --dist loadfile "$@"
+# Two-core CI: the tests are mostly single-threaded child processes (OMP_NUM_THREADS=1) that also wait (process
+# start-up, torchrun, timeouts, signals), so one pytest worker per core plus one (pytest-xdist) keeps both cores
+# busy: on sleep-heavy files 169 s against 210 s with one per core (2026-12-06, load ~5); `--dist loadfile`
+# keeps each file on one worker, so a module's shared fixture (a check run several tests read) runs once.
+# `-n 0` (after the command) runs in one process.
+exec .venv/bin/python -m pytest -n "$(( $(nproc) + 1 ))" --dist loadfile "$@"
