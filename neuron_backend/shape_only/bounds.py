@@ -21,6 +21,7 @@ import math
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
 
 _RANGE = "_np_range"  # (low, high), either None: every element within
 _aten = torch.ops.aten
@@ -86,9 +87,10 @@ def _both(f, lo, hi):
     return (None if lo is None else f(lo)), (None if hi is None else f(hi))
 
 
-def note(func, args, kwargs, out):
-    """After a fake call: the range its result takes, if any; returns the bool a comparison's range decides
-    (every element of the result), else None."""
+def note(func, args, kwargs, out, known=lambda t: None):
+    """The range a fake call's result takes, if any; returns the bool a comparison's range decides (every
+    element of the result), else None. ``known(t)``: t's values where they are known (values.value_of), read
+    before the call forgets them (a write into a view: the base's range is the hull of both)."""
     if not isinstance(out, FakeTensor):
         return None
     src = args[0] if args else None
@@ -124,9 +126,13 @@ def note(func, args, kwargs, out):
         out.__dict__.pop(_RANGE, None)
         _set(out, new_lo, new_hi)
         return None
-    if func._schema.is_mutable:  # another write: what was bounded is not any more
-        out.__dict__.pop(_RANGE, None)
-        src.__dict__.pop(_RANGE, None)
+    if func is _aten.copy_.default and len(args) > 1:
+        _copied(src, args[1], known)
+        return None
+    if func._schema.is_mutable:  # another write: what was bounded is not any more (nor the base it is a view of)
+        for t in (out, src, src._base):
+            if isinstance(t, FakeTensor):
+                t.__dict__.pop(_RANGE, None)
         return None
     if func in _REMAINDERS and len(args) > 1 and _number(args[1]) and args[1] > 0 and not src.is_floating_point():
         _set(out, 0, args[1] - 1)
@@ -144,6 +150,36 @@ def note(func, args, kwargs, out):
             own = _both(math.trunc, *own) if (own[0] or 0) >= 0 else _both(math.floor, *own)  # integer casts
         _set(out, *own)
     return None
+
+
+def _range_or_values(t, known) -> tuple | None:
+    bounds = range_of(t)
+    if bounds is not None:
+        return bounds
+    value = known(t) if isinstance(t, FakeTensor) else t if isinstance(t, torch.Tensor) else None
+    if value is None or value.numel() == 0 or value.dtype == torch.bool or value.is_complex():
+        return None
+    with _disable_current_modes():  # a real CPU tensor's values, read outside the recording modes
+        return value.min().item(), value.max().item()
+
+
+def _copied(dst, src, known) -> None:
+    """``dst.copy_(src)``: dst takes src's range; a base dst is a view of takes the hull of its own and src's
+    (a sample written into a rollout buffer's slice: the buffer's zeros and the sample's range)."""
+    new = _range_or_values(src, known) if isinstance(src, torch.Tensor) else None
+    base = dst._base if isinstance(dst._base, FakeTensor) else None
+    before = _range_or_values(base, known) if base is not None else None
+    dst.__dict__.pop(_RANGE, None)
+    if new is None:
+        if base is not None:
+            base.__dict__.pop(_RANGE, None)
+        return
+    _set(dst, *new)
+    if base is not None:
+        base.__dict__.pop(_RANGE, None)
+        if before is not None:
+            _set(base, *(None if a is None or b is None else f(a, b)
+                         for a, b, f in ((before[0], new[0], min), (before[1], new[1], max))))
 
 
 def within(t, value):

@@ -264,8 +264,8 @@ def _keep_value(func, args, kwargs, out) -> None:
 def note_known(func, args, kwargs, out) -> None:
     """Mark a result whose values are known: a small tensor copied from the CPU, or a bool that follows
     from the finite assumption (see the module docstring)."""
+    decided = bounds.note(func, args, kwargs, out, value_of)  # before _keep_value forgets what a write changes
     _keep_value(func, args, kwargs, out)
-    decided = bounds.note(func, args, kwargs, out)
     if not isinstance(out, FakeTensor) or out.dtype != torch.bool:
         return
     value = _known_value(func, args)

@@ -32,14 +32,19 @@ action = d.sample()
 picked = torch.randint(3, 7, (4,), device="neuron")
 print("CAT " + json.dumps([list(d.log_prob(action).shape), int(picked[1].item()) in range(3, 7),
                            bool(((picked >= 3) & (picked < 7)).all()), bool((picked > 6).any())]))
+buffer = torch.zeros((4, 2), device="neuron")                     # a rollout buffer (cleanrl's PPO)
+for step in range(4):
+    buffer[step] = Categorical(logits=torch.randn(2, 3, device="neuron")).sample()
+later = Categorical(logits=torch.randn(8, 3, device="neuron"))
+print("BUF " + json.dumps(list(later.log_prob(buffer.reshape(-1).long()[torch.arange(8, device="neuron")]).shape)))
 print("ROWS " + json.dumps(rows))
 print("LOW " + json.dumps(low.ge(2).all().item()))
 """
 
 
 def test_host_reads_of_clamped_and_sampled_values_stay_in_their_range(sim_build, tmp_path):
-    real = tagged_json(run_script(tmp_path, SCRIPT, shape_only=False), "ROWS", "LOW", "CAT")
-    fake = tagged_json(run_script(tmp_path, SCRIPT, shape_only=True), "ROWS", "LOW", "CAT")
+    real = tagged_json(run_script(tmp_path, SCRIPT, shape_only=False), "ROWS", "LOW", "CAT", "BUF")
+    fake = tagged_json(run_script(tmp_path, SCRIPT, shape_only=True), "ROWS", "LOW", "CAT", "BUF")
     assert real["ROWS"] == [[True, [1, 1], 0]] * 3
-    assert real["CAT"] == [[2], True, True, False]
+    assert real["CAT"] == [[2], True, True, False] and real["BUF"] == [8]
     assert fake == real
