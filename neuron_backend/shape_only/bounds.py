@@ -68,6 +68,7 @@ _COMPARE[_aten.ne.Scalar] = tuple(reversed(_COMPARE[_aten.eq.Scalar]))
 # a Python number beside a tensor can reach the Tensor overloads too (``v % 1`` is ``remainder.Tensor``)
 _COMPARE.update({getattr(_aten, f._schema.name.split("::")[1]).Tensor: tests for f, tests in list(_COMPARE.items())})
 _REMAINDERS = {_aten.remainder.Scalar, _aten.remainder.Tensor}
+_MUTABLE: dict = {}  # op -> whether it writes an argument
 
 
 def _number(x) -> bool:
@@ -129,7 +130,10 @@ def note(func, args, kwargs, out, known=lambda t: None):
     if func is _aten.copy_.default and len(args) > 1:
         _copied(src, args[1], known)
         return None
-    if func._schema.is_mutable:  # another write: what was bounded is not any more (nor the base it is a view of)
+    mutable = _MUTABLE.get(func)
+    if mutable is None:  # per op, once (this runs at every fake call)
+        mutable = _MUTABLE[func] = func._schema.is_mutable
+    if mutable:  # another write: what was bounded is not any more (nor the base it is a view of)
         for t in (out, src, src._base):
             if isinstance(t, FakeTensor):
                 t.__dict__.pop(_RANGE, None)

@@ -56,7 +56,6 @@ from . import host_stream
 _depth = threading.local()
 _SDPA = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
 _DROPOUT = torch.ops.aten.native_dropout.default
-before_host_call = host_stream.before_host_call  # mode.py's plain CPU calls: owed draws are made before a draw
 
 
 def host_draws(func, args, kwargs, out) -> None:

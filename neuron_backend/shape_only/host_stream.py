@@ -153,21 +153,12 @@ def kept():
         torch.default_generator.set_state(state)
 
 
-def _paying(read):
-    @functools.wraps(read)
+def _after(first, fn):
+    """``fn`` with ``first()`` (pay or drop what is owed) run before each call."""
+    @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        pay()
-        return read(*args, **kwargs)
-
-    wrapper._neuron_port_stream = True
-    return wrapper
-
-
-def _dropping(write):
-    @functools.wraps(write)
-    def wrapper(*args, **kwargs):
-        drop()
-        return write(*args, **kwargs)
+        first()
+        return fn(*args, **kwargs)
 
     wrapper._neuron_port_stream = True
     return wrapper
@@ -177,9 +168,8 @@ def install() -> None:
     """Reads of the state pay what is owed; writes of a new state drop it (the module docstring)."""
     import torch.random
 
-    for name, wrap in (("get_rng_state", _paying), ("set_rng_state", _dropping), ("manual_seed", _dropping),
-                       ("seed", _dropping)):
+    for name, first in (("get_rng_state", pay), ("set_rng_state", drop), ("manual_seed", drop), ("seed", drop)):
         for module in (torch, torch.random):
             original = getattr(module, name)
             if not getattr(original, "_neuron_port_stream", False):
-                setattr(module, name, wrap(original))
+                setattr(module, name, _after(first, original))

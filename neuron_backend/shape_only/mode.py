@@ -33,7 +33,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from ..device import runtime
-from . import collectives, compat, memory, metas, pretrained, serialization, sizes, values
+from . import collectives, compat, host_stream, memory, metas, pretrained, serialization, sizes, values
 
 _ACCOUNT, _EXPLICIT, _EXPLICIT_ACCOUNTED, _FACTORY, _COMPOSITE, _METADATA, _COLLECTIVE, _PASS = range(8)
 _FACTORIES = ("aten::empty.memory_format", "aten::empty_strided")
@@ -242,7 +242,7 @@ class RecordingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         call = _kind_of_call(args, kwargs)
         if call == _REAL:
-            compat.before_host_call(func)  # a host draw: the host stream's owed draws first (host_stream.py)
+            host_stream.before_host_call(func)  # a host draw: the host stream's owed draws first
             with _disable_current_modes():
                 return func(*args, **kwargs)
         if call == _OTHER:
