@@ -5,7 +5,10 @@
   ``Categorical`` sample), ``argmax`` / ``argmin`` over a dimension of n, ``randint(low, high)``; an
   integer's ``% m`` is in 0 .. m-1.
 * Views, ``select``, ``index``, ``clone``, copies and the monotone roundings (``ceil``, ``floor``,
-  ``round``, ``trunc``) carry a range; any other write to the tensor drops it.
+  ``round``, ``trunc``) carry a range; in-place draws (``random_``, ``uniform_``, ``bernoulli_``) set their
+  own; ``copy_`` gives its destination the source's range (or known values' min and max) and the tensor the
+  destination is a view of the hull of both (samples written into a rollout buffer of zeros); any other
+  write to the tensor, or to one it is a view of, drops it.
 * A placeholder read is raised into its range: torchvision's keypoint head reads
   ``int(widths.clamp(min=1).ceil()[i].item())`` as an output size and a divisor: 1, not 0.
 * A comparison with a number that the range decides is a known bool (values.py's ``_KNOWN``, through
