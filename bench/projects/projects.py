@@ -193,3 +193,38 @@ PROJECTS = (
              "--warmup-epochs", "0", "--num-classes", "2", "--device", "cpu"),
             data="timm_train", env={"HF_HUB_OFFLINE": "1"}, losses=r"stdout:Loss: +(\d+\.\d+) ", timeout=1200),
 )
+
+
+# Held-out projects (session 39): five repositories no earlier session measured, of kinds the corpus above
+# lacks (graph, time series with AMP, text classification, Lightning, recommendation)
+INFORMER_ARGS = ("--model", "informer", "--data", "custom", "--root_path", "./bench_data/", "--data_path", "bench.csv",
+                 "--features", "M", "--target", "OT", "--freq", "h", "--seq_len", "24", "--label_len", "12",
+                 "--pred_len", "12", "--enc_in", "4", "--dec_in", "4", "--c_out", "4", "--d_model", "16",
+                 "--n_heads", "2", "--e_layers", "2", "--d_layers", "1", "--d_ff", "32", "--factor", "3",
+                 "--dropout", "0.0", "--itr", "1", "--train_epochs", "2", "--batch_size", "16", "--use_amp",
+                 "--des", "bench")
+HELD_OUT = (
+    Project("pygcn", "tkipf/pygcn", "1600b5b748b3976413d1e307540ccc62605b4d6d", "graph (GCN, sparse adjacency)",
+            ("python", "train.py", "--epochs", "20", "--dropout", "0.0", "--seed", "42"),
+            cwd="pygcn", data="pygcn_cora", env={"PYTHONPATH": "{root}", "PYTHONHASHSEED": "0"},
+            losses=r"stdout:loss_train: (\d+\.\d+)"),
+    Project("informer-amp", "zhouhaoyi/Informer2020", "29f2a739226a509202a092b464163da81fa74960",
+            "time series (Informer, --use_amp: torch.cuda.amp autocast + GradScaler)",
+            ("python", "main_informer.py", *INFORMER_ARGS),
+            data="informer_csv", env={"BENCH_SEED": "0", "BENCH_NUMPY_INF": "1"}, losses=r"stdout:Train Loss: (\d+\.\d+)"),
+    Project("chinese-textcnn", "649453932/Chinese-Text-Classification-Pytorch",
+            "6cb26819af7b646275aff8a4693676f2849e67f6", "text classifier (TextCNN, custom loop)",
+            ("python", "run.py", "--model", "TextCNN", "--embedding", "random"),
+            data="thucnews", losses=r"stdout:Loss:\s+(\d+\.\d+)"),
+    Project("lightly-simclr-lightning", "lightly-ai/lightly", "e8d317fc5a87f4387a85a35e689869039ec249ee",
+            "self-supervised (PyTorch Lightning, accelerator = \"gpu\" if torch.cuda.is_available())",
+            ("python", "examples/pytorch_lightning/simclr.py"),
+            env={"PYTHONPATH": ".", "BENCH_FAKE_TORCHVISION": "1", "BENCH_FAKE_N": "256", "BENCH_SEED": "0"},
+            losses="none"),
+    Project("lightgcn", "gusye1234/LightGCN-PyTorch", "947ca2b3b1d2d3545b114145710cb06c4e57b3d2",
+            "recommendation (LightGCN, sparse graph, BPR)",
+            ("python", "main.py", "--dataset", "lastfm", "--epochs", "2", "--recdim", "16", "--layer", "2",
+             "--testbatch", "100", "--seed", "2020", "--model", "lgn"),
+            cwd="code", losses="tensorboard:BPRLoss/BPR"),
+)
+PROJECTS = PROJECTS + HELD_OUT

@@ -41,6 +41,8 @@ def extract(repo: str, commit: str, mirrors: Path, root: str = "") -> Path:
     if (dest / ".bench-complete").exists():
         return dest
     git_dir = mirrors / repo.replace("/", "+") / "repo"
+    if (git_dir / ".git").is_dir():  # some snapshots arrive as a work tree's .git rather than a bare mirror
+        git_dir = git_dir / ".git"
     if not git_dir.is_dir():
         raise SystemExit(f"setup: no mirror of {repo} at {git_dir} (fetch github:{repo} with the search tool, "
                          f"or `git clone --mirror https://github.com/{repo} {git_dir}`)")

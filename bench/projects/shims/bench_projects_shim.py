@@ -13,6 +13,8 @@ writes there. Not part of neuron-port; nothing here runs outside the real-projec
 3. BENCH_SEED=N: right after the program's first `import torch`, seed torch, numpy and random with N, so a
    project that never seeds (PyTorch-GAN) draws the same initial weights in the original and the rewritten
    run and their losses can be compared.
+4. BENCH_NUMPY_INF=1: `numpy.Inf`, which NumPy 2.0 removed (Informer2020's EarlyStopping reads it), is set
+   back to `numpy.inf` when numpy is first imported: the bench venv has NumPy 2 and the project predates it.
 """
 
 import os
@@ -202,3 +204,5 @@ def _fake_datasets(datasets):
 sys.meta_path.insert(0, _TorchvisionFinder())
 if os.environ.get("BENCH_SEED") and "torch" not in sys.modules:
     sys.meta_path.insert(0, _AfterImport("torch", _seed))
+if os.environ.get("BENCH_NUMPY_INF") and "numpy" not in sys.modules:
+    sys.meta_path.insert(0, _AfterImport("numpy", lambda numpy: setattr(numpy, "Inf", numpy.inf)))
