@@ -25,6 +25,7 @@ import libcst as cst
 from libcst._nodes.base import CSTNode
 
 from neuron_port.rewrite.chunks import CHUNK_CHARS, parse_in_pieces, run_in_pieces, segments
+from neuron_port.rewrite.class_pieces import parse_class
 
 PARSE_STACK_BYTES = 256 * 2**20
 # Measured: one nesting level costs LibCST up to ~6.4 KB of stack (a bracket: 2 characters); an unclosed
@@ -201,6 +202,9 @@ def describe_syntax_error(code: str, error: SyntaxError, path: str) -> str:
 # stands at one place of a tree only: rules key their state by node).
 _kept_pieces: Optional["OrderedDict[str, dict[str, cst.Module]]"] = None
 _kept_files = 0
+# The kept pieces' size: 1 makes every top-level statement its own piece, so an edit changes one piece's
+# text only (chunks.pieces groups statements up to its limit, and a grown group moves every later cut).
+KEPT_PIECE_CHARS = 1
 # (pieces parsed, pieces reused) by the last parse_module call with the pieces kept: tests and benches
 last_reuse: list[int] = [0, 0]
 
@@ -231,7 +235,13 @@ def _parse_reusing(code: str, path: str) -> cst.Module:
             used.setdefault(text, tree)
         return tree
 
-    module = parse_in_pieces(code, parse)
+    def parse_top(text: str) -> Optional[cst.Module]:
+        # a long class is kept by its body's segments (class_pieces.py); its own tree is rebuilt each time
+        if text in before and text not in used:
+            return parse(text)
+        return parse_class(text, parse) or parse(text)
+
+    module = parse_in_pieces(code, parse_top, limit=KEPT_PIECE_CHARS)
     if module is None:  # one piece, or pieces that disagree: the whole text is one piece of its own
         used.clear()
         module = before.get(code)

@@ -25,6 +25,7 @@ RULES = list(all_rules())
 def small_pieces(monkeypatch):
     # pieces of ~100 characters: the corpus's texts are short, the server's buffers long
     monkeypatch.setattr(syntax, "parse_in_pieces", functools.partial(chunks.parse_in_pieces, limit=100))
+    monkeypatch.setattr(syntax, "KEPT_PIECE_CHARS", 100)  # the kept path's own limit (1: one per statement)
     yield
     syntax.keep_parsed_pieces(0)
 
