@@ -10,7 +10,9 @@ import libcst as cst
 
 from neuron_port.rules.distributed.launch_patterns import config_pairs
 from neuron_port.rules.helpers.calls import arg_named
-from neuron_port.rules.helpers.names import int_value, is_false, is_none, last_segment
+from neuron_port.rules.helpers.decision_groups import decision_groups
+from neuron_port.rules.helpers.kept_values import keep_device_value
+from neuron_port.rules.helpers.names import int_value, is_false, is_none, last_segment, source_of
 from neuron_port.rules.helpers.nodes import replace_string, string_value
 from neuron_port.rules.spec import LAUNCH_FILE, Invalid, LineHit, LineOptions, LineRule, PythonRule, ScriptLine, Valid
 
@@ -47,9 +49,13 @@ class LightningAccelerator(PythonRule):
     device (``setup_device`` -> ``torch.neuron.set_device``, ``auto_device_count`` ->
     ``torch.neuron.device_count``), or a plain PyTorch / accelerate training loop.
 
+    An accelerator held by a name is reported when a device test chooses it (``accelerator = "gpu" if
+    torch.cuda.is_available() else "cpu"``): that test is then kept with it, since flipping it alone
+    would ask Lightning for a GPU on Trainium where the program ran on the CPU without CUDA.
+
     ## Fix safety
     No automatic fix (see above). ``devices=N`` counts logical NeuronCores (4 per Trainium2 chip at
-    LNC=2), not GPUs.
+    LNC=2), not GPUs. The device test choosing the accelerator is left as it is (one decision with it).
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("Hugging Face transformers, diffusers, PEFT, and accelerate run
@@ -77,7 +83,25 @@ class LightningAccelerator(PythonRule):
         Invalid("from pytorch_lightning import Trainer\ntrainer = Trainer(gpus=2)\n", None),
         Invalid("from lightning.fabric import Fabric\nfabric = Fabric(accelerator='cuda')\n", None,
                 target="accelerator"),
+        Invalid('import torch, lightning as L\nacc = "gpu" if torch.cuda.is_available() else "cpu"\n'
+                'trainer = L.Trainer(accelerator=acc)\n', None, message_contains="the test choosing it is kept"),
     ]
+    CHOSEN = ("Lightning `accelerator={value}` is {names} where CUDA is available, and Lightning has no neuron "
+              "accelerator: the test choosing it is kept (write a custom Accelerator)")
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._chosen: list[cst.Arg] = []  # accelerators held by a name or an expression: a device test may choose
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not self._chosen:
+            return
+        groups = decision_groups(self.context, original_node)
+        for arg in self._chosen:
+            names = sorted({f'"{string_value(n)}"' for n in groups.cuda_literals_of(arg.value)})
+            if names:  # the value and the test choosing it are one decision (helpers/decision_groups.py)
+                keep_device_value(self.context, arg.value, arg)
+                self.report(arg.value, self.CHOSEN.format(value=source_of(arg.value), names=" or ".join(names)))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not _is_lightning_callee(self.context, node.func):
@@ -87,6 +111,8 @@ class LightningAccelerator(PythonRule):
                 continue
             if arg.keyword.value == "accelerator" and string_value(arg.value) in ("cuda", "gpu"):
                 self.report(arg.value, self.MESSAGE.format(what=f'accelerator="{string_value(arg.value)}"'))
+            elif arg.keyword.value == "accelerator" and not isinstance(arg.value, cst.SimpleString):
+                self._chosen.append(arg)
             elif (arg.keyword.value == "gpus" and not (is_none(arg.value) or is_false(arg.value))
                   and int_value(arg.value) != 0):
                 self.report(arg, self.MESSAGE.format(what="gpus="))

@@ -29,7 +29,7 @@ import libcst as cst
 from neuron_port.rules.helpers.names import dotted_name, source_of, walk
 from neuron_port.rules.helpers.nodes import string_value
 from neuron_port.rules.helpers.device_flags import (
-    assigned_targets, enumerates_devices, flag_polarity, is_flag_value)
+    GPU_ACCELERATOR_NAMES, assigned_targets, enumerates_devices, flag_polarity, is_flag_value)
 from neuron_port.rules.helpers.kept_values import KEPT_VALUES, seed_kept
 from neuron_port.rules.helpers.per_file import ANALYSES, PerFileAnalysis, module_walk
 from neuron_port.rules.helpers.ranks_guards import regions_where
@@ -43,6 +43,10 @@ _SAFE, _UNSAFE, _KEPT = 0, 1, 2  # how far a member's fix gets: applied, only wi
 def _is_cuda_value(node: cst.CSTNode) -> bool:
     value = string_value(node)
     return value is not None and (value == "cuda" or value.startswith("cuda:"))
+
+
+def _is_device_choice(node: cst.CSTNode) -> bool:  # a "cuda" value, or "gpu" (device_flags.py)
+    return _is_cuda_value(node) or string_value(node) in GPU_ACCELERATOR_NAMES
 
 
 class _Unions:
@@ -81,7 +85,7 @@ class DecisionGroups:
         for node in nodes:  # one pass (exact types: LibCST's node classes have no subclasses)
             kind = type(node)
             if kind is cst.SimpleString:
-                if _is_cuda_value(node):
+                if _is_device_choice(node):
                     literals.append(node)
             elif on_cuda_polarity(node) is not None:
                 tests.append(node)
@@ -219,7 +223,7 @@ class DecisionGroups:
         def origins(value: cst.BaseExpression) -> set:
             kind = type(value)
             if kind is cst.SimpleString:
-                return {value} if _is_cuda_value(value) else set()
+                return {value} if _is_device_choice(value) else set()
             if kind is cst.IfExp:  # `"cuda" if torch.cuda.is_available() else "cpu"`: the test chooses it
                 found = origins(value.body) | origins(value.orelse)
                 for atom in (n for n in walk(value.test) if self._is_test(n)):

@@ -11,6 +11,11 @@ import libcst as cst
 
 from neuron_port.rules.helpers.nodes import string_value
 
+# A GPU named in an accelerator vocabulary (Lightning's `accelerator="gpu"`): a device test chooses it as it
+# chooses "cuda", but no rule can rename it (Lightning has no neuron accelerator), so a test choosing it is
+# flipped only with it: decision_groups.py follows it as a device value, for a kept value to hold it.
+GPU_ACCELERATOR_NAMES = frozenset({"gpu"})
+
 
 def is_flag_value(value: cst.BaseExpression, polarity) -> bool:
     """A value that is the truth of device tests: a test, its same truth, ``not`` of one, or an ``and`` / ``or``
