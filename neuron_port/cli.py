@@ -257,8 +257,10 @@ def check(
     if interrupted:  # as a shell reports a program ended by the signal: 130 (SIGINT), 143 (SIGTERM)
         from neuron_port.check.interrupts import shell_exit_code
 
-        err().print(f"neuron-port: interrupted by {interrupted}: the command and the processes it started were "
-                    "ended; the report covers what ran before", markup=False)
+        from neuron_port.commands.console import say_interrupted
+
+        say_interrupted(f"neuron-port: interrupted by {interrupted}: the command and the processes it started "
+                        "were ended; the report covers what ran before")
         code = shell_exit_code(interrupted)
     raise typer.Exit(code)
 

@@ -122,3 +122,34 @@ def test_usage_errors(project, args, message):
     result = stdin_cli(SOURCE, *args, cwd=project)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert result.stdout == b"" and (project / "a.py").read_bytes() == SOURCE
+
+
+def _reading_stdin(pid: int) -> bool:
+    """The process waits in read(2) on its stdin (Linux's /proc/PID/syscall: number 0 = read, first arg 0)."""
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return fields[:2] == ["0", "0x0"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/syscall").exists(), reason="needs Linux's /proc/PID/syscall")
+def test_ctrl_c_while_waiting_for_input_says_so(project):
+    """`neuron-port rewrite -` typed by mistake, then Ctrl-C while it waits for its input: one line that says
+    it was interrupted and exit 130, as a Ctrl-C during a run (typer turned it into a silent 130)."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "NEURON_PORT_SIMULATE"}
+    proc = subprocess.Popen([sys.executable, "-m", "neuron_port", "rewrite", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=project, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not _reading_stdin(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C: to the process group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.decode().count("neuron-port: interrupted") == 1, err
+    assert b"Traceback" not in err and out == b""

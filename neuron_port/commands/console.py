@@ -33,6 +33,21 @@ def err() -> "Console":
     return Console(stderr=True, soft_wrap=True, **PLAIN)
 
 
+_interrupt_said: list[bool] = [False]
+
+
+def say_interrupted(message: str) -> None:
+    """The one line an interrupted command prints on stderr (usage_errors.run_app prints a generic one
+    when a command exits 130 without having said why: typer turns a KeyboardInterrupt outside a command's
+    own handling, e.g. Ctrl-C while `rewrite -` waits for its input, into a silent exit 130)."""
+    _interrupt_said[0] = True
+    err().print(message, markup=False, highlight=False)
+
+
+def interrupt_said() -> bool:
+    return _interrupt_said[0]
+
+
 def print_usage_error(message: str) -> None:
     """A usage error's line on stderr (the caller exits 2)."""
     err().print(f"neuron-port: error: {message}", style="bold red", markup=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from neuron_port import api
-from neuron_port.commands.console import err, out, print_usage_error, scan_progress
+from neuron_port.commands.console import err, out, print_usage_error, say_interrupted, scan_progress
 from neuron_port.commands.exit_codes import exit_code
 from neuron_port.commands.option_specs import FailOn, OutputFormat, TargetChoice
 from neuron_port.config import Settings, load_settings
@@ -81,8 +81,8 @@ def _rewrite(
                                  use_cache=cache, instance=instance, neuron_cores=neuron_cores, **progress)
     except KeyboardInterrupt as exc:  # typer would exit 130 silently: 130 for SIGINT, 143 for SIGTERM
         signum = getattr(exc, "signum", 2)
-        err().print(f"neuron-port: interrupted ({'SIGTERM' if signum == 15 else 'Ctrl-C'}); every file is either "
-                    "unchanged or completely rewritten", markup=False, highlight=False)
+        say_interrupted(f"neuron-port: interrupted ({'SIGTERM' if signum == 15 else 'Ctrl-C'}); every file is "
+                        "either unchanged or completely rewritten")
         return 128 + signum
     code = exit_code(report, settings.fail_on, pending_fails=check, exit_zero=exit_zero)
     stats = report.cache_stats

@@ -107,4 +107,11 @@ def run_app(app: Any, prog_name: str) -> int:
     except _abort():
         print("Aborted!", file=sys.stderr)
         return 1
-    return code if isinstance(code, int) else 0
+    code = code if isinstance(code, int) else 0
+    if code == 130:
+        from neuron_port.commands.console import interrupt_said, say_interrupted
+
+        if not interrupt_said():  # typer's own exit for a KeyboardInterrupt the command did not handle
+            say_interrupted("neuron-port: interrupted (Ctrl-C); every file is either unchanged or completely "
+                            "rewritten")
+    return code
