@@ -14,6 +14,11 @@ FIXTURES = REPO / "fixtures"
 
 TERMINAL_SIZE = ("COLUMNS", "LINES")
 
+# The whole-corpus sweeps of a few property tests (the parse reuse, the dataclass-code corruptions, the
+# pre-filter, the lowering verdicts) run a fixed subset that keeps every kind of case unless this is set
+# (CONTRIBUTING.md, "Full sweeps"): the project's rule puts full sweeps in bench/, one subset in the suite.
+FULL_SWEEPS = os.environ.get("NEURON_PORT_FULL_SWEEPS", "").strip() == "1"
+
 
 def fixture_and_example_sources():
     """Every fixture's Python text and every rule example's source: the corpus the engine's whole-file
