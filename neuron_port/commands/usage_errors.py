@@ -112,6 +112,5 @@ def run_app(app: Any, prog_name: str) -> int:
         from neuron_port.commands.console import interrupt_said, say_interrupted
 
         if not interrupt_said():  # typer's own exit for a KeyboardInterrupt the command did not handle
-            say_interrupted("neuron-port: interrupted (Ctrl-C); every file is either unchanged or completely "
-                            "rewritten")
+            say_interrupted("neuron-port: interrupted (Ctrl-C)")  # before or after the command's work
     return code
