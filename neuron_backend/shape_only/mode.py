@@ -305,7 +305,7 @@ class RecordingMode(TorchDispatchMode):
             # view_as_complex, the CPU for fft): the same decision for the fake result
             self._account_complex(schema.name, schema.overload_name, signature)
         memory.track(out)
-        values.note_known(func, args, kwargs, out)
+        values.note_known(func, args, kwargs, out, (run_args, run_kwargs))
         sizes.note_even_split(func, args, kwargs, out)
         compat.host_draws(func, args, kwargs, out)  # a real kernel's draws from the host generator
         return out

@@ -23,8 +23,10 @@ so the report lists where control flow or sizes may differ from a real run.
   ``arange``; not a random draw, not ``empty``) and an overwrite (``fill_``, ``zero_``, ``copy_`` of a
   known source, an ``out=`` argument) are known too, and ``x & zeros`` / ``x | all_true`` are known
   whatever ``x`` holds: a generation loop's stop flags (``unfinished & ~(eos_test | length_test)``) end
-  it when the length says so. Another in-place write drops what was known of the tensor written and of
-  the tensor it is a view of (a view taken before keeps its values).
+  it when the length says so. An overwrite of a view of a known tensor with known values gives the
+  tensor its new values; another in-place write drops what was known of the tensor written and of the
+  tensor it is a view of (a view taken before keeps its values). A bool that joins an unknown operand
+  with a known one (``&``, ``|``) reads as the known one decides: neutral.py.
 * Size rules. An op whose output shape depends on values (``nonzero``, ``masked_select``, boolean-mask
   indexing, ``unique``, ``torch.where(cond)``: PyTorch's ``dynamic_output_shape`` ops) gets its upper
   bound: the op runs on real CPU stand-ins of its inputs whose elements are all nonzero, true and
@@ -56,7 +58,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from .. import events
-from . import bounds, host_stream
+from . import bounds, host_stream, neutral
 
 SIZE_RULES_ENV = "NEURON_PORT_SIZE_RULES"  # {"FILE:LINE": size}, set by `neuron-port check --size-rule`
 
@@ -163,11 +165,8 @@ def _forget(t) -> None:
     elements it may have changed) no longer holds."""
     for x in (t, getattr(t, "_base", None)):
         if isinstance(x, FakeTensor):
-            x.__dict__.pop(_VALUE, None)
-            x.__dict__.pop(_KNOWN, None)
-            x.__dict__.pop(_ASSUMED, None)
-            x.__dict__.pop(_ROUTED, None)
-            x.__dict__.pop(_FILL, None)
+            for key in (_VALUE, _KNOWN, _ASSUMED, _ROUTED, _FILL, neutral.NEUTRAL):
+                x.__dict__.pop(key, None)
 
 
 def _deterministic_factory(func) -> bool:
@@ -194,11 +193,11 @@ def _absorbed(func, args, out):
     return None
 
 
-def _keep_value(func, args, kwargs, out) -> None:
+def _keep_value(func, args, kwargs, out, run=None) -> None:
     """A small CPU tensor copied to the device keeps its values; an op whose fake inputs all have known
     values gets its result's values by running it on them (constant propagation, on the CPU): a
     deterministic factory and an overwrite (``fill_``, ``zero_``, ``copy_``, an ``out=`` argument) read
-    no fake values at all."""
+    no fake values at all. ``run``: the arguments the fake call ran with (wrapped numbers as 0-dim tensors)."""
     src = args[0] if args else None
     if func is _aten._to_copy.default and isinstance(src, torch.Tensor) and not isinstance(src, FakeTensor):
         if src.numel() <= MAX_KNOWN_ELEMENTS:
@@ -207,6 +206,8 @@ def _keep_value(func, args, kwargs, out) -> None:
         return
     written = _written_fakes(func, args, kwargs)
     overwritten = _overwritten(func, args, kwargs, written)
+    base = getattr(written[0], "_base", None) if len(written) == 1 else None
+    base_value = value_of(base)  # read before the write forgets it: an overwrite of a view of it recomputes it
     for t in written:
         _forget(t)
     if len(overwritten) != len(written):  # a read-modify-write (add_): its result is not propagated
@@ -224,10 +225,12 @@ def _keep_value(func, args, kwargs, out) -> None:
                 out.__dict__[_ASSUMED] = True
         return
     limit = MAX_ROUTED_ELEMENTS if routed else MAX_KNOWN_ELEMENTS
+    if base_value is not None and base.numel() <= limit and all(value_of(a) is not None for a in read):
+        return _into_view(func, *(run or (args, kwargs)), written[0], base, base_value, routed)
     if any(t.numel() > limit or getattr(t, "_base", None) is not None for t in written):
         if func in _FILLS and len(written) == 1 and getattr(written[0], "_base", None) is None:
             written[0].__dict__[_FILL] = 0 if func is _aten.zero_.default else args[1]
-        return  # a write into a view: its base's values are forgotten (above), not recomputed
+        return  # a write into a view of a base nobody knows: forgotten (above)
 
     def swap(x):
         if not isinstance(x, FakeTensor):
@@ -238,6 +241,7 @@ def _keep_value(func, args, kwargs, out) -> None:
             return torch.full(tuple(x.shape), x.__dict__[_FILL], dtype=x.dtype)
         return value_of(x)
 
+    args, kwargs = run or (args, kwargs)
     try:
         with _disable_current_modes():
             cpu_args = tree_map(swap, args)
@@ -261,11 +265,31 @@ def _keep_value(func, args, kwargs, out) -> None:
                 fake.__dict__[_ASSUMED] = True
 
 
-def note_known(func, args, kwargs, out) -> None:
-    """Mark a result whose values are known: a small tensor copied from the CPU, or a bool that follows
-    from the finite assumption (see the module docstring)."""
+def _into_view(func, args, kwargs, view, base, base_value, routed) -> None:
+    """An overwrite (``copy_``, ``fill_``) of a view of a tensor whose values are known, with known values:
+    the base's new values, made on a CPU copy of it laid out as the fake is (the view's strides and offset
+    address it as they do the fake's storage). A beam search writes each step's known beam ids so."""
+    def swap(x):
+        return cpu_view if x is view else value_of(x) if isinstance(x, FakeTensor) else x
+    try:
+        with _disable_current_modes():
+            cpu_base = torch.empty_strided(tuple(base.shape), base.stride(), dtype=base.dtype).copy_(base_value)
+            cpu_view = cpu_base.as_strided(tuple(view.shape), view.stride(),
+                                           view.storage_offset() - base.storage_offset())
+            func(*tree_map(swap, args), **{k: ("cpu" if k == "device" else tree_map(swap, v))
+                                            for k, v in kwargs.items()})
+            set_value(base, cpu_base, routed)
+            set_value(view, cpu_view.clone(), routed)
+    except Exception:  # noqa: BLE001 - the CPU cannot make it: both stay unknown (forgotten)
+        pass
+
+
+def note_known(func, args, kwargs, out, run=None) -> None:
+    """Mark a result whose values are known (the module docstring), then neutral.py's values; ``run``: the
+    (args, kwargs) the fake call ran with."""
     decided = bounds.note(func, args, kwargs, out, value_of)  # before _keep_value forgets what a write changes
-    _keep_value(func, args, kwargs, out)
+    _keep_value(func, args, kwargs, out, run)
+    neutral.note(func, *(run or (args, kwargs)), out, value_of)
     if not isinstance(out, FakeTensor) or out.dtype != torch.bool:
         return
     value = _known_value(func, args)
@@ -318,7 +342,8 @@ def special(func, args, kwargs):
             return value
         return read_known
     if func in _HOST_READS and isinstance(args[0], FakeTensor):
-        value = bounds.within(args[0], args[0].__dict__.get(_KNOWN, _placeholder(args[0].dtype)))
+        read = args[0].__dict__.get(_KNOWN, neutral.read(args[0], _placeholder(args[0].dtype)))
+        value = bounds.within(args[0], read)
         return lambda: (_note("placeholder", "aten::_local_scalar_dense", value=value), value)[1]
     if func not in _COPIES:
         return None
