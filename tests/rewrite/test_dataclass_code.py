@@ -4,6 +4,7 @@ replaced; nothing is written where Python writes no bytecode; the hook writes th
 file is written 0644 whatever the umask, and a file that is not this user's, is writable by others, is a
 link, or whose content is not what this user's run signed (a planted code object, any of 100 random
 corruptions) is never unmarshalled or run: it is compiled afresh and replaced, and the output is the same.
+The suite runs the first two corruptions of each kind of the 100 (NEURON_PORT_FULL_SWEEPS=1: all 100).
 
 Each run is a fresh interpreter with its own PYTHONPYCACHEPREFIX (where the file goes, as .pyc files do) and
 its own per-user key folder (XDG_CACHE_HOME), and PYTHONDONTWRITEBYTECODE unset (else no file is written)."""
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FULL_SWEEPS
 
 # Prints {"path": the cache file, "compiled": dataclass method texts compiled in the run, "methods": {class
 # method: a description of its code and function}} for the engine's import (inside compiled_once() unless
@@ -264,13 +266,14 @@ def test_a_file_others_could_have_written_is_refused_and_replaced(prefix, tmp_pa
 # Runs the real CLI (`python -m neuron_port HOOK`) once on the good file, then once per seeded corruption of
 # it, each in a child forked from one process that has imported the CLI's own modules but not LibCST (each
 # child imports LibCST and reads the file itself, as a fresh process does; a fork saves the interpreter's
-# start). Prints, as JSON, the clean run, each corruption's kind, run and whether the file was replaced, and a
-# last run on the last replacement (and whether it left the file as it was).
+# start). The corruptions are drawn from the seed whatever runs; with PER_KIND > 0 only the first PER_KIND of
+# each kind run. Prints, as JSON, the clean run, each corruption's kind, run and whether the file was replaced,
+# and a last run on the last replacement (and whether it left the file as it was).
 CORRUPTIONS = r'''
 import json, os, random, runpy, sys
 import neuron_port.commands.entry, neuron_port.commands.rewrite_run
 assert "libcst" not in sys.modules
-path, count, seed, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+path, count, seed, per_kind, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
 
 def cli():
     sys.stdout.flush()
@@ -318,11 +321,16 @@ def corrupt(rng, good):
 clean = cli()
 good = open(path, "rb").read()
 rng = random.Random(seed)
-runs = []
-while len(runs) < count:
+cases = []
+while len(cases) < count:
     kind, data = corrupt(rng, good)
-    if data == good:
-        continue
+    if data != good:
+        cases.append((kind, data))
+if per_kind:
+    cases = [(kind, data) for i, (kind, data) in enumerate(cases)
+             if [k for k, _ in cases[:i]].count(kind) < per_kind]
+runs = []
+for kind, data in cases:
     with open(path, "wb") as handle:
         handle.write(data)
     run = cli()
@@ -335,17 +343,24 @@ print(json.dumps({"clean": clean, "runs": runs, "last": last, "kept": kept}))
 '''
 
 
-def test_every_one_of_100_random_corruptions_is_replaced_and_the_output_is_unchanged(prefix, tmp_path):
+CORRUPTION_KINDS = {"bit", "byte", "header bit", "truncated", "inserted", "zeroed"}
+
+
+def test_random_corruptions_are_replaced_and_the_output_is_unchanged(prefix, tmp_path):
+    """100 seeded corruptions, or in the suite the first two of each kind (12: every kind, bits at two
+    random places of the file and two in its header)."""
     _probe(prefix)  # a good file
     path = _cache(_probe(prefix), prefix)
     (tmp_path / "train.py").write_text(CUDA_SCRIPT)
-    done = subprocess.run([sys.executable, "-c", CORRUPTIONS, str(path), "100", "33", *HOOK], cwd=tmp_path,
-                          env=_env(prefix), capture_output=True, text=True, timeout=900)
+    per_kind = 0 if FULL_SWEEPS else 2
+    done = subprocess.run([sys.executable, "-c", CORRUPTIONS, str(path), "100", "33", str(per_kind), *HOOK],
+                          cwd=tmp_path, env=_env(prefix), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     clean = report["clean"]
     assert clean[0] == 1 and "NP103" in clean[2] and "+model" in clean[1], clean
-    assert len(report["runs"]) == 100 and len({r["kind"] for r in report["runs"]}) >= 6
+    kinds = [r["kind"] for r in report["runs"]]
+    assert set(kinds) == CORRUPTION_KINDS and len(kinds) == (100 if FULL_SWEEPS else 2 * len(CORRUPTION_KINDS))
     wrong = [(i, r["kind"], r["run"][0], r["run"][2][-300:]) for i, r in enumerate(report["runs"])
              if r["run"] != clean or not r["replaced"]]
     assert not wrong, wrong
