@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '615ce61f09a94451ff059e9469e74e3e846ec51eaf36682464a2934826626338'
+RULE_SOURCES_SHA256 = '789727c72d12132e4838039de28adc8230a9f2c17b35b72ba23e7c184e49560d'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),
@@ -56,7 +56,7 @@ RULES = (
     ('NP605', 'bitsandbytes-quantization', 'python', ('neuron', 'accelerator'), ('load_in_', 'BitsAndBytes', '8bit', 'paged_', 'bnb')),
     ('NP606', 'hf-async-load', 'python', ('neuron', 'accelerator'), ('\\.(?<!Config\\.)(?<!Tokenizer\\.)(?<!Processor\\.)(?<!FeatureExtractor\\.)(?<!Scheduler\\.)[ \\t]*from_(?:pretrained|single_file)\\b(?!`)',)),
     ('NP607', 'hf-fp16-training', 'python', ('neuron', 'accelerator'), ('fp16(?<!\\wfp16)(?:_full_eval)?\\s*=',)),
-    ('NP608', 'lightning-accelerator', 'python', ('neuron', 'accelerator'), ('accelerator(?<!\\waccelerator)\\s*=', 'gpus(?<!\\wgpus)\\s*=')),
+    ('NP608', 'lightning-accelerator', 'python', ('neuron', 'accelerator'), ('accelerator(?<!\\waccelerator)\\s*=', 'gpus(?<!\\wgpus)\\s*=', 'gpu(?<!\\wgpu)["\'\\\\]')),
     ('NP609', 'lightning-precision', 'python', ('neuron', 'accelerator'), ('precision(?<!\\wprecision)\\s*=\\s*\\(*\\s*[rRuU]?["\']?16',)),
     ('NP610', 'lightning-cpu-on-trainium', 'python', ('neuron', 'accelerator'), ('Trainer\\s*\\(', 'Fabric\\s*\\(')),
     ('NP611', 'lightning-config-accelerator', 'line', ('neuron', 'accelerator'), ('accelerator["\']?\\s*[:=]\\s*["\']?(?:gpu|GPU|Gpu|cuda|CUDA)',)),
@@ -330,6 +330,7 @@ REQUIRED_TEXTS = {
     'get_device_capability': (('get_device_capability',),),
     'get_device_properties': (('get_device_properties',),),
     'gpu': (('gpu',),),
+    'gpu(?<!\\wgpu)["\'\\\\]': (('gpu',),),
     'gpus(?<!\\wgpus)\\s*=': (('gpus',), ('=',)),
     'gpustat': (('gpustat',),),
     'graph\\(': (('graph(',),),

@@ -11,6 +11,7 @@ import libcst as cst
 from neuron_port.rules.distributed.launch_patterns import config_pairs
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.decision_groups import decision_groups
+from neuron_port.rules.helpers.device_flags import GPU_ACCELERATOR_NAMES
 from neuron_port.rules.helpers.kept_values import keep_device_value
 from neuron_port.rules.helpers.names import int_value, is_false, is_none, last_segment, source_of
 from neuron_port.rules.helpers.nodes import replace_string, string_value
@@ -51,7 +52,10 @@ class LightningAccelerator(PythonRule):
 
     An accelerator held by a name is reported when a device test chooses it (``accelerator = "gpu" if
     torch.cuda.is_available() else "cpu"``): that test is then kept with it, since flipping it alone
-    would ask Lightning for a GPU on Trainium where the program ran on the CPU without CUDA.
+    would ask Lightning for a GPU on Trainium where the program ran on the CPU without CUDA. A ``"gpu"``
+    chosen by a device test is reported and kept the same way where the Trainer call is out of sight (a
+    notebook's next cell, ``trainer_kwargs["accelerator"] = accelerator`` passed to another module): no
+    neuron spelling of it exists.
 
     ## Fix safety
     No automatic fix (see above). ``devices=N`` counts logical NeuronCores (4 per Trainium2 chip at
@@ -70,10 +74,12 @@ class LightningAccelerator(PythonRule):
         "Lightning `{what}` needs CUDA GPUs (no confirmed neuron accelerator): write a custom Accelerator or "
         "port the loop to PyTorch"
     )
-    TRIGGERS = (r"accelerator(?<!\waccelerator)\s*=", r"gpus(?<!\wgpus)\s*=")
+    # the last: a "gpu" literal (JSON-escaped in a notebook's text)
+    TRIGGERS = (r"accelerator(?<!\waccelerator)\s*=", r"gpus(?<!\wgpus)\s*=", r"""gpu(?<!\wgpu)["'\\]""")
 
     VALID = [
         Valid('import lightning as L\ntrainer = L.Trainer(accelerator="cpu", devices=1)\n'),
+        Valid('import torch\nprint("gpu" if torch.cuda.is_available() else "cpu")\n'),  # chosen, not held
         Valid("from accelerate import Accelerator\nacc = Accelerator(mixed_precision='bf16')\n"),
         Valid('trainer = Trainer(model=model, args=args)\n'),  # transformers.Trainer
         Valid('import lightning as L\nt = L.Trainer(accelerator="mps")\n', target="accelerator"),
@@ -85,23 +91,43 @@ class LightningAccelerator(PythonRule):
                 target="accelerator"),
         Invalid('import torch, lightning as L\nacc = "gpu" if torch.cuda.is_available() else "cpu"\n'
                 'trainer = L.Trainer(accelerator=acc)\n', None, message_contains="the test choosing it is kept"),
+        Invalid('import torch\nkwargs = {}\nkwargs["accelerator"] = "gpu" if torch.cuda.is_available() else "cpu"\n',
+                None, message_contains="the test is kept with it"),
     ]
     CHOSEN = ("Lightning `accelerator={value}` is {names} where CUDA is available, and Lightning has no neuron "
               "accelerator: the test choosing it is kept (write a custom Accelerator)")
 
+    GPU_CHOSEN = ('`"gpu"` chosen by a device test names a GPU accelerator (Lightning\'s) with no neuron spelling: '
+                  "the test is kept with it (write a custom Accelerator)")
+
     def __init__(self, context) -> None:
         super().__init__(context)
         self._chosen: list[cst.Arg] = []  # accelerators held by a name or an expression: a device test may choose
+        self._gpu: list[cst.SimpleString] = []
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if string_value(node) in GPU_ACCELERATOR_NAMES:
+            self._gpu.append(node)
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if not self._chosen:
+        """The value and the test choosing it are one decision (helpers/decision_groups.py): an accelerator
+        a device test chooses keeps the test, reported at the Trainer's argument, else at the "gpu" itself
+        (a notebook cell, a Trainer's keyword dict filled in another module)."""
+        if not (self._chosen or self._gpu):
             return
         groups = decision_groups(self.context, original_node)
+        covered = set()
         for arg in self._chosen:
-            names = sorted({f'"{string_value(n)}"' for n in groups.cuda_literals_of(arg.value)})
-            if names:  # the value and the test choosing it are one decision (helpers/decision_groups.py)
+            held = groups.cuda_literals_of(arg.value)
+            if held:
+                covered |= held
                 keep_device_value(self.context, arg.value, arg)
-                self.report(arg.value, self.CHOSEN.format(value=source_of(arg.value), names=" or ".join(names)))
+                names = " or ".join(sorted({f'"{string_value(n)}"' for n in held}))
+                self.report(arg.value, self.CHOSEN.format(value=source_of(arg.value), names=names))
+        for literal in self._gpu:
+            if literal not in covered and groups.member_group.get(literal) is not None:
+                keep_device_value(self.context, literal, literal)
+                self.report(literal, self.GPU_CHOSEN)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not _is_lightning_callee(self.context, node.func):

@@ -7,6 +7,7 @@ original ran on the CPU. The test and the accelerator it chooses are one decisio
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 from tests.conftest import run_cli, simulator_env
@@ -51,6 +52,21 @@ def test_a_device_string_choice_for_lightning_is_kept_too():
     code, findings = rewrite_source(script, "train.py")
     assert code == script
     assert any(f.code == "NP608" and f.line == 18 for f in findings), findings
+
+
+def test_a_gpu_choice_out_of_the_trainers_sight_is_kept():
+    # a notebook's cells are rewritten one by one: the choice in one cell, the Trainer in the next
+    cells = [SCRIPT.split("accelerator = ")[0], 'accelerator = "gpu" if torch.cuda.is_available() else "cpu"\n',
+             SCRIPT[SCRIPT.index("trainer = "):]]
+    notebook = json.dumps({"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                                      "source": cell.splitlines(keepends=True)} for cell in cells],
+                           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    code, findings = rewrite_source(notebook, "simclr.ipynb")
+    assert "torch.cuda.is_available()" in code and "torch.neuron" not in code
+    assert any(f.code == "NP608" for f in findings), findings
+    # a Trainer's keywords filled here and passed to another module
+    script = 'import torch\nkwargs = {}\nkwargs["accelerator"] = "gpu" if torch.cuda.is_available() else "cpu"\n'
+    assert rewrite_source(script, "cli.py")[0] == script
 
 
 def test_a_device_choice_that_is_not_an_accelerator_is_still_ported():
