@@ -12,8 +12,9 @@ transformers sweep's comparison: ``shape_only_compare.findings`` / ``differences
 calls, unsupported features, distributed constraints, float64 ops and calls, eager signatures and calls per
 op, ``add``/``add_`` together; a second count with PyTorch's tensor-subclass paths in autograd merged,
 ``shape_only_compare.subclass_differences``: the overloads and autograd's view-replay zero-fills; a third
-up to an assumed even split, ``shape_only_compare.split_equal``). A layout difference is a difference: it is
-shape-only's to fix (docs/shape-only.md), not merged.
+up to an assumed even split, ``shape_only_compare.split_equal``; a fourth up to data-dependent sizes,
+``shape_only_compare.sizes_equal``: a detector's kept boxes and NMS survivors, by kind and op). A layout
+difference is a difference: it is shape-only's to fix (docs/shape-only.md), not merged.
 Writes ``OUT/comparison.json`` and ``OUT/comparison.md``.
 """
 
@@ -27,8 +28,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from shape_only_compare import (_write, differences, findings, not_equal_line, split_equal,  # noqa: E402
-                                subclass_differences)
+from shape_only_compare import (_write, differences, findings, not_equal_line, sizes_equal,  # noqa: E402
+                                split_equal, subclass_differences)
 
 
 def _load(folders: list[str]) -> tuple[dict, list[dict]]:
@@ -85,16 +86,19 @@ def compare(real: dict, fake: dict) -> list[dict]:
                 if rest:
                     row["differences_modulo_subclass_paths"] = rest
                     row["equal_modulo_split"] = split_equal(_sim(r), fsim, rest)
+                    if not row["equal_modulo_split"]:
+                        row["equal_modulo_sizes"] = sizes_equal(_sim(r), fsim)
         out.append(row)
     return out
 
 
 def _counts(rows: list[dict]) -> dict:
     c = Counter(r["status"] for r in rows)
+    split = c["equal"] + sum(1 for r in rows if r.get("equal_modulo_subclass_paths") or r.get("equal_modulo_split"))
     return {"real_ran": len(rows), "shape_only_ran": c["equal"] + c["differs"], "equal": c["equal"],
             "equal_modulo_subclass_paths": c["equal"] + sum(1 for r in rows if r.get("equal_modulo_subclass_paths")),
-            "equal_modulo_split": c["equal"] + sum(1 for r in rows if r.get("equal_modulo_subclass_paths")
-                                                   or r.get("equal_modulo_split")),
+            "equal_modulo_split": split,
+            "equal_modulo_sizes": split + sum(1 for r in rows if r.get("equal_modulo_sizes")),
             "share_equal": round(c["equal"] / len(rows), 4) if rows else None, "by_status": dict(sorted(c.items()))}
 
 
@@ -120,18 +124,21 @@ def markdown(doc: dict) -> str:
            f"{doc['equal_modulo_subclass_paths']} with PyTorch's tensor-subclass paths in autograd merged "
            "(an op's in-place and out-of-place overloads as one; `_index_put_impl_`'s unsafe flag dropped; the "
            "zero-fills of autograd's two view paths), "
-           f"{doc['equal_modulo_split']} up to an assumed even split as well (a router's; none expected here).", "",
+           f"{doc['equal_modulo_split']} up to an assumed even split as well (a router's; none expected here), "
+           f"{doc['equal_modulo_sizes']} up to data-dependent sizes (the shape-only run listed a size rule, NP911, "
+           "and the findings are the same by kind and op; calls and signatures after the sizes not compared: "
+           "`shape_only_compare.sizes_equal`).", "",
            "Runs (real, then shape-only):", ""]
     for m in doc["real"] + doc["shape_only"]:
         out.append(f"- `{m['folder']}`: {'shape-only' if m.get('shape_only') else 'real'}, started {m.get('started')}, "
                    f"{m.get('wall_seconds')} s wall, {m.get('jobs')} worker(s), {m.get('timeout')} s limit, load "
                    f"{[round(x, 2) for x in m.get('load_before') or []]} before; torch {m.get('torch')}, torchvision "
                    f"{m.get('torchvision')}, timm {m.get('timm')}; `{m.get('command')}`")
-    out += ["", "| group | run for real | ran shape-only | equal | equal (subclass paths merged) | equal (and up to a split) | statuses |",
-            "|---|---:|---:|---:|---:|---:|---|"]
+    out += ["", "| group | run for real | ran shape-only | equal | equal (subclass paths merged) | equal (and up to a split) "
+            "| equal (and up to data-dependent sizes) | statuses |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for g, c in list(doc["groups"].items()) + [("**total**", doc)]:
         out.append(f"| {g} | {c['real_ran']} | {c['shape_only_ran']} | {c['equal']} | {c['equal_modulo_subclass_paths']} | "
-                   f"{c['equal_modulo_split']} | "
+                   f"{c['equal_modulo_split']} | {c['equal_modulo_sizes']} | "
                    + ", ".join(f"{k} {v}" for k, v in c["by_status"].items()) + " |")
     bad = [r for r in doc["architectures"] if r["status"] != "equal"]
     out += ["", "## Not equal", ""]
@@ -157,7 +164,7 @@ def main(argv=None) -> int:
     _write(out / "comparison.md", markdown(doc))
     print(f"ran for real {doc['real_ran']}, shape-only ran {doc['shape_only_ran']}, equal findings {doc['equal']}, "
           f"equal with subclass paths merged {doc['equal_modulo_subclass_paths']}, and up to a split "
-          f"{doc['equal_modulo_split']}; {doc['by_status']}")
+          f"{doc['equal_modulo_split']}, up to data-dependent sizes {doc['equal_modulo_sizes']}; {doc['by_status']}")
     return 0
 
 
