@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = '789727c72d12132e4838039de28adc8230a9f2c17b35b72ba23e7c184e49560d'
+RULE_SOURCES_SHA256 = '76ca668fd40b936e57f59934fd641784e680a873f2a3c36e14068793ab80c5e4'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

@@ -13,7 +13,7 @@ from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.decision_groups import decision_groups
 from neuron_port.rules.helpers.device_flags import GPU_ACCELERATOR_NAMES
 from neuron_port.rules.helpers.kept_values import keep_device_value
-from neuron_port.rules.helpers.names import int_value, is_false, is_none, last_segment, source_of
+from neuron_port.rules.helpers.names import int_value, is_false, is_none, last_segment, source_of, walk
 from neuron_port.rules.helpers.nodes import replace_string, string_value
 from neuron_port.rules.spec import LAUNCH_FILE, Invalid, LineHit, LineOptions, LineRule, PythonRule, ScriptLine, Valid
 
@@ -59,7 +59,8 @@ class LightningAccelerator(PythonRule):
 
     ## Fix safety
     No automatic fix (see above). ``devices=N`` counts logical NeuronCores (4 per Trainium2 chip at
-    LNC=2), not GPUs. The device test choosing the accelerator is left as it is (one decision with it).
+    LNC=2), not GPUs. The device test choosing the accelerator is left as it is (one decision with it), and so
+    are the tests choosing the same call's other arguments (``devices = torch.cuda.device_count() if ...``).
 
     ## References
     - https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/torchneuron-resources.html, https://github.com/aws-neuron/aws-neuron-sdk/blob/81ce03ae/frameworks/torch/pytorch-native-overview.rst ("Hugging Face transformers, diffusers, PEFT, and accelerate run
@@ -102,8 +103,14 @@ class LightningAccelerator(PythonRule):
 
     def __init__(self, context) -> None:
         super().__init__(context)
-        self._chosen: list[cst.Arg] = []  # accelerators held by a name or an expression: a device test may choose
+        self._chosen: list[tuple[cst.Arg, cst.Call]] = []  # accelerators held by a name: a device test may choose
         self._gpu: list[cst.SimpleString] = []
+        self._assigned: dict[str, list[cst.BaseExpression]] = {}  # a module's name -> the values assigned to it
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self._assigned.setdefault(target.target.value, []).append(node.value)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if string_value(node) in GPU_ACCELERATOR_NAMES:
@@ -117,17 +124,30 @@ class LightningAccelerator(PythonRule):
             return
         groups = decision_groups(self.context, original_node)
         covered = set()
-        for arg in self._chosen:
+        for arg, call in self._chosen:
             held = groups.cuda_literals_of(arg.value)
             if held:
                 covered |= held
                 keep_device_value(self.context, arg.value, arg)
                 names = " or ".join(sorted({f'"{string_value(n)}"' for n in held}))
                 self.report(arg.value, self.CHOSEN.format(value=source_of(arg.value), names=names))
+                self._keep_beside(groups, call, arg)
         for literal in self._gpu:
             if literal not in covered and groups.member_group.get(literal) is not None:
                 keep_device_value(self.context, literal, literal)
                 self.report(literal, self.GPU_CHOSEN)
+
+    def _keep_beside(self, groups, call: cst.Call, kept: cst.Arg) -> None:
+        """The Trainer's other arguments chosen by device tests (``devices = torch.cuda.device_count() if
+        torch.cuda.is_available() else 1``) configure the same device as its kept accelerator: their tests
+        are kept with it (a NeuronCore count beside the CPU accelerator would start a process per core)."""
+        for arg in call.args:
+            if arg is kept or not isinstance(arg.value, cst.Name):
+                continue
+            for value in self._assigned.get(arg.value.value, ()):
+                for node in walk(value):
+                    if groups.member_group.get(node) is not None:
+                        keep_device_value(self.context, node, kept)
 
     def visit_Call(self, node: cst.Call) -> None:
         if not _is_lightning_callee(self.context, node.func):
@@ -138,7 +158,7 @@ class LightningAccelerator(PythonRule):
             if arg.keyword.value == "accelerator" and string_value(arg.value) in ("cuda", "gpu"):
                 self.report(arg.value, self.MESSAGE.format(what=f'accelerator="{string_value(arg.value)}"'))
             elif arg.keyword.value == "accelerator" and not isinstance(arg.value, cst.SimpleString):
-                self._chosen.append(arg)
+                self._chosen.append((arg, node))
             elif (arg.keyword.value == "gpus" and not (is_none(arg.value) or is_false(arg.value))
                   and int_value(arg.value) != 0):
                 self.report(arg, self.MESSAGE.format(what="gpus="))

@@ -13,7 +13,8 @@ KEPT_VALUES = "kept_device_values"  # FileContext.shared key: [(device expressio
 
 
 def keep_device_value(context, value: cst.BaseExpression, cause: cst.CSTNode) -> None:
-    """The device ``value`` flows into ``cause``, which cannot run on Trainium: keep its CUDA choice."""
+    """The device ``value`` flows into ``cause``, which cannot run on Trainium: keep its CUDA choice (``value``
+    may be a device test itself: its group is kept)."""
     context.shared.setdefault(KEPT_VALUES, []).append((value, cause))
 
 
@@ -22,6 +23,9 @@ def seed_kept(kept_values, groups, inside: dict, level: dict, why: dict, kept: i
     guarding it); return literal -> why, for the literal's own rename, which may be in no group."""
     kept_literals: dict[cst.CSTNode, str] = {}
     for value, cause in kept_values:
+        direct = groups.member_group.get(value)  # a device test itself (a count chosen beside a kept device)
+        if direct is not None:
+            level[direct], why[direct] = kept, source_of(cause)
         for literal in groups.cuda_literals_of(value):
             kept_literals[literal] = source_of(cause)
             member = groups.member_group.get(literal)

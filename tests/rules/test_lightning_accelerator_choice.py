@@ -69,6 +69,15 @@ def test_a_gpu_choice_out_of_the_trainers_sight_is_kept():
     assert rewrite_source(script, "cli.py")[0] == script
 
 
+def test_a_device_count_beside_a_kept_accelerator_is_kept():
+    # lightly's benchmarks: the NeuronCore count beside the CPU accelerator would start a process per core
+    script = SCRIPT.replace('accelerator = "gpu"', 'devices = torch.cuda.device_count() if torch.cuda.is_available() else 1\n'
+                            'accelerator = "gpu"').replace("devices=1, ", "devices=devices, ")
+    code, findings = rewrite_source(script, "train.py")
+    assert code == script
+    assert any(f.line == 17 and "device_count" in f.message and "kept" in f.message for f in findings), findings
+
+
 def test_a_device_choice_that_is_not_an_accelerator_is_still_ported():
     script = SCRIPT.replace('accelerator=accelerator, ', '').replace(
         'accelerator = "gpu" if', 'device = "cuda" if')
