@@ -10,7 +10,8 @@ run as a user's script, real (simulated) and shape-only:
   ``remainder.Tensor`` refused) and each step's ids written into a view of the beam-id buffer
   (``buf[:, :, i] = ids``, an overwrite of a view of a known tensor);
 - a loop whose condition has no known operand (``if (err < tol).item(): break``) is bounded by its own count, as
-  before: the rule gives no value to an unknown bool alone.
+  before: the rule gives no value to an unknown bool alone; nor does a mask made once before the loop beyond
+  the loop's first read (``active = active & (err > tol)``: nothing known changes, so nothing known bounds it).
 """
 
 from __future__ import annotations
@@ -55,7 +56,16 @@ known_steps = 0
 while bool((x.abs().max() > 1e-30) & torch.full((), known_steps < 4, device="neuron")):
     x = x * 0.5
     known_steps += 1
-print("LOOPS", json.dumps({"unknown": unknown_steps, "known": known_steps}))
+# a mask made once, then joined with unknown tests only: the known start decides the first read alone
+active = torch.ones(8, dtype=torch.bool, device="neuron")
+mask_steps = 0
+while mask_steps < 50:
+    x = x * 0.5
+    mask_steps += 1
+    active = active & (x.abs() > 1e-30)
+    if not bool(active.any()):
+        break
+print("LOOPS", json.dumps({"unknown": unknown_steps, "known": known_steps, "mask": mask_steps}))
 """
 
 
@@ -70,6 +80,8 @@ def test_beam_search_generates_as_the_real_run(tmp_path, sim_build):
 def test_a_condition_with_no_known_operand_reads_false(tmp_path, sim_build):
     real = tagged_json(run_script(tmp_path, UNKNOWN, shape_only=False), "LOOPS")["LOOPS"]
     fake = tagged_json(run_script(tmp_path, UNKNOWN, shape_only=True), "LOOPS")["LOOPS"]
-    assert real == {"unknown": 6, "known": 4}
-    # the unknown test reads False (the loop's own bound ends it); the known bound ends the other
-    assert fake == {"unknown": 6, "known": 4}
+    assert real == {"unknown": 6, "known": 4, "mask": 50}
+    # the unknown test reads False (the loop's own bound ends it); the known bound ends the second; the mask made
+    # before the loop decides its first read only (not a bound: without that, the loop ran to its guard, 50, and
+    # a `while True` would never end)
+    assert fake == {"unknown": 6, "known": 4, "mask": 2}
