@@ -1,9 +1,10 @@
 """PyTorch's OpInfo samples of the native ops on the simulated neuron device, compared with the CPU.
 
 The normal run sweeps a fixed representative subset (opinfo_sweep.SUBSET, a few seconds); set
-NEURON_PORT_FULL_OPINFO=1 to sweep every OpInfo of a native op (about 200 OpInfos, 1-2 minutes on a
-loaded 2-core machine). Every failure must be a documented TorchNeuron limitation listed in
-rules/op_limitations.toml, and every listed limitation of a swept op must still fail.
+NEURON_PORT_FULL_OPINFO=1 (or NEURON_PORT_FULL_SWEEPS=1, every full sweep of the suite) to sweep every
+OpInfo of a native op (about 200 OpInfos, 1-2 minutes on a loaded 2-core machine). Every failure must be a
+documented TorchNeuron limitation listed in rules/op_limitations.toml, and every listed limitation of a
+swept op must still fail.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 
 import pytest
+from conftest import FULL_SWEEPS
 
 from neuron_backend import policy
 
@@ -20,7 +22,7 @@ from .conftest import PRELUDE
 
 pytestmark = pytest.mark.slow
 
-FULL = os.environ.get("NEURON_PORT_FULL_OPINFO", "").strip() == "1"
+FULL = os.environ.get("NEURON_PORT_FULL_OPINFO", "").strip() == "1" or FULL_SWEEPS
 SWEEP_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opinfo_sweep.py")
 
 
@@ -94,7 +96,7 @@ def test_opinfo_subset(run_sim):
     assert not stale, f"limitations that no longer fail (remove them from rules/op_limitations.toml): {stale}"
 
 
-@pytest.mark.skipif(not FULL, reason="the whole OpInfo sweep runs with NEURON_PORT_FULL_OPINFO=1")
+@pytest.mark.skipif(not FULL, reason="the whole OpInfo sweep runs with NEURON_PORT_FULL_OPINFO=1 (or _SWEEPS=1)")
 def test_opinfo_full(run_sim):
     res = run_sweep(run_sim, None)
     print(report(res))
