@@ -15,12 +15,15 @@
   ``&``, ``all`` and the rest): ``torch.distributions``' support check of a sample,
   ``(v % 1 == 0) & (0 <= v) & (v <= n - 1)``, is true, where a placeholder ``False`` raised
   ``ValueError: Expected value argument ... to be within the support`` (cleanrl's PPO).
+* A value nobody knows is finite (its placeholder is): a comparison with ``float("inf")`` or ``-inf`` is decided
+  (a best-so-far loss that starts at infinity: the first ``loss < best`` is true).
 Nothing else is bounded: a value without a range reads the usual placeholder.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -144,6 +147,12 @@ def note(func, args, kwargs, out, known=lambda t: None):
     if func in _REMAINDERS and len(args) > 1 and _number(args[1]) and args[1] > 0 and not src.is_floating_point():
         _set(out, 0, args[1] - 1)
         return None
+    if func in _COMPARE and len(args) > 1 and isinstance(args[1], float) and math.isinf(args[1]):
+        # a value nobody knows is finite, as its placeholder is: a comparison with an infinity is decided (a
+        # best-so-far that starts at float("inf"): `if loss < best:` is true, and the checkpoint is saved)
+        always, never = _COMPARE[func]
+        lo, hi = (-sys.float_info.max if own[0] is None else own[0]), (sys.float_info.max if own[1] is None else own[1])
+        return True if always(lo, hi, args[1]) else False if never(lo, hi, args[1]) else None
     if own == (None, None):
         return None
     if func in _COMPARE and len(args) > 1 and _number(args[1]):
