@@ -25,7 +25,7 @@ import libcst as cst
 from libcst._nodes.base import CSTNode
 
 from neuron_port.rewrite.chunks import CHUNK_CHARS, parse_in_pieces, run_in_pieces, segments
-from neuron_port.rewrite.class_pieces import parse_class
+from neuron_port.rewrite.block_pieces import parse_definition
 
 PARSE_STACK_BYTES = 256 * 2**20
 # Measured: one nesting level costs LibCST up to ~6.4 KB of stack (a bracket: 2 characters); an unclosed
@@ -236,10 +236,10 @@ def _parse_reusing(code: str, path: str) -> cst.Module:
         return tree
 
     def parse_top(text: str) -> Optional[cst.Module]:
-        # a long class is kept by its body's segments (class_pieces.py); its own tree is rebuilt each time
+        # a long class or function is kept by its body's segments (block_pieces.py); its own tree is rebuilt
         if text in before and text not in used:
             return parse(text)
-        return parse_class(text, parse) or parse(text)
+        return parse_definition(text, parse) or parse(text)
 
     module = parse_in_pieces(code, parse_top, limit=KEPT_PIECE_CHARS)
     if module is None:  # one piece, or pieces that disagree: the whole text is one piece of its own

@@ -1,13 +1,16 @@
-"""A long class parsed method by method, so the language server re-parses only what an edit changed.
+"""A long class or function parsed statement by statement of its body, so the language server re-parses
+only what an edit changed.
 
 chunks.py cuts a module at its top-level statements; a file that is mostly one class (accelerate's
-``Accelerator``: 4,000 of ``accelerator.py``'s 4,400 lines) is then one piece, re-parsed whole on every
-keystroke (~0.2 s of the ~0.3 s the editor may wait). Here such a piece is cut again inside the class
-body, before each statement of the body (a ``def``, a decorator, an assignment), and each segment after
-the first is parsed inside a one-line class header (``class _:``), which puts Python's tokenizer at that
-line as the whole text does (no open bracket or string, indentation stack [0, body indentation]).
+``Accelerator``: 4,000 of ``accelerator.py``'s 4,400 lines) or one long ``def main():`` is then one piece,
+re-parsed whole on every keystroke (~0.2 s of the ~0.3 s the editor may wait). Here such a piece is cut
+again inside the definition's body, before each statement of the body (a ``def``, a decorator, an
+assignment), and each segment after the first is parsed inside a one-line class header (``class _:``),
+which puts Python's tokenizer at that line as the whole text does (no open bracket or string, indentation
+stack [0, body indentation]); LibCST's parse of a statement does not depend on what encloses it (``return``
+or ``await`` parse in a class body too).
 
-Why the joined tree is the whole text's (tests/rewrite/test_class_pieces.py compares them on the fixtures,
+Why the joined tree is the whole text's (tests/rewrite/test_block_pieces.py compares them on the fixtures,
 the rule examples and texts made for each edge; bench/rewrite/bench_parse_reuse.py on real files):
 
 - a cut is made only at a line indented exactly as the body's first statement, that may begin a statement
@@ -17,7 +20,9 @@ the rule examples and texts made for each edge; bench/rewrite/bench_parse_reuse.
   deeper comment to the block above as its footer, a whitespace-only line likewise);
 - a cut inside a multi-line string or bracket leaves the segment above it unparseable: it is joined with
   the next one and tried again (chunks.run_in_pieces), as for top-level pieces;
-- each segment must parse to exactly one class with an indented body, no text around it, the same
+- the header (decorators, the ``class`` or ``def`` line and its continuation lines, up to the ``:`` that
+  closes its brackets) is never cut;
+- each segment must parse to exactly one class or function with an indented body, no text around it, the same
   default indentation and newline as the first, and only the last may have a body footer: anything else
   and the piece is parsed whole (``None``).
 """
@@ -31,11 +36,11 @@ import libcst as cst
 
 from neuron_port.rewrite.chunks import run_in_pieces
 
-# Only pieces longer than this are cut (a short class costs less to parse than to cut).
-MIN_CLASS_CHARS = 4_000
+# Only pieces longer than this are cut (a short definition costs less to parse than to cut).
+MIN_BLOCK_CHARS = 4_000
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-_CLASS_START = re.compile(r"(?:@|class\s)")
+_DEFINITION = re.compile(r"(?:@|class\s|def\s|async\s+def\s)")
 _NOT_A_START = re.compile(r"[ \t\f\r\n#)\]}\\]|(?:else|elif|except|finally)\b")
 # the indentation of a line that holds code (not blank, not only a comment)
 _INDENTED_CODE = re.compile(r"([ \t]+)[^ \t\f\r\n#]")
@@ -49,26 +54,32 @@ def _first_code_line(text: str) -> str:
     return ""
 
 
-def class_segments(text: str) -> Optional[list[str]]:
-    """``text`` (one top-level piece) cut before the statements of its class body, or None when it does not
-    look like a long class (then it is parsed whole)."""
-    if len(text) < MIN_CLASS_CHARS or not _CLASS_START.match(_first_code_line(text)):
+def body_segments(text: str) -> Optional[list[str]]:
+    """``text`` (one top-level piece) cut before the statements of its definition's body, or None when it does
+    not look like a long class or function (then it is parsed whole)."""
+    if len(text) < MIN_BLOCK_CHARS or not _DEFINITION.match(_first_code_line(text)):
         return None
     lines = _LINE.findall(text)
     body_indent = None
     offset = 0
     cuts: list[int] = []
     quote = None  # the triple quote a multi-line string opened on an earlier line (a guess, see below)
+    depth, in_header = 0, True  # the header's open brackets (a guess too: a bracket in a string misleads it)
     for index, line in enumerate(lines):
         start, offset = offset, offset + len(line)
         opened = quote
         quote = _quote_after(line, quote)
         if opened is not None:
             continue  # inside a docstring: its lines at the body's indentation are no statements
+        if in_header:
+            code = line.split("#", 1)[0]
+            depth += sum(map(code.count, "([{")) - sum(map(code.count, ")]}"))
+            in_header = depth > 0 or not code.rstrip().endswith(":")
+            continue
         if body_indent is None:
             found = _INDENTED_CODE.match(line)
             if found is not None:
-                body_indent = found.group(1)  # a wrong guess (a header's continuation line) costs merges only
+                body_indent = found.group(1)  # a wrong guess costs merges or a whole parse, never a tree
             continue
         if not line.startswith(body_indent) or _NOT_A_START.match(line, len(body_indent)):
             continue
@@ -115,11 +126,11 @@ def _in_gap(line: str, body_indent: str) -> bool:
     return line.startswith(body_indent + "#")
 
 
-def parse_class(text: str, parse: Callable[[str], Optional[cst.Module]]) -> Optional[cst.Module]:
-    """The module ``text`` parses to, built from its class's segments (``parse``: LibCST's parse of one text,
+def parse_definition(text: str, parse: Callable[[str], Optional[cst.Module]]) -> Optional[cst.Module]:
+    """The module ``text`` parses to, built from its definition's segments (``parse``: LibCST's parse of one text,
     None when it fails; the caller may answer from a cache); None when ``text`` is not cut or the segments
     do not join exactly."""
-    cut = class_segments(text)
+    cut = body_segments(text)
     if cut is None:
         return None
     newline = "\r\n" if "\r\n" in cut[0] else "\r" if "\r" in cut[0] and "\n" not in cut[0] else "\n"
@@ -140,8 +151,8 @@ def parse_class(text: str, parse: Callable[[str], Optional[cst.Module]]) -> Opti
     return _join(parts)
 
 
-def _block(module: cst.Module) -> Optional[cst.IndentedBlock]:
-    if len(module.body) != 1 or not isinstance(module.body[0], cst.ClassDef):
+def _block(module: cst.Module, kinds: tuple = (cst.ClassDef,)) -> Optional[cst.IndentedBlock]:
+    if len(module.body) != 1 or not isinstance(module.body[0], kinds):
         return None
     body = module.body[0].body
     return body if isinstance(body, cst.IndentedBlock) else None
@@ -149,7 +160,7 @@ def _block(module: cst.Module) -> Optional[cst.IndentedBlock]:
 
 def _join(parts: list[cst.Module]) -> Optional[cst.Module]:
     first, last = parts[0], parts[-1]
-    blocks = [_block(p) for p in parts]
+    blocks = [_block(first, (cst.ClassDef, cst.FunctionDef)), *(_block(p) for p in parts[1:])]
     if any(b is None for b in blocks):
         return None
     for part, block in zip(parts[1:], blocks[1:]):

@@ -1,6 +1,6 @@
-"""Issue 38 item 1: a long class is parsed segment by segment (rewrite/class_pieces.py), so the language
-server re-parses only the methods an edit changed. Property: wherever the segments join, the tree is
-exactly the whole text's parse (deep_equals, code, default indentation); texts made for each edge the
+"""Issue 38 item 1: a long class or function is parsed segment by segment (rewrite/block_pieces.py), so the
+language server re-parses only the statements of its body an edit changed. Property: wherever the segments
+join, the tree is exactly the whole text's parse (deep_equals, code, default indentation); texts made for each edge the
 cut must respect; and a kept buffer edited inside one method re-parses that segment alone, with the
 engine's outcome equal to a fresh run's."""
 
@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 
 from conftest import fixture_and_example_sources
-from neuron_port.rewrite import chunks, class_pieces, syntax
+from neuron_port.rewrite import chunks, block_pieces, syntax
 from neuron_port.rewrite.engine import EngineOptions, transform_source
 from neuron_port.rules.registry import all_rules
 
@@ -28,7 +28,7 @@ def _same(a: cst.Module, b: cst.Module) -> bool:
 
 @pytest.fixture
 def any_length(monkeypatch):
-    monkeypatch.setattr(class_pieces, "MIN_CLASS_CHARS", 0)
+    monkeypatch.setattr(block_pieces, "MIN_BLOCK_CHARS", 0)
 
 
 def test_joined_classes_equal_the_whole_parse_on_the_corpus(any_length):
@@ -37,7 +37,7 @@ def test_joined_classes_equal_the_whole_parse_on_the_corpus(any_length):
         if _parse(text) is None:
             continue
         for _offset, piece in chunks.pieces(text, 1):
-            tree = class_pieces.parse_class(piece, _parse)
+            tree = block_pieces.parse_definition(piece, _parse)
             if tree is None:
                 continue
             joined += 1
@@ -68,21 +68,28 @@ EDGES = {
     "body indented by 2": "class A:\n  x = 1\n  def f(self):\n    return 1\n",
     "one-line body": "class A: x = 1\n",
     "decorated class": "@dataclass\nclass A:\n    x: int = 1\n    y: int = 2\n",
+    "function": "def main():\n    x = 1\n\n    # then\n    for i in range(3):\n        x += i\n    return x\n",
+    "async function": "async def main():\n    x = await f()\n    async for y in g():\n        pass\n    yield x\n",
+    "function header over lines": "def main(\n    a,\n    b: int = (1,\n    2),\n) -> None:\n    x = a\n    y = b\n",
+    "decorated function with a multi-line decorator": "@app.command(\n    name='x',\n)\ndef main():\n    x = 1\n    y = 2\n",
+    "function with a bracket in its header's string": "def main(a=')'):\n    x = 1\n    y = 2\n",
+    "function body of clauses": "def main():\n    try:\n        x = 1\n    except E:\n        x = 2\n    else:\n        x = 3\n    while x:\n        x -= 1\n    else:\n        pass\n",
+    "nonlocal and global": "def outer():\n    x = 1\n    def inner():\n        nonlocal x\n        global y\n        x = 2\n    return inner\n",
 }
 
 
 @pytest.mark.parametrize("text", EDGES.values(), ids=list(EDGES))
 def test_edges_join_exactly_or_not_at_all(any_length, text):
     whole = cst.parse_module(text)
-    tree = class_pieces.parse_class(text, _parse)
+    tree = block_pieces.parse_definition(text, _parse)
     if tree is not None:
         assert _same(tree, whole)
 
 
 def test_most_edges_are_cut(any_length):
     # the edges above must not all fall back to a whole parse (which would make them prove nothing)
-    cut = [name for name, text in EDGES.items() if class_pieces.parse_class(text, _parse) is not None]
-    assert len(cut) >= 12, cut
+    cut = [name for name, text in EDGES.items() if block_pieces.parse_definition(text, _parse) is not None]
+    assert len(cut) >= 18, cut
 
 
 def _long_class(methods: int) -> str:
@@ -94,7 +101,7 @@ def _long_class(methods: int) -> str:
 
 def test_an_edit_reparses_its_method_alone():
     text = _long_class(120)
-    assert len(text) > class_pieces.MIN_CLASS_CHARS
+    assert len(text) > block_pieces.MIN_BLOCK_CHARS
     rules = list(all_rules())
     syntax.keep_parsed_pieces(2)
     try:
