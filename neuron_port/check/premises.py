@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from fnmatch import fnmatchcase
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from neuron_port.check.events import ProcessEvents, Site
 from neuron_port.check.runtime import RuntimeSection
@@ -28,7 +28,9 @@ from neuron_port.check.sites import SiteMapper, UserSite
 from neuron_port.report import Report
 from neuron_port.results import Finding
 from neuron_port.rules.registry import rule_by_code
-from neuron_port.rules.spec import RunPremise
+
+if TYPE_CHECKING:  # rules/spec.py imports LibCST: loaded later by the scan, its dataclass methods from their cache
+    from neuron_port.rules.spec import RunPremise
 
 __all__ = ["Evidence", "check_static_findings", "imported_files"]
 

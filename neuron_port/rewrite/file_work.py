@@ -90,8 +90,10 @@ def process_file(source: SourceFile, options: RunOptions, raw: Optional[bytes],
             if not _launch_file_could_match(source, options):
                 result.skipped = True
                 return result, None
-            from neuron_port.rewrite.line_files import scan_launch_file
+            from neuron_port.rewrite.dataclass_code import compiled_once
 
+            with compiled_once():  # its rules import LibCST: the dataclass methods from their cache
+                from neuron_port.rewrite.line_files import scan_launch_file
             scanned = scan_launch_file(source, options, kind)
             if scanned is None:
                 result.skipped = True
