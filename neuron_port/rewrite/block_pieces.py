@@ -34,20 +34,18 @@ from typing import Callable, Optional
 
 import libcst as cst
 
-from neuron_port.rewrite.chunks import run_in_pieces
+from neuron_port.rewrite.chunks import LINE, NOT_A_START, run_in_pieces
 
 # Only pieces longer than this are cut (a short definition costs less to parse than to cut).
 MIN_BLOCK_CHARS = 4_000
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _DEFINITION = re.compile(r"(?:@|class\s|def\s|async\s+def\s)")
-_NOT_A_START = re.compile(r"[ \t\f\r\n#)\]}\\]|(?:else|elif|except|finally)\b")
 # the indentation of a line that holds code (not blank, not only a comment)
 _INDENTED_CODE = re.compile(r"([ \t]+)[^ \t\f\r\n#]")
 
 
 def _first_code_line(text: str) -> str:
-    for line in _LINE.findall(text):
+    for line in LINE.findall(text):
         stripped = line.lstrip(" \t\f")
         if stripped and stripped[0] not in "#\r\n":
             return line
@@ -59,7 +57,7 @@ def body_segments(text: str) -> Optional[list[str]]:
     not look like a long class or function (then it is parsed whole)."""
     if len(text) < MIN_BLOCK_CHARS or not _DEFINITION.match(_first_code_line(text)):
         return None
-    lines = _LINE.findall(text)
+    lines = LINE.findall(text)
     body_indent = None
     offset = 0
     cuts: list[int] = []
@@ -81,7 +79,7 @@ def body_segments(text: str) -> Optional[list[str]]:
             if found is not None:
                 body_indent = found.group(1)  # a wrong guess costs merges or a whole parse, never a tree
             continue
-        if not line.startswith(body_indent) or _NOT_A_START.match(line, len(body_indent)):
+        if not line.startswith(body_indent) or NOT_A_START.match(line, len(body_indent)):
             continue
         gap = index
         while gap > 0 and _in_gap(lines[gap - 1], body_indent):

@@ -50,24 +50,25 @@ SEGMENT_CHARS = 4_000
 
 _T = TypeVar("_T")
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # Python's newlines only (not str.splitlines')
+LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # Python's newlines only (not str.splitlines')
 _DEFINITIONS = ("def ", "class ", "async def ", "@")
-# what a column-0 line that begins a statement cannot start with: indentation, a comment, a line end, a
+# what a line that begins a statement cannot start with (at column 0 here, at a body's indentation in
+# block_pieces.py): indentation, a comment, a line end, a
 # closing bracket (a continuation), or a clause of the compound statement above
-_NOT_A_START = re.compile(r"[ \t\f\r\n#)\]}\\]|(?:else|elif|except|finally)\b")
+NOT_A_START = re.compile(r"[ \t\f\r\n#)\]}\\]|(?:else|elif|except|finally)\b")
 
 
 def _starts(code: str) -> list[tuple[int, bool, str]]:
     """(offset, whether a definition starts there, its first line) for every place a piece may start:
     the first line of the blank lines and column-0 comments above a column-0 line that may begin a
     statement (a guess: see the module docstring)."""
-    lines = _LINE.findall(code)
+    lines = LINE.findall(code)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
     points: list[tuple[int, bool, str]] = []
     for index, line in enumerate(lines):
-        if index == 0 or _NOT_A_START.match(line):
+        if index == 0 or NOT_A_START.match(line):
             continue
         gap = index
         while gap > 0:
