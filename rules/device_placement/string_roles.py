@@ -25,6 +25,7 @@ from neuron_port.rules.device_placement.tables import (
 from neuron_port.rules.helpers.calls import arg_named
 from neuron_port.rules.helpers.guards import AvailabilityMixin, GuardedBlocks
 from neuron_port.rules.helpers.names import dotted_name, last_segment, walk
+from neuron_port.rules.helpers.per_file import module_walk
 from neuron_port.rules.helpers.nodes import children, expr, replace_string, string_value
 from neuron_port.rules.spec import PythonRule
 
@@ -193,7 +194,8 @@ class DeviceStringRule(AvailabilityMixin, GuardedBlocks, PythonRule):
         DEVICES:``): a list of devices used one by one, not a table."""
         if self._module is None:
             return False
-        for n in walk(self._module):
+        # the pass's one walk of the module (per_file.module_walk), not a walk of its own per table
+        for n in module_walk(self.context, self._module).nodes:
             kind = type(n)
             used = n.value if kind is cst.Subscript else (n.iter if kind is cst.For or kind is cst.CompFor else None)
             if type(used) is cst.Name and used.value == name:

@@ -261,7 +261,7 @@ class DecisionGroups:
                             if target is not None:
                                 grown |= hold(self._key(target), origins(value))
                 elif kind is cst.FunctionDef:
-                    for returned in (n for n in walk(node.body) if type(n) is cst.Return and n.value is not None):
+                    for returned in self._scopes.returns.get(node, ()):  # from the scopes' one walk
                         grown |= hold(("returns", node.name.value), origins(returned.value))
                 elif kind is cst.Call and type(node.func) in (cst.Name, cst.Attribute):
                     grown |= self._pass_arguments(node, functions, origins, hold)

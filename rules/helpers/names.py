@@ -168,3 +168,14 @@ def walk_all(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 _FIELDS_LAST_FIRST: dict[type, tuple[str, ...]] = {}
+# for walks that carry their own state per node (scopes.py): the same tables walk_all reads
+CHILD_KINDS = _KIND
+FIELDS_LAST_FIRST = _FIELDS_LAST_FIRST
+
+
+def fields_last_first(kind: type) -> tuple[str, ...]:
+    """The code fields of a node class, last first (kept in FIELDS_LAST_FIRST)."""
+    names = _FIELDS_LAST_FIRST.get(kind)
+    if names is None:
+        names = _FIELDS_LAST_FIRST[kind] = tuple(reversed(_code_fields(kind)))
+    return names

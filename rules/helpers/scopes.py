@@ -16,7 +16,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.helpers.names import code_children
+from neuron_port.rules.helpers.names import CHILD_KINDS, FIELDS_LAST_FIRST, fields_last_first, value_kind
 
 _FUNCTION_SCOPES = (cst.FunctionDef, cst.Lambda)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -44,6 +44,9 @@ class Scopes:
         self.class_of: dict[cst.CSTNode, Optional[cst.ClassDef]] = {}  # `self` / `cls` Name -> its class
         self._global: dict[cst.CSTNode, set[str]] = {}
         self._nonlocal: dict[cst.CSTNode, set[str]] = {}
+        # each function -> the return statements with a value in its body, nested functions' included, in
+        # document order (what a walk of its body finds)
+        self.returns: dict[cst.FunctionDef, list[cst.Return]] = {}
         self._walk(root)
 
     def binder(self, name: cst.Name) -> cst.CSTNode:
@@ -68,8 +71,9 @@ class Scopes:
     def _walk(self, root: cst.CSTNode) -> None:
         # (node, its scope, its class): the stack pops in document order (code_children is last first)
         stack: list[tuple[cst.CSTNode, cst.CSTNode, Optional[cst.ClassDef]]] = [(root, root, None)]
+        pop, push, kinds, fields = stack.pop, stack.append, CHILD_KINDS, FIELDS_LAST_FIRST
         while stack:
-            node, scope, klass = stack.pop()
+            node, scope, klass = pop()
             kind = type(node)
             inner, inner_class = scope, klass
             if kind is cst.Name:
@@ -114,8 +118,31 @@ class Scopes:
                 self._global.setdefault(scope, set()).update(n.name.value for n in node.names)  # type: ignore[attr-defined]
             elif kind is cst.Nonlocal:
                 self._nonlocal.setdefault(scope, set()).update(n.name.value for n in node.names)  # type: ignore[attr-defined]
-            for child in code_children(node):
-                stack.append((child, inner, inner_class))
+            elif kind is cst.Return and node.value is not None:  # type: ignore[attr-defined]
+                self._returned(node, scope)  # type: ignore[arg-type]
+            # the children, pushed last first so that the stack pops them in document order (names.walk's)
+            names = fields.get(kind)
+            if names is None:
+                names = fields_last_first(kind)
+            for name in names:
+                value = getattr(node, name)
+                found = kinds.get(type(value))
+                if found is None:
+                    found = value_kind(type(value))
+                if found == 1:
+                    push((value, inner, inner_class))
+                elif found == 2:
+                    for item in reversed(value):
+                        found = kinds.get(type(item))
+                        if (found if found is not None else value_kind(type(item))) == 1:
+                            push((item, inner, inner_class))
+
+    def _returned(self, node: cst.Return, scope: cst.CSTNode) -> None:
+        # a return statement stands in a function's body and in the bodies of the functions around it
+        while scope is not None:
+            if type(scope) is cst.FunctionDef:
+                self.returns.setdefault(scope, []).append(node)
+            scope = self.parent[scope]
 
     def _function_scope(self, scope: cst.CSTNode) -> cst.CSTNode:
         """A walrus in a comprehension binds in the enclosing function (PEP 572)."""
