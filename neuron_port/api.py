@@ -76,13 +76,16 @@ def rewrite_source(
     *,
     instance: Optional[str] = None,
     neuron_cores: Optional[int] = None,
+    on_first_pass: Optional[Callable[[list[Finding]], None]] = None,
 ) -> tuple[str, list[Finding]]:
     """Rewrite one file's text: returns the new text and the findings (a finding's ``fix.applied`` says
     its fix is in the new text). ``path`` only names the file in findings and decides how it is read:
     ``.py`` (or anything else) is Python, ``.ipynb`` a notebook, ``.sh`` / Makefiles / ``.yaml`` /
     ``.json`` / ``.toml`` launch files; a name without a suffix goes by the text's shebang
     (``#!/bin/bash``: a shell script). Raises RewriteError (neuron_port.rewrite.engine) for text that
-    does not parse, UsageError for bad settings."""
+    does not parse, UsageError for bad settings. ``on_first_pass`` (Python files): called with the
+    findings of ``code`` as it is, at its own places, when a fix applies, before the rewrite's further
+    passes reach its fixed point (the returned findings); the language server publishes them early."""
     from neuron_port.rewrite.file_work import load_engines
 
     load_engines()
@@ -104,8 +107,10 @@ def rewrite_source(
         return code, cuda_text_findings(code, path, options.rule_codes)
     if kind in ("python", "notebook"):
         engine = EngineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes)
-        transform = transform_notebook if kind == "notebook" else transform_source
-        outcome = transform(code, rules, engine, path=path)
+        if kind == "notebook":
+            outcome = transform_notebook(code, rules, engine, path=path)
+        else:
+            outcome = transform_source(code, rules, engine, path=path, on_first_pass=on_first_pass)
         # as the file runner does: LibCST drops a lone CR that ends the text (old Mac line endings)
         return (keep_final_cr(code, outcome.code) if kind == "python" else outcome.code), outcome.findings
     scan = LineOptions(target=options.target, unsafe_fixes=options.unsafe_fixes,

@@ -14,7 +14,7 @@ rewrite is not written, the report moves what is left back to the file's own lin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Pattern, Sequence
+from typing import Callable, Iterable, Optional, Pattern, Sequence
 
 import libcst as cst
 
@@ -278,9 +278,13 @@ def transform_source(
     triggers: Optional[Pattern[str]] = None,
     line_offset: int = 0,
     cell: Optional[int] = None, matched: bool = False,
+    on_first_pass: Optional[Callable[[list[Finding]], None]] = None,
 ) -> SourceOutcome:
     """Rewrite one module's source with the Python rules among ``rules``. ``triggers``: their pre-filter
-    when the caller has it (prefilter_for; ``matched``: ``source`` is known to pass it). Raises RewriteError."""
+    when the caller has it (prefilter_for; ``matched``: ``source`` is known to pass it). ``on_first_pass``:
+    called with the first pass's findings (the text as it is, at its own places; ``fix.applied``: the fix
+    will be applied) when a fix applies, before the passes that reach the fixed point: the language server
+    shows them while those run. Raises RewriteError."""
     rules = python_rules(rules)
     if triggers is None:
         triggers = prefilter_for(rules)
@@ -330,6 +334,8 @@ def transform_source(
                 first_allowed += allowed
                 first_findings.append(_finding(report, rng, path, line_offset, cell, allowed, positions))
         to_apply = [r for r in kept if _allowed(r, options)]
+        if pass_number == 0 and to_apply and on_first_pass is not None:
+            on_first_pass(list(first_findings))
         if not to_apply:
             if pass_number > 0:  # the fixed point: what is left is this pass's, at its lines in the new text
                 left = _left_findings(module, kept, positions, ancestors, path, line_offset, cell, moved_from)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from neuron_port.config import ConfigError, Settings, load_settings
 from neuron_port.results import FileResult, Finding
@@ -135,10 +135,13 @@ def _stamp(file: Path, root: Optional[Path]) -> tuple:
     return tuple(stamp)
 
 
-def analyse(text: str, path: str, settings: Settings, root: Optional[Path] = None) -> Analysis:
+def analyse(text: str, path: str, settings: Settings, root: Optional[Path] = None,
+            early: Optional[Callable[[list[Problem]], None]] = None) -> Analysis:
     """The problems of ``text``, the buffer of the file ``path`` (absolute, or a name for a buffer that
     is not on disk), under ``settings``. An excluded file has none; text that does not parse has one,
-    at the error."""
+    at the error. ``early``: called, when a fix applies, with the problems the rewrite's first pass finds
+    in the buffer as it is, before the passes that reach its fixed point (a fix's follow-up pass costs
+    about as much as the first): the server shows them at once and the fixed point's only if they differ."""
     from neuron_port.rewrite.discovery import excluded_file
 
     analysis = Analysis(text=text, path=path, settings=settings)
@@ -155,8 +158,15 @@ def analyse(text: str, path: str, settings: Settings, root: Optional[Path] = Non
     from neuron_port import api
     from neuron_port.rewrite.errors import RewriteError
 
+    lines = analysis._lines = _LINE_END.split(text)
+
+    def first_pass(found: list[Finding]) -> None:
+        # the first pass's findings stand at the buffer's own places: no line map
+        early([_finding_problem(f, f, lines) for f in found if f.cell is None])  # type: ignore[misc]
+
     try:
-        new_text, findings = api.rewrite_source(text, path=path, settings=settings)
+        new_text, findings = api.rewrite_source(text, path=path, settings=settings,
+                                                on_first_pass=first_pass if early is not None else None)
     except RewriteError as exc:
         analysis.problems.append(_error_problem(str(exc), path, text))
         return analysis
@@ -167,7 +177,6 @@ def analyse(text: str, path: str, settings: Settings, root: Optional[Path] = Non
             from neuron_port.rewrite.line_map import line_map
 
             result.line_map = line_map(text, new_text)
-    lines = _LINE_END.split(text)
     for raw, shown in zip(findings, result.reported_findings()):
         if shown.cell is not None:
             continue  # a notebook's cells have their own lines: the server does not serve notebooks

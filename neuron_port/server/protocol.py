@@ -4,7 +4,10 @@ The rules are loaded once, by the first analysis, and stay loaded: an edit costs
 the buffer, not a process start. Each open buffer is analysed on open and save at once, and after an
 edit once the edits pause for DEBOUNCE seconds; one analysis runs at a time (a worker thread, so the
 server keeps reading messages), and a result for a version of the buffer that has since changed is
-dropped. The last analysis of each buffer is kept for its code actions:
+dropped. When a fix applies, the rewrite takes one more pass over the whole buffer to reach its fixed point
+(what `rewrite --check` reports): the first pass's problems are published as soon as it ends, and the
+fixed point's only when they differ (a fix that uncovers or settles another finding). The last analysis
+of each buffer is kept for its code actions:
 
 - ``quickfix`` "Fix NP103: ..." for each fix that `neuron-port rewrite` applies to the buffer (safe fixes,
   unsafe ones too under ``unsafe-fixes = true``), and "Fix all safe fixes in this file";
@@ -58,6 +61,8 @@ class NeuronPortServer(LanguageServer):
         self.pending: dict[str, asyncio.Task] = {}
         self.running: dict[tuple[str, Optional[int]], tuple[str, asyncio.Future]] = {}
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-port-analysis")
+        # (uri, version) -> the diagnostics published from the first pass of that version's analysis
+        self.early: dict[tuple[str, Optional[int]], list[types.Diagnostic]] = {}
         self.configs = Configs()
 
     # -- analysis ----------------------------------------------------------------------------------
@@ -72,7 +77,9 @@ class NeuronPortServer(LanguageServer):
             await asyncio.sleep(delay)
         current = await self.current(uri)
         if current is not None and self.version_of(uri) == current.version:
-            self.publish(uri, current)
+            early = self.early.pop((uri, current.version), None)
+            if early is None or early != self.diagnostics(uri, current.analysis):
+                self.publish(uri, current)  # else the first pass's diagnostics, already shown, are the fixed point's
 
     async def current(self, uri: str) -> Optional[Analysed]:
         """The analysis of the buffer as it is now (the kept one when the buffer has not changed)."""
@@ -111,13 +118,31 @@ class NeuronPortServer(LanguageServer):
         for (other_uri, other_version), (_text, future) in list(self.running.items()):
             if other_uri == uri and other_version != version:
                 future.cancel()  # only a job that has not started yet is cancelled
-        future = asyncio.get_running_loop().run_in_executor(self.worker, self.analyse_text, uri, text)
+        loop = asyncio.get_running_loop()
+
+        def first_pass(analysis: Analysis) -> None:  # in the worker thread: published by the loop's
+            loop.call_soon_threadsafe(self._publish_first_pass, uri, version, analysis)
+
+        future = loop.run_in_executor(self.worker, self.analyse_text, uri, text, first_pass)
         self.running[key] = (text, future)
         future.add_done_callback(lambda done: self.running.pop(key, None) if self.running.get(key, (0, 0))[1] is done
                                  else None)
         return future
 
-    def analyse_text(self, uri: str, text: str) -> Analysis:
+    def _publish_first_pass(self, uri: str, version: Optional[int], analysis: Analysis) -> None:
+        """The problems of the rewrite's first pass over this version of the buffer, shown while the
+        fixed point is computed (a fix makes one more pass over the whole buffer); dropped when the buffer
+        has changed or its whole analysis is already kept."""
+        kept = self.analysed.get(uri)
+        if self.version_of(uri) != version or (kept is not None and kept.version == version):
+            return
+        diagnostics = self.diagnostics(uri, analysis)
+        self.early[(uri, version)] = diagnostics
+        for key in [k for k in self.early if k[0] == uri and k[1] != version]:
+            del self.early[key]
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, diagnostics, version))
+
+    def analyse_text(self, uri: str, text: str, first_pass=None) -> Analysis:
         fs_path = to_fs_path(uri) if uri.startswith("file:") else None
         if fs_path is None:  # an unsaved buffer: Python, with the workspace's settings
             root = self._root_for(None)
@@ -133,7 +158,11 @@ class NeuronPortServer(LanguageServer):
             failed = Analysis(text=text, path=path, settings=Settings())
             failed.problems.append(configuration_problem(exc))
             return failed
-        return analyse(text, path, settings, root)
+        early = None
+        if first_pass is not None:
+            def early(problems: list[Problem]) -> None:
+                first_pass(Analysis(text=text, path=path, settings=settings, problems=problems))
+        return analyse(text, path, settings, root, early=early)
 
     def _root_for(self, file: Optional[Path]) -> Optional[Path]:
         """The workspace folder holding ``file`` (the deepest), else the workspace's root."""
@@ -151,9 +180,15 @@ class NeuronPortServer(LanguageServer):
 
     # -- to the client ----------------------------------------------------------------------------
     def publish(self, uri: str, analysed: Analysed) -> None:
-        analysis = analysed.analysis
-        diagnostics = [self.diagnostic(uri, analysis, p) for p in analysis.problems]
+        diagnostics = self.diagnostics(uri, analysed.analysis)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, diagnostics, analysed.version))
+
+    def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
+        """In the buffer's order (the fixed point lists its applied fixes first, then what is left), so that
+        the first pass's diagnostics and the fixed point's compare equal when they are."""
+        problems = sorted(analysis.problems, key=lambda p: (p.line, p.column, p.end_line, p.end_column,
+                                                            p.code or "", p.message))
+        return [self.diagnostic(uri, analysis, p) for p in problems]
 
     def _position(self, uri: str, lines: list[str], line: int, column: int) -> types.Position:
         codec = self.workspace.get_text_document(uri).position_codec
@@ -229,6 +264,8 @@ def did_close(ls: NeuronPortServer, params: types.DidCloseTextDocumentParams) ->
     if task is not None:
         task.cancel()
     ls.analysed.pop(uri, None)
+    for key in [k for k in ls.early if k[0] == uri]:
+        del ls.early[key]
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
 
 

@@ -35,8 +35,22 @@ async def client(lsp_client: LanguageClient, project: Path):
     await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"), root_uri=project.as_uri(),
         workspace_folders=[types.WorkspaceFolder(project.as_uri(), "trainer")]))
+    lsp_client.diagnostics = _Published(lsp_client.diagnostics)
     yield
     await lsp_client.shutdown_session()
+
+
+class _Published(dict):
+    """The client's latest diagnostics per buffer (pytest-lsp stores each publish here), and every publish
+    in ``history``."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.history: dict[str, list[list[types.Diagnostic]]] = {}
+
+    def __setitem__(self, uri: str, diagnostics: list[types.Diagnostic]) -> None:
+        self.history.setdefault(uri, []).append(list(diagnostics))
+        super().__setitem__(uri, diagnostics)
 
 
 def _open(client: LanguageClient, path: Path, text: str) -> str:
@@ -169,3 +183,28 @@ async def test_a_configuration_error_is_one_diagnostic_naming_the_file_and_line(
     (diagnostic,) = await _diagnostics(client, uri, lambda d: len(d) > 0)
     assert diagnostic.severity == types.DiagnosticSeverity.Error and diagnostic.range.start.line == 0
     assert "pyproject.toml:3" in diagnostic.message and "NP999" in diagnostic.message
+
+
+async def test_the_first_pass_is_shown_at_once_and_the_fixed_point_replaces_it(client: LanguageClient, project: Path):
+    """A fix makes the rewrite pass over the buffer once more (its fixed point: what `rewrite --check`
+    reports); the server publishes the first pass's findings before that pass, then the fixed point's when
+    they differ. Here NP101's fix (the op's device type "cuda" -> "neuron") settles NP713 (a kernel for CUDA
+    only): the first publish has both, the last NP101 alone."""
+    text = ('import torch\n\n\n@torch.library.custom_op("demo::scale", mutates_args=(), device_types="cuda")\n'
+            "def scale(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n")
+    uri = _open(client, project / "custom_op.py", text)
+    final = await _diagnostics(client, uri, lambda d: [x.code for x in d] == ["NP101"])
+    history = client.diagnostics.history[uri]
+    assert sorted(x.code for x in history[0]) == ["NP101", "NP713"], history
+    assert history[-1] == final and final[0].data == {"fix": "safe"}
+    (action,) = [a for a in await _actions(client, uri, final[0]) if a.title.startswith("Fix NP101")]
+    assert 'device_types="neuron"' in _apply(text, _edits(action))
+
+
+async def test_a_fixed_point_equal_to_the_first_pass_is_published_once(client: LanguageClient, project: Path):
+    uri = _open(client, project / "once.py", TRAIN)
+    (found,) = await _diagnostics(client, uri, lambda d: len(d) > 0)
+    assert found.code == "NP103" and found.data == {"fix": "safe"}
+    await _actions(client, uri, found)  # answered from the version's whole analysis, so it has ended
+    await asyncio.sleep(0.2)
+    assert [[x.code for x in d] for d in client.diagnostics.history[uri]] == [["NP103"]]
