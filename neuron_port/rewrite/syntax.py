@@ -25,7 +25,7 @@ import libcst as cst
 from libcst._nodes.base import CSTNode
 
 from neuron_port.rewrite.chunks import CHUNK_CHARS, parse_in_pieces, run_in_pieces, segments
-from neuron_port.rewrite.block_pieces import parse_definition
+from neuron_port.rewrite.block_pieces import body_segments, parse_definition
 
 PARSE_STACK_BYTES = 256 * 2**20
 # Measured: one nesting level costs LibCST up to ~6.4 KB of stack (a bracket: 2 characters); an unclosed
@@ -165,7 +165,30 @@ def _accepted_in_pieces(code: str) -> bool:
         accepted.add(text)
         return True
 
-    if run_in_pieces(segments(code), attempt) is None:
+    def attempt_piece(text: str) -> Optional[bool]:
+        # a long class or function: its body's segments (block_pieces.py), each after the first inside
+        # `class _:` (the tokenizer stands there as in the whole text; ast.parse accepts `return`, `await`
+        # and the like in a class body: those are the compiler's errors, not the parser's), so that an edit
+        # of one method re-checks that method; the whole piece when a segment fails
+        if text in before or text in older:
+            accepted.add(text)
+            return True
+        cut = body_segments(text)
+        if cut is not None:
+            newline = "\r\n" if "\r\n" in cut[0] else "\r" if "\r" in cut[0] and "\n" not in cut[0] else "\n"
+            done: list[bool] = []
+
+            def each(segment: str) -> Optional[bool]:  # the first (the header's) as it is, the others wrapped
+                found = attempt(segment if not done else "class _:" + newline + segment)
+                if found:
+                    done.append(True)
+                return found
+
+            if run_in_pieces([(0, segment) for segment in cut], each) is not None:
+                return True
+        return attempt(text)
+
+    if run_in_pieces(segments(code), attempt_piece) is None:
         return False
     _accepted_pieces[:] = [before, frozenset(accepted)]
     return True

@@ -119,3 +119,54 @@ def test_an_edit_reparses_its_method_alone():
     assert any(f.code == "NP103" for f in kept.findings)
     assert _same(tree, cst.parse_module(edited))
     assert first.code != text  # the rewrite ran (the pieces were kept)
+
+
+# CPython's check of a long text (syntax.cpython_syntax_error) takes a long definition by its body's segments
+# too: an edit of one method re-checks that method alone, and the verdict is the whole text's.
+BROKEN_BODIES = {
+    "valid": "    x = 1\n\n    def f(self):\n        return 1\n",
+    "bad header of a method": "    x = 1\n\n    def broken(:\n        pass\n",
+    "bracket never closed": "    x = 1\n\n    def f(self):\n        y = (1,\n",
+    "string never closed": '    x = 1\n\n    def f(self):\n        """never closed\n\n    def g(self):\n        pass\n',
+    "dedent to no level": "    x = 1\n\n    def f(self):\n        return 1\n  y = 2\n",
+    "tab after spaces": "    x = 1\n\n    def f(self):\n        return 1\n\tdef g(self):\n\t\tpass\n",
+    "method without a body": "    x = 1\n\n    def f(self):\n\n    def g(self):\n        pass\n",
+    "newer syntax": "    x = 1\n\n    def f[T](self, a: T) -> T:\n        return a\n",
+}
+
+
+def _long_module_with(body: str) -> str:
+    methods = "".join(f"    def method_{i}(self, x):\n        return x * {i}\n\n" for i in range(400))
+    block = "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(300))
+    return f"import os\n{block}\n\nclass Model:\n{methods}{body}{methods.replace('method_', 'later_')}{block}"
+
+
+@pytest.mark.parametrize("body", BROKEN_BODIES.values(), ids=list(BROKEN_BODIES))
+def test_cpython_verdict_by_body_segments_is_the_whole_verdict(body):
+    import ast
+
+    text = _long_module_with(body)
+    assert len(text) > chunks.CHUNK_CHARS and block_pieces.body_segments(
+        next(p for _o, p in chunks.segments(text) if p.startswith("\n\nclass Model"))) is not None
+    try:
+        ast.parse(text)
+        expected = None
+    except SyntaxError as exc:
+        expected = (type(exc), exc.msg, exc.lineno, exc.offset)
+    syntax._last_accepted[0] = ""
+    syntax._accepted_pieces[:] = [frozenset(), frozenset()]
+    error = syntax.cpython_syntax_error(text)
+    assert (None if error is None else (type(error), error.msg, error.lineno, error.offset)) == expected
+
+
+def test_an_edit_of_one_method_rechecks_that_method_alone(monkeypatch):
+    text = _long_module_with(BROKEN_BODIES["valid"])
+    syntax._last_accepted[0] = ""
+    syntax._accepted_pieces[:] = [frozenset(), frozenset()]
+    assert syntax.cpython_syntax_error(text) is None
+    checked: list[str] = []
+    real = syntax._cpython_error
+    monkeypatch.setattr(syntax, "_cpython_error", lambda t: checked.append(t) or real(t))
+    edited = text.replace("        return x * 200\n", "        return x.cuda() * 200\n", 1)
+    assert syntax.cpython_syntax_error(edited) is None
+    assert checked == ["class _:\n\n    def method_200(self, x):\n        return x.cuda() * 200\n"]
