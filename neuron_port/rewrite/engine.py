@@ -21,6 +21,7 @@ import libcst as cst
 from neuron_port.results import Finding, Fix
 from neuron_port.rewrite.errors import RewriteError  # noqa: F401 (raised here; callers import it from here too)
 from neuron_port.rewrite.kept_whitespace import KeptIndentation, carrying, keep_indentation, restore_tail, split_tail
+from neuron_port.rewrite.known_texts import copies as known_copies, known
 from neuron_port.rewrite.positions import node_positions
 from neuron_port.rewrite.prefilter import could_match, may_occur, rule_pattern
 from neuron_port.rewrite.splice import moved, spliced, statements_parse
@@ -37,6 +38,7 @@ from neuron_port.rewrite.traversal import ancestors_of, walk_batched
 from neuron_port.rules.registry import RuleRef
 from neuron_port.rules.spec import PythonRule, RuleSpec
 from neuron_port.rules.context import FileContext, ImportTracker, Violation
+from neuron_port.rules.helpers.per_file import module_walk
 from neuron_port.rewrite.scope_folding import fold_kept_scopes, scope_rules_not_in
 
 MAX_PASSES = 4
@@ -122,11 +124,15 @@ def _run_rules(module: cst.Module, rules: Sequence[type[PythonRule]], options: E
     visitors.extend(rule(context) for rule in rules)
     walk_batched(wrapper, visitors)
     violations = fold_kept_scopes(context, hidden)
+    copies = None
+    if violations and need_positions and code is not None and known(module):
+        # the statements parsed alone that hold no finding are copied, not rendered (known_texts.py)
+        copies = known_copies(module, module_walk(context, module).nodes, _located(violations))
     # the per-file analyses kept there hold the context (and the tree): free them now, not at the next
     # collection of reference cycles
     context.shared.clear()
     # Positions cost about as much as the parse: only resolve them when someone needs a line number.
-    positions = (node_positions(module, _located(violations), ancestors, contexts)
+    positions = (node_positions(module, _located(violations), ancestors, contexts, code=code, copies=copies)
                  if violations and need_positions else None)
     return violations, positions
 

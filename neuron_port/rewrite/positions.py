@@ -68,6 +68,7 @@ class _OffsetState(PositionProvidingCodegenState):
         self._starts: list[int] = []
         self._open: list[cst.CSTNode] = []  # the nodes being rendered, outermost first
         self.popped = ""
+        self.copies: Optional[dict[int, str]] = None  # id(statement) -> its text, copied (known_texts.py)
 
     def pop_trailing_newline(self) -> None:
         # gone from the text but not from the positions (PositionProvider counted it): keep it for them
@@ -112,25 +113,61 @@ class _OffsetState(PositionProvidingCodegenState):
         return _Hoisted(self, node, start_node, end_node)
 
 
+def _codegen_or_copy(self: cst.CSTNode, state, **kwargs) -> None:
+    """CSTNode._codegen while a render with copies runs: a statement whose text is known is copied (only
+    a state that carries ``copies``; every other render goes as LibCST's own method goes)."""
+    copies = getattr(state, "copies", None)
+    if copies:
+        text = copies.get(id(self))
+        if text is not None:
+            state.add_token(text)
+            return
+    state.before_codegen(self)
+    self._codegen_impl(state, **kwargs)
+    state.after_codegen(self)
+
+
+_CODEGEN = cst.CSTNode._codegen  # LibCST's own (what _codegen_or_copy does without copies)
+
+
+def _render(module: cst.Module, state: "_OffsetState", copies: Optional[dict[int, str]]) -> None:
+    patched = bool(copies) and cst.CSTNode._codegen is _CODEGEN
+    if patched:
+        state.copies = copies
+        cst.CSTNode._codegen = _codegen_or_copy  # type: ignore[method-assign]
+    try:
+        module._codegen(state)
+    except _AllFound:  # the text after the last wanted node places none of them
+        pass
+    finally:
+        if patched:
+            cst.CSTNode._codegen = _CODEGEN  # type: ignore[method-assign]
+
+
 def node_positions(module: cst.Module, wanted: Iterable[cst.CSTNode],
                    ancestors: Optional[dict[cst.CSTNode, tuple[cst.CSTNode, ...]]] = None,
-                   contexts: Optional[dict] = None) -> dict[cst.CSTNode, CodeRange]:
+                   contexts: Optional[dict] = None, code: Optional[str] = None,
+                   copies: Optional[dict[int, str]] = None) -> dict[cst.CSTNode, CodeRange]:
     """PositionProvider's range of each ``wanted`` node, from one render of ``module`` that tracks
     offsets; lines and columns are counted once, for those nodes only. Resolving PositionProvider through
     MetadataWrapper cost four times a plain render: a line/column update per token, a range per node, and
     a tree-rebuilding visit that computed nothing. ``ancestors``, when given, gets each wanted node's
     ancestors from the same render (outermost first; left empty with an untested LibCST); ``contexts``
     (with ``ancestors``), the render start offsets of those ancestors and of the node, and the indentation
-    it renders at (rewrite/splice.py)."""
+    it renders at (rewrite/splice.py). ``copies`` (``id(statement) -> text``, known_texts.py; with
+    ``code``, the text ``module`` renders): statements holding no wanted node whose text is copied, not
+    rendered; when the text so made is not ``code``'s, the module is rendered again without copies."""
     wanted = list(wanted)
     if not traversal.FAST_WALK:  # an untested LibCST: its public API, whatever its internals
         every = cst.MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         return {node: every[node] for node in wanted}
+    if code is None:
+        copies = None
     state = _OffsetState(module, wanted)
-    try:
-        module._codegen(state)
-    except _AllFound:  # the text after the last wanted node places none of them
-        pass
+    _render(module, state, copies)
+    if copies and not code.startswith("".join(state.tokens)):  # a copy was not the statement's render
+        state = _OffsetState(module, wanted)
+        _render(module, state, None)
     if ancestors is not None:
         ancestors.update((node, state.paths[id(node)]) for node in wanted)
         if contexts is not None:

@@ -26,6 +26,7 @@ from libcst._nodes.base import CSTNode
 
 from neuron_port.rewrite.chunks import CHUNK_CHARS, parse_in_pieces, run_in_pieces, segments
 from neuron_port.rewrite.block_pieces import body_segments, parse_definition
+from neuron_port.rewrite.known_texts import remember
 
 PARSE_STACK_BYTES = 256 * 2**20
 # Measured: one nesting level costs LibCST up to ~6.4 KB of stack (a bracket: 2 characters); an unclosed
@@ -275,6 +276,7 @@ def _parse_reusing(code: str, path: str) -> cst.Module:
             counts[1] += 1
         used[code] = module
     kept[path] = used
+    remember(module, used)  # the statements parsed alone: the positions' render copies their text
     while len(kept) > _kept_files:
         kept.popitem(last=False)
     last_reuse[:] = counts
