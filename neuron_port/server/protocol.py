@@ -2,7 +2,8 @@
 
 The rules are loaded once, by the first analysis, and stay loaded: an edit costs the engine's pass over
 the buffer, not a process start. Each open buffer is analysed on open and save at once, and after an
-edit once the edits pause for DEBOUNCE seconds; one analysis runs at a time (a worker thread, so the
+edit at once when it follows a pause with no analysis running, else once the edits pause for DEBOUNCE
+seconds; one analysis runs at a time (a worker thread, so the
 server keeps reading messages), and a result for a version of the buffer that has since changed is
 dropped. When a fix applies, the rewrite takes one more pass over the whole buffer to reach its fixed point
 (what `rewrite --check` reports): the first pass's problems are published as soon as it ends, and the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +65,7 @@ class NeuronPortServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-port-analysis")
         # (uri, version) -> the diagnostics published from the first pass of that version's analysis
         self.early: dict[tuple[str, Optional[int]], list[types.Diagnostic]] = {}
+        self.changed_at: dict[str, float] = {}  # each buffer's last change (the event loop's clock)
         self.configs = Configs()
 
     # -- analysis ----------------------------------------------------------------------------------
@@ -121,7 +124,18 @@ class NeuronPortServer(LanguageServer):
         loop = asyncio.get_running_loop()
 
         def first_pass(analysis: Analysis) -> None:  # in the worker thread: published by the loop's
-            loop.call_soon_threadsafe(self._publish_first_pass, uri, version, analysis)
+            sent = threading.Event()
+
+            def publish() -> None:
+                try:
+                    self._publish_first_pass(uri, version, analysis)
+                finally:
+                    sent.set()
+
+            loop.call_soon_threadsafe(publish)
+            # the worker waits (briefly) for the message to be out: its next pass would hold the GIL, and the
+            # loop's thread would write it only between the pass's switch intervals
+            sent.wait(0.25)
 
         future = loop.run_in_executor(self.worker, self.analyse_text, uri, text, first_pass)
         self.running[key] = (text, future)
@@ -173,6 +187,14 @@ class NeuronPortServer(LanguageServer):
                 return max(holding, key=lambda f: len(f.parts))
         root = self.workspace.root_path
         return Path(root) if root else None
+
+    def typing(self, uri: str) -> bool:
+        """True when this change comes DEBOUNCE seconds or less after the buffer's last one, or while an
+        analysis runs: it waits for the edits to pause. The first change after a pause, with the worker
+        idle, is analysed at once (a debounce's leading edge: no wait after a single edit)."""
+        now = asyncio.get_running_loop().time()
+        last, self.changed_at[uri] = self.changed_at.get(uri), now
+        return bool(self.running) or (last is not None and now - last <= DEBOUNCE)
 
     def version_of(self, uri: str) -> Optional[int]:
         document = self.workspace.text_documents.get(uri)
@@ -242,7 +264,8 @@ def did_open(ls: NeuronPortServer, params: types.DidOpenTextDocumentParams) -> N
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: NeuronPortServer, params: types.DidChangeTextDocumentParams) -> None:
-    ls.schedule(params.text_document.uri, DEBOUNCE)
+    uri = params.text_document.uri
+    ls.schedule(uri, DEBOUNCE if ls.typing(uri) else 0)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -264,6 +287,7 @@ def did_close(ls: NeuronPortServer, params: types.DidCloseTextDocumentParams) ->
     if task is not None:
         task.cancel()
     ls.analysed.pop(uri, None)
+    ls.changed_at.pop(uri, None)
     for key in [k for k in ls.early if k[0] == uri]:
         del ls.early[key]
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
