@@ -3,7 +3,8 @@
 
 Starts the server as an editor does (``python -m neuron_port server``, LSP over stdio, pygls' own client),
 opens each file, waits for its first diagnostics, then makes ``--edits`` edits, one at a time, as a user
-types them: each changes one line in the middle of the file (alternately adding a ``.cuda()`` call, which
+types them: each changes one line in the middle of the file (sent as an editor sends it: that line's
+range and its new text) (alternately adding a ``.cuda()`` call, which
 adds a finding, and taking it out again), sends ``textDocument/didChange`` and waits for the diagnostics
 of that version. The latency is from the change sent to its first diagnostics received: the server's
 debounce, the engine's first pass over the whole buffer and the transport (when a fix applies, the server
@@ -75,6 +76,15 @@ def _edited(lines: list[str], index: int, with_cuda: bool) -> str:
     return "".join(lines[:index] + [new] + lines[index + 1:])
 
 
+def _change(old_text: str, index: int, new_text: str) -> types.TextDocumentContentChangePartial:
+    """The edit of line ``index`` as an editor sends it (the server syncs incrementally): that line of
+    ``old_text`` (the buffer before) replaced by ``new_text``'s (ASCII lines: columns are UTF-16 units)."""
+    old = old_text.splitlines(keepends=True)[index].rstrip("\r\n")
+    line = new_text.splitlines(keepends=True)[index].rstrip("\r\n")
+    return types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(index, 0), types.Position(index, len(old))), text=line)
+
+
 def _probe_line(lines: list[str]) -> int:
     """A plain statement line near the middle of the file (not inside a bracket or a string)."""
     middle = len(lines) // 2
@@ -105,6 +115,7 @@ async def bench_file(path: Path, edits: int, pythonpath: str | None = None) -> d
     arrived, first = await client.wait(uri, 1)
     opened = arrived - start
     index = _probe_line(lines)
+    buffer = text
     latencies, cpus, counts, completes = [], [], [], []
     for number in range(edits):
         version = number + 2
@@ -113,7 +124,8 @@ async def bench_file(path: Path, edits: int, pythonpath: str | None = None) -> d
         sent = time.perf_counter()
         client.text_document_did_change(types.DidChangeTextDocumentParams(
             types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            [types.TextDocumentContentChangeWholeDocument(text=new_text)]))
+            [_change(buffer, index, new_text)]))
+        buffer = new_text
         arrived, found = await client.wait(uri, version)
         latencies.append(arrived - sent)
         # the code actions are answered from the version's whole analysis (the rewrite's fixed point): their
