@@ -4,7 +4,7 @@ selection and the pre-filter), and the engine imports a rule's module only when 
 text (registry.RuleRef); it is used only while RULE_SOURCES_SHA256 matches the rule sources."""
 
 # fmt: off
-RULE_SOURCES_SHA256 = 'c41c186046a7d2f564cc3f6ddf29a370202b524e1e2d5f0b473690d067e2f791'
+RULE_SOURCES_SHA256 = '33df103931cb6b3f2344368b05f5ba6a0daf5e412de3dd40801f5080700b8047'
 
 RULES = (
     ('NP101', 'cuda-device-string', 'python', ('neuron', 'accelerator'), ("'cuda", '"cuda')),

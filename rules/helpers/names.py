@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import libcst as cst
 
@@ -80,7 +80,6 @@ def loop_target_names(target: cst.BaseExpression) -> set[str]:
     return set()
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
 # what a field's value is, per type: 1 a node, 2 a list or tuple (of nodes, or of anything), 0 neither
 _KIND: dict[type, int] = {}
 
@@ -121,58 +120,51 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def code_children(current: cst.CSTNode) -> list[cst.CSTNode]:
     """The children ``walk`` enters from ``current`` (no whitespace, comments or blank lines), last first
     (the order a stack pops them in document order)."""
-    names = _FIELDS.get(type(current))
-    if names is None:
-        names = _FIELDS[type(current)] = _code_fields(type(current))
     children: list[cst.CSTNode] = []
+    push_code_children(current, children.append)
+    return children
+
+
+def push_code_children(current: cst.CSTNode, push: Callable[[cst.CSTNode], object]) -> int:
+    """``push`` each child ``walk`` enters from ``current``, last first (a stack then pops them in document
+    order); how many. For walks that keep their own stack (walk_all, scopes.py)."""
+    names = _FIELDS_LAST_FIRST.get(type(current))
+    if names is None:
+        names = fields_last_first(type(current))
     kinds = _KIND
+    pushed = 0
     for name in names:
         value = getattr(current, name)
         kind = kinds.get(type(value))
         if kind is None:
             kind = value_kind(type(value))
         if kind == 1:
-            children.append(value)
+            push(value)
+            pushed += 1
         elif kind == 2:
-            children.extend(v for v in value if value_kind(type(v)) == 1)
-    children.reverse()
-    return children
+            for item in reversed(value):
+                kind = kinds.get(type(item))
+                if (kind if kind is not None else value_kind(type(item))) == 1:
+                    push(item)
+                    pushed += 1
+    return pushed
 
 
 def walk_all(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``list(walk(node))``, built without a generator and without a list of children per node: each
-    node's code fields are read last first and pushed as they come, so the stack pops them in the order
-    ``walk`` yields them (the per-file analyses take the walk of a whole module once per pass)."""
+    node's code children are pushed last first, so the stack pops them in the order ``walk`` yields them
+    (the per-file analyses take the walk of a whole module once per pass)."""
     out: list[cst.CSTNode] = []
     stack = [node]
-    pop, push, kinds, fields = stack.pop, stack.append, _KIND, _FIELDS_LAST_FIRST
+    pop, push, append = stack.pop, stack.append, out.append
     while stack:
         current = pop()
-        out.append(current)
-        names = fields.get(type(current))
-        if names is None:
-            names = fields[type(current)] = tuple(reversed(_code_fields(type(current))))
-        for name in names:
-            value = getattr(current, name)
-            kind = kinds.get(type(value))
-            if kind is None:
-                kind = value_kind(type(value))
-            if kind == 1:
-                push(value)
-            elif kind == 2:
-                for item in reversed(value):
-                    kind = kinds.get(type(item))
-                    if (kind if kind is not None else value_kind(type(item))) == 1:
-                        push(item)
+        append(current)
+        push_code_children(current, push)
     return out
 
 
 _FIELDS_LAST_FIRST: dict[type, tuple[str, ...]] = {}
-# for walks that carry their own state per node (scopes.py): the same tables walk_all reads
-CHILD_KINDS = _KIND
-FIELDS_LAST_FIRST = _FIELDS_LAST_FIRST
-
-
 def fields_last_first(kind: type) -> tuple[str, ...]:
     """The code fields of a node class, last first (kept in FIELDS_LAST_FIRST)."""
     names = _FIELDS_LAST_FIRST.get(kind)

@@ -16,7 +16,7 @@ from typing import Optional
 
 import libcst as cst
 
-from neuron_port.rules.helpers.names import CHILD_KINDS, FIELDS_LAST_FIRST, fields_last_first, value_kind
+from neuron_port.rules.helpers.names import push_code_children
 
 _FUNCTION_SCOPES = (cst.FunctionDef, cst.Lambda)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -70,10 +70,12 @@ class Scopes:
 
     def _walk(self, root: cst.CSTNode) -> None:
         # (node, its scope, its class): the stack pops in document order (code_children is last first)
-        stack: list[tuple[cst.CSTNode, cst.CSTNode, Optional[cst.ClassDef]]] = [(root, root, None)]
-        pop, push, kinds, fields = stack.pop, stack.append, CHILD_KINDS, FIELDS_LAST_FIRST
+        stack: list[cst.CSTNode] = [root]
+        contexts: list[tuple[cst.CSTNode, Optional[cst.ClassDef]]] = [(root, None)]  # each node's scope, class
+        pop, push, pop_context = stack.pop, stack.append, contexts.pop
         while stack:
-            node, scope, klass = pop()
+            node = pop()
+            scope, klass = pop_context()
             kind = type(node)
             inner, inner_class = scope, klass
             if kind is cst.Name:
@@ -120,22 +122,11 @@ class Scopes:
                 self._nonlocal.setdefault(scope, set()).update(n.name.value for n in node.names)  # type: ignore[attr-defined]
             elif kind is cst.Return and node.value is not None:  # type: ignore[attr-defined]
                 self._returned(node, scope)  # type: ignore[arg-type]
-            # the children, pushed last first so that the stack pops them in document order (names.walk's)
-            names = fields.get(kind)
-            if names is None:
-                names = fields_last_first(kind)
-            for name in names:
-                value = getattr(node, name)
-                found = kinds.get(type(value))
-                if found is None:
-                    found = value_kind(type(value))
-                if found == 1:
-                    push((value, inner, inner_class))
-                elif found == 2:
-                    for item in reversed(value):
-                        found = kinds.get(type(item))
-                        if (found if found is not None else value_kind(type(item))) == 1:
-                            push((item, inner, inner_class))
+            # the children, pushed last first so that the stack pops them in document order (names.walk's),
+            # each with the scope and class it stands in
+            count = push_code_children(node, push)
+            if count:
+                contexts.extend([(inner, inner_class)] * count)
 
     def _returned(self, node: cst.Return, scope: cst.CSTNode) -> None:
         # a return statement stands in a function's body and in the bodies of the functions around it

@@ -9,11 +9,7 @@ from __future__ import annotations
 import pytest
 
 from neuron_port.rewrite import block_pieces, known_texts, positions, syntax
-from neuron_port.rewrite.engine import EngineOptions, RewriteError, transform_source
-from neuron_port.rules.registry import all_rules
-from tests.rewrite.test_parse_reuse import _versions, sample_of_the_corpus
-
-RULES = list(all_rules())
+from tests.rewrite.test_parse_reuse import _outcome, _versions, sample_of_the_corpus
 
 
 @pytest.fixture
@@ -25,14 +21,6 @@ def every_body_cut(monkeypatch):
         renders.append(len(copies or {})), real(module, state, copies))[1])
     yield renders
     syntax.keep_parsed_pieces(0)
-
-
-def _outcome(text: str):
-    try:
-        out = transform_source(text, RULES, EngineOptions(), path="t.py")
-    except RewriteError as exc:
-        return ("error", str(exc))
-    return (out.code, out.findings, out.fixes_applied, out.skipped)
 
 
 def _kept_then_fresh(texts):
