@@ -208,3 +208,17 @@ async def test_a_fixed_point_equal_to_the_first_pass_is_published_once(client: L
     await _actions(client, uri, found)  # answered from the version's whole analysis, so it has ended
     await asyncio.sleep(0.2)
     assert [[x.code for x in d] for d in client.diagnostics.history[uri]] == [["NP103"]]
+
+
+async def test_a_burst_of_edits_ends_with_the_last_versions_diagnostics(client: LanguageClient, project: Path):
+    """The first change of a burst is analysed at once (the debounce's leading edge) and the others wait for
+    the pause: whatever ran meanwhile, what stays shown is the last version's."""
+    body = "".join(f"\n\ndef step_{i}(x):\n    return x * {i}\n" for i in range(300))
+    uri = _open(client, project / "burst.py", "import torch\n" + body)
+    assert await _diagnostics(client, uri, lambda d: True) == []
+    for version in range(2, 13):  # one `.cuda()` call in, then out, ...; the last version has two
+        probe = "x = torch.ones(1).cuda()\n" * (2 if version == 12 else version % 2)
+        _change(client, uri, version, "import torch\n" + probe + body)
+    await _diagnostics(client, uri, lambda d: len(d) == 2)
+    await asyncio.sleep(1.0)  # a stale version's analysis, had it been published late, would show now
+    assert [(d.code, d.range.start.line) for d in client.diagnostics[uri]] == [("NP103", 1), ("NP103", 2)]
