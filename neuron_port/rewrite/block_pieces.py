@@ -30,11 +30,13 @@ the rule examples and texts made for each edge; bench/rewrite/bench_parse_reuse.
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 import libcst as cst
 
 from neuron_port.rewrite.chunks import LINE, NOT_A_START, run_in_pieces
+
+_T = TypeVar("_T")
 
 # Only pieces longer than this are cut (a short definition costs less to parse than to cut).
 MIN_BLOCK_CHARS = 4_000
@@ -124,6 +126,33 @@ def _in_gap(line: str, body_indent: str) -> bool:
     return line.startswith(body_indent + "#")
 
 
+# the header a body segment after the first is parsed under (the module docstring says why)
+WRAPPER = "class _:"
+
+
+def each_segment(cut: list[str], attempt: Callable[[str], Optional[_T]]) -> Optional[list[_T]]:
+    """``attempt`` on the segments of ``cut`` (body_segments'), the first as it is (the definition's header and
+    its first statements) and each later one under WRAPPER; a refused segment is joined with the next
+    (chunks.run_in_pieces). None when that is not enough."""
+    newline = "\r\n" if "\r\n" in cut[0] else "\r" if "\r" in cut[0] and "\n" not in cut[0] else "\n"
+    done: list[bool] = []
+
+    def each(segment: str) -> Optional[_T]:
+        found = attempt(segment if not done else WRAPPER + newline + segment)
+        if found is not None and not done:
+            done.append(True)
+        return found
+
+    return run_in_pieces([(0, segment) for segment in cut], each)
+
+
+def unwrapped(text: str) -> Optional[str]:
+    """A later segment's own text, from the text each_segment gave ``attempt`` (None: not such a text)."""
+    if not text.startswith(WRAPPER):
+        return None
+    return text[len(WRAPPER) + (2 if text.startswith("\r\n", len(WRAPPER)) else 1):]
+
+
 def parse_definition(text: str, parse: Callable[[str], Optional[cst.Module]]) -> Optional[cst.Module]:
     """The module ``text`` parses to, built from its definition's segments (``parse``: LibCST's parse of one text,
     None when it fails; the caller may answer from a cache); None when ``text`` is not cut or the segments
@@ -131,19 +160,7 @@ def parse_definition(text: str, parse: Callable[[str], Optional[cst.Module]]) ->
     cut = body_segments(text)
     if cut is None:
         return None
-    newline = "\r\n" if "\r\n" in cut[0] else "\r" if "\r" in cut[0] and "\n" not in cut[0] else "\n"
-    wrapper = "class _:" + newline
-
-    done: list[cst.Module] = []
-
-    def each(segment: str) -> Optional[cst.Module]:
-        # the first segment (the class header and its first statements) parses on its own
-        tree = parse(segment) if not done else parse(wrapper + segment)
-        if tree is not None and not done:
-            done.append(tree)
-        return tree
-
-    parts = run_in_pieces([(0, s) for s in cut], each)
+    parts = each_segment(cut, parse)
     if parts is None or len(parts) < 2:
         return None
     return _join(parts)

@@ -21,10 +21,11 @@ from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
+from neuron_port.rewrite.block_pieces import unwrapped
+
 # the last module parsed with its pieces kept and {statement: its text} (LibCST's nodes take no weak
 # reference: the last module is held until the next parse, as the server holds its buffer's tree anyway)
 _LAST: list = [None, {}]
-_WRAPPER = "class _:"  # block_pieces.parse_definition's header of a body segment
 
 
 def remember(module: cst.Module, parsed: dict[str, cst.Module]) -> None:
@@ -35,11 +36,11 @@ def remember(module: cst.Module, parsed: dict[str, cst.Module]) -> None:
         if tree.header or tree.footer or len(tree.body) != 1:
             continue
         statement = tree.body[0]
-        if text.startswith(_WRAPPER) and type(statement) is cst.ClassDef and statement.name.value == "_":
+        segment = unwrapped(text)
+        if segment is not None and type(statement) is cst.ClassDef and statement.name.value == "_":
             block = statement.body
             if type(block) is cst.IndentedBlock and len(block.body) == 1 and not block.footer:
-                newline = 2 if text.startswith("\r\n", len(_WRAPPER)) else 1
-                texts[block.body[0]] = text[len(_WRAPPER) + newline:]
+                texts[block.body[0]] = segment
                 continue
         if tree.has_trailing_newline:
             texts[statement] = text
@@ -68,8 +69,7 @@ def copies(module: cst.Module, nodes: Sequence[cst.CSTNode], wanted: Iterable[cs
         if key in candidates or key in ends:
             where[key] = index
         if key in wanted_ids:
-            held.append(index)
-    held.sort()
+            held.append(index)  # in walk order: sorted
     out: dict[int, str] = {}
     for key, (statement, after) in candidates.items():
         start, end = where.get(key), where.get(id(after))

@@ -25,7 +25,7 @@ import libcst as cst
 from libcst._nodes.base import CSTNode
 
 from neuron_port.rewrite.chunks import CHUNK_CHARS, parse_in_pieces, run_in_pieces, segments
-from neuron_port.rewrite.block_pieces import body_segments, parse_definition
+from neuron_port.rewrite.block_pieces import body_segments, each_segment, parse_definition
 from neuron_port.rewrite.known_texts import remember
 
 PARSE_STACK_BYTES = 256 * 2**20
@@ -175,18 +175,8 @@ def _accepted_in_pieces(code: str) -> bool:
             accepted.add(text)
             return True
         cut = body_segments(text)
-        if cut is not None:
-            newline = "\r\n" if "\r\n" in cut[0] else "\r" if "\r" in cut[0] and "\n" not in cut[0] else "\n"
-            done: list[bool] = []
-
-            def each(segment: str) -> Optional[bool]:  # the first (the header's) as it is, the others wrapped
-                found = attempt(segment if not done else "class _:" + newline + segment)
-                if found:
-                    done.append(True)
-                return found
-
-            if run_in_pieces([(0, segment) for segment in cut], each) is not None:
-                return True
+        if cut is not None and each_segment(cut, attempt) is not None:
+            return True
         return attempt(text)
 
     if run_in_pieces(segments(code), attempt_piece) is None:
